@@ -1,0 +1,127 @@
+# mge — one non-recursive Makefile.
+#   make            libmge.a, libmge.so and the tools in bin/
+#   make check      unit, op, CLI (bats) and oracle tests
+#   make check SANITIZE=1   the same under ASan+UBSan (separate build dir)
+#   make fuzz       libFuzzer targets (clang), FUZZ_TIME seconds each
+#   make demo       the README's main job on the bundled sample
+#   make install PREFIX=/usr/local DESTDIR=
+.DEFAULT_GOAL := all
+MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2) --no-print-directory
+
+PREFIX   ?= /usr/local
+DESTDIR  ?=
+CC       ?= cc
+PYTHON   ?= /usr/bin/python3
+VERSION  := 0.1.0
+
+OPT      ?= -O2
+CFLAGS   ?= $(OPT) -g
+WARN     := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes
+BASEFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -pthread -Ilib -Ikernels -Iformats \
+             -I/usr/include/x86_64-linux-gnu/openblas-pthread
+LDLIBS   := -lopenblas -larchive -lz -lm -pthread
+
+ifeq ($(SANITIZE),1)
+B        := build/asan
+SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+OPT      := -O1
+else
+B        := build/rel
+SANFLAGS :=
+endif
+ALLCFLAGS := $(BASEFLAGS) $(WARN) $(CFLAGS) $(SANFLAGS)
+ALLLDFLAGS := $(SANFLAGS) $(LDFLAGS)
+
+LIB_SRC  := $(sort $(wildcard lib/*.c formats/*.c kernels/ref/*.c kernels/cpu/*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o)
+TOOLS    := mge-run mge-dump mge-opt mge-train mge-quant mge-bench mge-prof
+TOOL_SRC := $(filter $(TOOLS:%=cmd/%.c),$(wildcard cmd/*.c))
+TOOL_BIN := $(TOOL_SRC:cmd/%.c=$(if $(filter 1,$(SANITIZE)),$(B)/bin,bin)/%)
+BINDIR   := $(if $(filter 1,$(SANITIZE)),$(B)/bin,bin)
+CLI_OBJ  := $(B)/cmd/cli.o
+UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
+DEPS     := $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(UNIT_BIN:=.d) $(TOOL_SRC:cmd/%.c=$(B)/cmd/%.d)
+
+all: $(B)/libmge.a $(if $(SANITIZE),,$(B)/libmge.so) $(TOOL_BIN)
+
+$(B)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALLCFLAGS) -MMD -MP -c $< -o $@
+
+$(B)/libmge.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(B)/libmge.so: $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,libmge.so.0 $(ALLLDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BINDIR)/%: $(B)/cmd/%.o $(CLI_OBJ) $(B)/libmge.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALLLDFLAGS) -o $@ $< $(CLI_OBJ) $(B)/libmge.a $(LDLIBS)
+
+$(B)/tests/%: tests/unit/%.c tests/unit/unit.h $(B)/libmge.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALLCFLAGS) -Itests/unit -MMD -MP -o $@ $< $(B)/libmge.a $(ALLLDFLAGS) $(LDLIBS)
+
+-include $(DEPS)
+
+# ------------------------------------------------------------------ tests
+BATS ?= bats
+check: all $(UNIT_BIN)
+	@echo "== unit tests"
+	@fail=0; for t in $(UNIT_BIN); do $$t || fail=1; done; test $$fail = 0
+	@echo "== CLI tests (bats)"
+	@MGE_BIN=$(CURDIR)/$(BINDIR) $(BATS) tests/cli
+	@echo "== oracle tests"
+	@MGE_BIN=$(CURDIR)/$(BINDIR) PYTHON=$(PYTHON) tests/oracle/run
+
+unit: $(UNIT_BIN)
+	@fail=0; for t in $(UNIT_BIN); do $$t || fail=1; done; test $$fail = 0
+
+# ------------------------------------------------------------------ fuzzing
+FUZZ_TIME ?= 60
+FUZZ_SRC  := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN  := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
+FUZZ_LIB_OBJ := $(LIB_SRC:%.c=build/fuzz/%.o)
+build/fuzz/%.o: %.c
+	@mkdir -p $(dir $@)
+	clang $(BASEFLAGS) -O1 -g -fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_OBJ)
+	@mkdir -p $(dir $@)
+	clang $(BASEFLAGS) -O1 -g -fsanitize=fuzzer,address,undefined -o $@ $< $(FUZZ_LIB_OBJ) $(LDLIBS)
+fuzz-build: $(FUZZ_BIN)
+fuzz: $(FUZZ_BIN)
+	@for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p build/fuzz/corpus/$$n; \
+	  seeds=tests/fuzz/seeds/$${n#fuzz_}; \
+	  echo "== $$n ($(FUZZ_TIME)s)"; \
+	  $$f -max_total_time=$(FUZZ_TIME) -print_final_stats=1 build/fuzz/corpus/$$n $$( [ -d $$seeds ] && echo $$seeds ) 2>&1 | grep -E "stat::number_of_executed_units|ERROR|SUMMARY" || exit 1; done
+
+# ------------------------------------------------------------------ demo, bench
+demo: all
+	@scripts/demo
+
+bench: all
+	@scripts/bench-resnet18
+
+# ------------------------------------------------------------------ install
+MAN1 := $(wildcard man/man1/*.1)
+MAN5 := $(wildcard man/man5/*.5)
+MAN7 := $(wildcard man/man7/*.7)
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/mge \
+	  $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/share/man/man7
+	install -m 755 $(TOOL_BIN) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(B)/libmge.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(B)/libmge.so $(DESTDIR)$(PREFIX)/lib/libmge.so.0
+	ln -sf libmge.so.0 $(DESTDIR)$(PREFIX)/lib/libmge.so
+	install -m 644 lib/mge.h lib/ops.def $(DESTDIR)$(PREFIX)/include/mge/
+	$(if $(MAN1),install -m 644 $(MAN1) $(DESTDIR)$(PREFIX)/share/man/man1/)
+	$(if $(MAN5),install -m 644 $(MAN5) $(DESTDIR)$(PREFIX)/share/man/man5/)
+	$(if $(MAN7),install -m 644 $(MAN7) $(DESTDIR)$(PREFIX)/share/man/man7/)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' mge.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/mge.pc
+
+clean:
+	rm -rf build bin
+
+.PHONY: all check unit fuzz fuzz-build demo bench install clean

@@ -1,0 +1,166 @@
+/* internal.h — what the library's own files share and tools do not see:
+ * op family hooks, the kernel interface, backends and the thread pool. */
+#ifndef MGE_INTERNAL_H
+#define MGE_INTERNAL_H
+
+#include "mge.h"
+
+/* A dtype and a concrete (or template) shape. */
+typedef struct mge_tdesc {
+    mge_dtype dtype;
+    int ndim;
+    int64_t dims[MGE_MAX_DIMS];
+} mge_tdesc;
+
+/* ---------------------------------------------------------------- op families
+ * Each lib/op_<family>.c defines, for all ops of its family:
+ *   infer:  output dtypes/shapes from inputs (concrete shapes; the graph finds
+ *           the symbolic batch by inferring at two batch sizes),
+ *   flops:  floating-point operations (a multiply-add counts 2),
+ *   params: for MGE_OPF_LAYER ops, the parameters to create, given x.
+ */
+typedef mge_status (*mge_infer_fn)(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err);
+typedef double (*mge_flops_fn)(const mge_node *n, const mge_tdesc *in, const mge_tdesc *out);
+
+/* A parameter a layer wants: suffix ("weight"), kind, shape, init spec. */
+typedef struct mge_param_spec {
+    const char *suffix;
+    mge_valkind kind;
+    mge_dtype dtype;
+    int ndim;
+    int64_t dims[MGE_MAX_DIMS];
+    char init[64];
+} mge_param_spec;
+typedef mge_status (*mge_params_fn)(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
+                                    mge_param_spec *specs, int *nspecs, mge_error *err);
+
+#define MGE_FAMILY_DECL(fam) \
+    mge_status mge_##fam##_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err); \
+    double mge_##fam##_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc *out);
+MGE_FAMILY_DECL(conv)
+MGE_FAMILY_DECL(linear)
+MGE_FAMILY_DECL(norm)
+MGE_FAMILY_DECL(unary)
+MGE_FAMILY_DECL(binary)
+MGE_FAMILY_DECL(pool)
+MGE_FAMILY_DECL(reduce)
+MGE_FAMILY_DECL(shape)
+MGE_FAMILY_DECL(loss)
+mge_status mge_conv_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
+                           mge_param_spec *specs, int *nspecs, mge_error *err);
+mge_status mge_linear_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
+                             mge_param_spec *specs, int *nspecs, mge_error *err);
+mge_status mge_norm_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
+                           mge_param_spec *specs, int *nspecs, mge_error *err);
+
+mge_infer_fn mge_op_infer_fn(int op);
+mge_flops_fn mge_op_flops_fn(int op);
+mge_params_fn mge_op_params_fn(int op);   /* NULL for non-layer ops */
+
+/* Attribute lookup in a raw list (before a node exists). */
+const mge_attr *mge_attrs_find(int nattr, const mge_attr *attrs, int key);
+/* Fills in schema defaults and checks types/required keys; out holds nschema entries. */
+mge_status mge_attrs_complete(int op, int nattr, const mge_attr *attrs, mge_attr *out, int *nout, mge_error *err);
+
+/* Shape helpers shared by families and kernels. */
+int64_t mge_tdesc_numel(const mge_tdesc *d);
+/* numpy broadcasting of a and b into out; 0 when incompatible. */
+int mge_broadcast(const mge_tdesc *a, const mge_tdesc *b, mge_tdesc *out);
+/* Normalizes a possibly negative axis; -1 when out of range. */
+int mge_axis(int64_t axis, int ndim);
+/* Conv/pool output size along one dim (PyTorch formula); <= 0 when invalid. */
+int64_t mge_conv_out_dim(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, int ceil_mode);
+
+/* ---------------------------------------------------------------- thread pool */
+
+typedef struct mge_pool mge_pool;
+mge_pool *mge_pool_create(int nthreads);   /* nthreads includes the caller */
+void mge_pool_free(mge_pool *p);
+int mge_pool_size(const mge_pool *p);
+/* Runs fn(arg, task, thread) for task in [0, ntasks) and waits. thread is in
+ * [0, size). A NULL pool runs serially on the caller. */
+typedef void (*mge_task_fn)(void *arg, int64_t task, int thread);
+void mge_pool_run(mge_pool *p, int64_t ntasks, mge_task_fn fn, void *arg);
+
+/* ---------------------------------------------------------------- kernels */
+
+typedef struct mge_kctx {
+    mge_pool *pool;          /* may be NULL (serial) */
+    int threads;             /* size of pool, >= 1 */
+    void *ws;                /* scratch of the size the kernel's ws() asked for */
+    size_t ws_size;
+    int training;
+    mge_rng *rng;            /* dropout in training */
+} mge_kctx;
+
+/* in[i]/out[i] have concrete shapes and data; out[0] may alias in[0] when the
+ * op is MGE_OPF_INPLACE and the planner chose so. */
+typedef mge_status (*mge_kernel_fn)(const mge_kctx *ctx, const mge_node *n,
+                                    mge_tensor *const *in, mge_tensor *const *out, mge_error *err);
+typedef size_t (*mge_ws_fn)(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int threads);
+
+typedef struct mge_kernel {
+    mge_kernel_fn run;
+    mge_ws_fn ws;            /* NULL: no scratch */
+} mge_kernel;
+
+/* A backend: a kernel table indexed by op x dtype (of the first input).
+ * An empty slot falls back to the ref backend. */
+typedef struct mge_backend {
+    const char *name;
+    mge_kernel k[MGE_NOPS][MGE_NDTYPES];
+} mge_backend;
+
+const mge_backend *mge_backend_ref(void);
+const mge_backend *mge_backend_cpu(void);
+const mge_backend *mge_backend_get(const char *name);   /* "cpu", "ref"; NULL if unknown */
+/* The kernel for node n with first-input dtype dt on backend b, falling back to ref. */
+const mge_kernel *mge_backend_kernel(const mge_backend *b, int op, mge_dtype dt);
+
+/* Registration (one function per kernel file, called once by the backend). */
+void mge_ref_register_conv(mge_backend *b);
+void mge_ref_register_linear(mge_backend *b);
+void mge_ref_register_norm(mge_backend *b);
+void mge_ref_register_unary(mge_backend *b);
+void mge_ref_register_binary(mge_backend *b);
+void mge_ref_register_pool(mge_backend *b);
+void mge_ref_register_reduce(mge_backend *b);
+void mge_ref_register_shape(mge_backend *b);
+void mge_ref_register_loss(mge_backend *b);
+void mge_cpu_register_gemm(mge_backend *b);     /* conv, linear, matmul on OpenBLAS */
+void mge_cpu_register_elemwise(mge_backend *b); /* unary, binary */
+void mge_cpu_register_pool(mge_backend *b);
+void mge_cpu_register_misc(mge_backend *b);     /* norm, reduce, shape */
+
+/* OpenBLAS thread count: set to the executor's threads and used only from
+ * the calling thread, so it never runs at the same time as our pool. */
+void mge_blas_set_threads(int n);
+
+/* ---------------------------------------------------------------- planner */
+
+/* One planned buffer per value of a scheduled (sub)graph. */
+typedef struct mge_plan {
+    int64_t batch;
+    int nvalues;
+    int *ndims;              /* per value */
+    int64_t *dims;           /* per value, MGE_MAX_DIMS each */
+    size_t *nbytes;          /* per value */
+    int64_t *offset;         /* per value: arena offset, or -1 when not in the arena */
+    int *alias;              /* per value: value whose buffer it shares (in-place/view), or -1 */
+    size_t *ws;              /* per node: scratch bytes */
+    mge_plan_stats st;
+} mge_plan;
+
+/* Plans the nodes with need[i] != 0 at the given batch. ws_fn (may be NULL)
+ * gives per-node scratch sizes. Graph outputs are planned in the arena like
+ * any other value; inputs, params, state and consts are not. */
+mge_status mge_plan_build(const mge_graph *g, const char *need, int64_t batch, int nout, const int *outs,
+                          const mge_backend *be, int threads, mge_plan *p, mge_error *err);
+void mge_plan_free(mge_plan *p);
+
+/* ---------------------------------------------------------------- misc */
+
+char *mge_strdup(const char *s);
+char *mge_strndup(const char *s, size_t n);
+
+#endif

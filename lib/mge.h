@@ -1,0 +1,431 @@
+/* mge.h — the one public header of libmge.
+ *
+ * The library never prints and never exits: every fallible call returns an
+ * mge_status and, when an mge_error is passed, a message the tool prints.
+ * Structures are transparent on purpose (C-style, like zlib's z_stream):
+ * tools and passes walk the graph directly instead of through accessors. */
+#ifndef MGE_H
+#define MGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MGE_VERSION_STRING "0.1.0"
+#define MGE_MAX_DIMS 8
+/* In template shapes (graph values), the symbolic batch dimension N. */
+#define MGE_DIM_N (-1)
+
+/* ---------------------------------------------------------------- status */
+
+typedef enum mge_status {
+    MGE_OK = 0,
+    MGE_ERR_INVALID,     /* bad argument, malformed graph, unknown name */
+    MGE_ERR_FORMAT,      /* malformed file or stream */
+    MGE_ERR_IO,          /* read/write failure (errno text in the message) */
+    MGE_ERR_NOMEM,
+    MGE_ERR_SHAPE,       /* shapes or dtypes that do not fit */
+    MGE_ERR_UNSUPPORTED, /* valid but not implemented (dtype, version, ...) */
+    MGE_ERR_EOF,         /* clean end of a stream: zero bytes before a record */
+    MGE_ERR_MISMATCH     /* a comparison (--check, --verify) failed */
+} mge_status;
+
+typedef struct mge_error {
+    mge_status code;
+    int line, col;       /* > 0 for text-form errors: the tool prints FILE:LINE:COL */
+    char msg[1024];
+} mge_error;
+
+/* Fills err (may be NULL) and returns code. printf-style. */
+mge_status mge_error_set(mge_error *err, mge_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+mge_status mge_error_at(mge_error *err, mge_status code, int line, int col, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* Prefix an existing message with "what: " (e.g. a tensor name). */
+void mge_error_prefix(mge_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void mge_error_clear(mge_error *err);
+const char *mge_status_name(mge_status s);
+
+/* ---------------------------------------------------------------- dtypes */
+
+typedef enum mge_dtype {
+    MGE_F32 = 0,
+    MGE_F16,
+    MGE_BF16,
+    MGE_I8,
+    MGE_U8,
+    MGE_I32,
+    MGE_I64,
+    MGE_BOOL,
+    MGE_QS8,   /* int8 with scale (per tensor or per channel) */
+    MGE_QS32,  /* int32 with scale (biases of quantized layers) */
+    MGE_NDTYPES
+} mge_dtype;
+
+const char *mge_dtype_name(mge_dtype dt);              /* "f32", ... */
+int mge_dtype_parse(const char *s, size_t n, mge_dtype *out); /* 1 on success */
+size_t mge_dtype_size(mge_dtype dt);
+int mge_dtype_is_float(mge_dtype dt);
+
+/* f16/bf16 conversions (round to nearest even). */
+uint16_t mge_f32_to_f16(float f);
+float mge_f16_to_f32(uint16_t h);
+uint16_t mge_f32_to_bf16(float f);
+float mge_bf16_to_f32(uint16_t h);
+
+typedef enum mge_layout {
+    MGE_LAYOUT_DEFAULT = 0, /* row-major in the op's natural order (NCHW for images) */
+    MGE_LAYOUT_NHWC,
+    MGE_LAYOUT_NCHW8C,      /* blocked NCHWc, c = 8 (AVX2) */
+    MGE_LAYOUT_NCHW16C      /* blocked NCHWc, c = 16 (AVX-512) */
+} mge_layout;
+
+/* Quantization parameters of a qs8/qs32 tensor. */
+typedef struct mge_quant {
+    int axis;          /* -1: per tensor (scale[0]); else per channel along axis */
+    int nscale;        /* 0 when not quantized */
+    float *scale;      /* owned */
+    int32_t zero;      /* zero point (per tensor) */
+} mge_quant;
+
+/* ---------------------------------------------------------------- tensors */
+
+enum {
+    MGE_TENSOR_OWNED = 1u,  /* data was allocated by mge_tensor_alloc and is freed with the tensor */
+};
+
+typedef struct mge_tensor {
+    mge_dtype dtype;
+    int ndim;
+    int64_t dims[MGE_MAX_DIMS];
+    mge_layout layout;
+    void *data;
+    size_t nbytes;
+    unsigned flags;
+    mge_quant q;
+} mge_tensor;
+
+/* Element count with overflow checks: fails (MGE_ERR_SHAPE) on negative dims or
+ * a count or byte size beyond 2^48 elements / SIZE_MAX bytes. */
+mge_status mge_shape_numel(int ndim, const int64_t *dims, mge_dtype dt,
+                           int64_t *numel, size_t *nbytes, mge_error *err);
+int64_t mge_tensor_numel(const mge_tensor *t);
+/* Sets shape and allocates zeroed, 64-byte aligned data. t is overwritten. */
+mge_status mge_tensor_alloc(mge_tensor *t, mge_dtype dt, int ndim, const int64_t *dims, mge_error *err);
+/* Shape only, data = NULL, nbytes computed. */
+mge_status mge_tensor_init(mge_tensor *t, mge_dtype dt, int ndim, const int64_t *dims, mge_error *err);
+mge_status mge_tensor_copy(mge_tensor *dst, const mge_tensor *src, mge_error *err); /* deep, owned */
+void mge_tensor_free(mge_tensor *t);   /* frees owned data and quant scales; zeroes t */
+int mge_tensor_same_shape(const mge_tensor *a, const mge_tensor *b);
+/* "f32[1,3,224,224]"; returns buf. */
+char *mge_shape_str(mge_dtype dt, int ndim, const int64_t *dims, char *buf, size_t n);
+
+void *mge_aligned_alloc(size_t n);     /* 64-byte aligned, zeroed; NULL on failure or n == 0 -> 64 bytes */
+void mge_aligned_free(void *p);
+
+/* A named list of tensors (.npz contents, parameter sets). */
+typedef struct mge_tlist {
+    int n, cap;
+    char **names;
+    mge_tensor *t;
+} mge_tlist;
+
+mge_status mge_tlist_add(mge_tlist *l, const char *name, mge_tensor *t, mge_error *err); /* takes ownership of *t (zeroes it) */
+int mge_tlist_find(const mge_tlist *l, const char *name);  /* index or -1 */
+void mge_tlist_free(mge_tlist *l);
+
+/* A growable byte buffer: writers produce bytes, tools write them atomically. */
+typedef struct mge_buf {
+    char *p;
+    size_t n, cap;
+    int failed;        /* set on allocation failure; later appends are no-ops */
+} mge_buf;
+
+int mge_buf_put(mge_buf *b, const void *p, size_t n);   /* 0 on failure */
+int mge_buf_printf(mge_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void mge_buf_free(mge_buf *b);
+
+/* ---------------------------------------------------------------- op registry */
+
+/* Attribute keys and ops come from lib/ops.def (one X-macro table). */
+typedef enum mge_key {
+#define MGE_KEY(name, type) MGE_KEY_##name,
+#define MGE_OP(id, name, family, min_in, max_in, nout, flags, schema)
+#include "ops.def"
+#undef MGE_KEY
+#undef MGE_OP
+    MGE_NKEYS
+} mge_key;
+
+typedef enum mge_op {
+#define MGE_KEY(name, type)
+#define MGE_OP(id, name, family, min_in, max_in, nout, flags, schema) MGE_OP_##id,
+#include "ops.def"
+#undef MGE_KEY
+#undef MGE_OP
+    MGE_NOPS
+} mge_op;
+
+typedef enum mge_attr_type {
+    MGE_ATTR_INT,    /* i[0] */
+    MGE_ATTR_INTS,   /* i[0..n); a scalar written as k is stored as n = 1 */
+    MGE_ATTR_FLOAT,  /* f */
+    MGE_ATTR_BOOL,   /* i[0] = 0/1 */
+    MGE_ATTR_DTYPE   /* i[0] = mge_dtype */
+} mge_attr_type;
+
+enum {
+    MGE_OPF_ELEMWISE = 1u << 0,  /* output[i] depends on input[i] only (after broadcasting) */
+    MGE_OPF_INPLACE  = 1u << 1,  /* output may reuse the first input's buffer */
+    MGE_OPF_LAYER    = 1u << 2,  /* creates its own params (NODE.weight, ...) when not given */
+    MGE_OPF_ALIAS    = 1u << 3,  /* output is a view of input 0 (reshape, flatten) */
+    MGE_OPF_LOSS     = 1u << 4,  /* scalar loss */
+    MGE_OPF_TRAINING = 1u << 5   /* behaves differently in training (dropout, batchnorm) */
+};
+
+typedef struct mge_attr {
+    int key;                 /* mge_key */
+    int n;                   /* number of ints for INTS */
+    int64_t i[MGE_MAX_DIMS];
+    double f;
+} mge_attr;
+
+typedef struct mge_schema_entry {
+    int key;
+    int required;            /* no default: the text must give it */
+    int optional;            /* may be absent (op code supplies a derived default) */
+    mge_attr def;            /* default when neither */
+} mge_schema_entry;
+
+typedef struct mge_opinfo {
+    const char *name;
+    const char *family;
+    int min_in, max_in, nout;
+    unsigned flags;
+    const char *schema;      /* "out kernel stride=1 pad=0 ..."; see ops.def */
+    int nschema;
+    mge_schema_entry sch[12];
+} mge_opinfo;
+
+const mge_opinfo *mge_op_info(int op);          /* NULL when out of range */
+int mge_op_lookup(const char *name, size_t n);  /* op id or -1 */
+const char *mge_key_name(int key);
+mge_attr_type mge_key_type(int key);
+int mge_key_lookup(const char *name, size_t n); /* key id or -1 */
+
+/* ---------------------------------------------------------------- graph IR */
+
+typedef enum mge_valkind {
+    MGE_VAL_INPUT = 0,
+    MGE_VAL_PARAM,    /* trainable */
+    MGE_VAL_STATE,    /* non-trainable but persistent (BN running stats, moments) */
+    MGE_VAL_CONST,
+    MGE_VAL_NODE      /* output of a node */
+} mge_valkind;
+
+typedef struct mge_value {
+    char *name;
+    mge_valkind kind;
+    mge_dtype dtype;
+    int ndim;
+    int64_t dims[MGE_MAX_DIMS];  /* template shape; MGE_DIM_N marks the batch */
+    int producer;                /* node index for MGE_VAL_NODE, else -1 */
+    int out_index;               /* which output of the producer */
+    mge_tensor *data;            /* params/state/consts: bound value, or NULL */
+    char *init;                  /* init spec for params/state without data ("zeros", "uniform(0.1)"), or NULL */
+} mge_value;
+
+typedef struct mge_node {
+    char *name;
+    int op;                      /* mge_op */
+    int nin, nout;
+    int *in, *out;               /* value indices */
+    int nattr;
+    mge_attr *attrs;             /* schema order; defaults materialized */
+} mge_node;
+
+typedef struct mge_meta {
+    char *key;
+    char *value;                 /* text; numbers are stored as their text */
+} mge_meta;
+
+typedef struct mge_graph {
+    int nvalues, cap_values;
+    mge_value *values;
+    int nnodes, cap_nodes;
+    mge_node *nodes;             /* topological order (definition before use) */
+    int ninputs, noutputs;
+    int *inputs;                 /* value indices, declaration order */
+    int *outputs;
+    int loss;                    /* value minimized by training, or -1 */
+    int nmeta;
+    mge_meta *meta;
+    void *names;                 /* name -> value index hash (private) */
+    void *mapping;               /* mmapped .mge the tensors may point into (private) */
+    size_t mapping_size;
+} mge_graph;
+
+mge_graph *mge_graph_new(void);
+void mge_graph_free(mge_graph *g);
+
+/* Adds a value; the name must be unique. Returns its index or -1 (err set). */
+int mge_graph_add_value(mge_graph *g, const char *name, mge_valkind kind, mge_dtype dt,
+                        int ndim, const int64_t *dims, mge_error *err);
+int mge_graph_find(const mge_graph *g, const char *name);   /* value index or -1 */
+/* Adds a node whose outputs are new values named outnames[0..nout).
+ * Attributes not given take schema defaults; required ones missing fail.
+ * Output dtypes/shapes are inferred. Returns the node index or -1. */
+int mge_graph_add_node(mge_graph *g, const char *name, int op, int nin, const int *in,
+                       int nattr, const mge_attr *attrs, int nout, const char *const *outnames,
+                       mge_error *err);
+/* Creates the parameters of a layer op (conv2d, linear, batchnorm, layernorm)
+ * named NODE.weight etc. and returns their indices in order; used by the text
+ * parser before mge_graph_add_node when parameters are not passed. */
+mge_status mge_graph_layer_params(mge_graph *g, const char *node, int op, int x,
+                                  int nattr, const mge_attr *attrs,
+                                  int *params, int *nparams, mge_error *err);
+mge_status mge_graph_add_output(mge_graph *g, int value, mge_error *err);
+mge_status mge_graph_set_meta(mge_graph *g, const char *key, const char *value, mge_error *err);
+const char *mge_graph_get_meta(const mge_graph *g, const char *key);
+
+/* Attribute access with schema defaults: the value, or def when absent. */
+const mge_attr *mge_node_attr(const mge_node *n, int key);
+int64_t mge_node_int(const mge_node *n, int key, int64_t def);
+/* INTS attribute element idx; a single value broadcasts (kernel=3 -> 3,3). */
+int64_t mge_node_ints(const mge_node *n, int key, int idx, int64_t def);
+double mge_node_float(const mge_node *n, int key, double def);
+
+/* Re-infers every node output's dtype and template shape (after edits). */
+mge_status mge_graph_infer(mge_graph *g, mge_error *err);
+/* Concrete shapes for batch size `batch`: dims[v] for every value (ndims, dims
+ * of value v at [v*MGE_MAX_DIMS]). Caller frees with free(). */
+mge_status mge_graph_shapes(const mge_graph *g, int64_t batch, int *ndims, int64_t *dims, mge_error *err);
+/* FLOPs (multiply-add = 2) of node i at batch `batch`. */
+double mge_graph_node_flops(const mge_graph *g, int node, int64_t batch);
+/* Validates the whole graph (kinds, references, order, schema). */
+mge_status mge_graph_validate(const mge_graph *g, mge_error *err);
+/* Fills params/state that have no data from their init spec, deterministically from seed. */
+mge_status mge_graph_init_params(mge_graph *g, uint64_t seed, mge_error *err);
+/* Marks which nodes are needed for the given outputs (need[nnodes]) and which
+ * graph inputs they read (in_need[ninputs]). */
+void mge_graph_needed(const mge_graph *g, int nout, const int *outs, char *need, char *in_need);
+/* Deep copy. */
+mge_graph *mge_graph_clone(const mge_graph *g, mge_error *err);
+/* Parameter and state count and bytes. */
+void mge_graph_param_stats(const mge_graph *g, int64_t *count, int64_t *bytes);
+
+/* ---------------------------------------------------------------- formats */
+
+/* .mge container (man/man5/mge-format.5). */
+#define MGE_FORMAT_VERSION 1
+typedef struct mge_write_opts {
+    int compress;       /* zlib-compress tensor data */
+    int no_state;       /* drop optimizer/training state values marked as such */
+} mge_write_opts;
+mge_status mge_file_write(const mge_graph *g, const mge_write_opts *o, mge_buf *out, mge_error *err);
+/* Parses a .mge held in buf[0..n). With borrow, uncompressed tensor data is
+ * not copied: tensors point into buf, which must outlive the graph
+ * (mge_model_load hands its mmap to the graph via g->mapping). */
+mge_status mge_file_read(const void *buf, size_t n, int borrow, mge_graph **g, mge_error *err);
+int mge_file_is_mge(const void *buf, size_t n);   /* signature check */
+
+/* Text form (man/man5/mge-text.5). base_dir resolves `weights "FILE"`. */
+mge_status mge_text_parse(const char *src, size_t n, const char *base_dir, mge_graph **g, mge_error *err);
+mge_status mge_text_print(const mge_graph *g, mge_buf *out, mge_error *err);
+
+/* Loads a model by content: .mge signature or text. path "-" reads stdin.
+ * .mge files are mmapped and weights borrowed from the mapping. */
+mge_status mge_model_load(const char *path, mge_graph **g, mge_error *err);
+mge_status mge_model_load_mem(const void *buf, size_t n, const char *base_dir, mge_graph **g, mge_error *err);
+
+/* NPY records, back to back, on a FILE (man: DESIGN "Tensor streams").
+ * read: MGE_ERR_EOF when the stream ends before the first byte of a record;
+ * MGE_ERR_FORMAT when it ends inside one. Big-endian and Fortran-order
+ * records are converted to native C order. */
+mge_status mge_npy_read(FILE *f, mge_tensor *t, mge_error *err);
+mge_status mge_npy_read_mem(const void *buf, size_t n, size_t *used, mge_tensor *t, mge_error *err);
+mge_status mge_npy_write(FILE *f, const mge_tensor *t, mge_error *err);
+mge_status mge_npy_write_buf(mge_buf *b, const mge_tensor *t, mge_error *err);
+int mge_npy_is_npy(const void *buf, size_t n);
+
+/* .npz (zip of NPY) through libarchive; a path of "-" or a pipe works. */
+mge_status mge_npz_read_path(const char *path, mge_tlist *out, mge_error *err);
+mge_status mge_npz_read_mem(const void *buf, size_t n, mge_tlist *out, mge_error *err);
+mge_status mge_npz_write(const mge_tlist *l, mge_buf *out, mge_error *err);
+int mge_npz_is_zip(const void *buf, size_t n);
+
+/* Parameters by name, in PyTorch's conventions. Binding reports every unknown
+ * and every missing name (MGE_ERR_INVALID) unless allow_partial. */
+mge_status mge_params_bind(mge_graph *g, const mge_tlist *l, int allow_partial, mge_error *err);
+mge_status mge_params_export(const mge_graph *g, mge_tlist *out, mge_error *err);
+
+/* Whole-file helpers used by tools: read all of path ("-" = stdin) into memory,
+ * or mmap it when it is a regular file (*mapped = 1: munmap it). */
+mge_status mge_file_slurp(const char *path, void **buf, size_t *n, int *mapped, mge_error *err);
+void mge_file_unslurp(void *buf, size_t n, int mapped);
+
+/* ---------------------------------------------------------------- planning and execution */
+
+typedef struct mge_plan_stats {
+    size_t arena_bytes;      /* planned arena */
+    size_t lower_bound;      /* largest sum of simultaneously live bytes */
+    size_t no_reuse_bytes;   /* every planned buffer separately */
+    size_t workspace_bytes;  /* scratch for kernels (im2col, ...) outside the arena */
+    int nbuffers;            /* planned buffers (after in-place and aliases) */
+    int ninplace;            /* outputs that reuse their input's buffer */
+} mge_plan_stats;
+
+typedef struct mge_exec mge_exec;
+
+typedef struct mge_exec_opts {
+    int threads;             /* 0 = 1 */
+    const char *backend;     /* "cpu" (default) or "ref" */
+    int noutputs;            /* 0 = the graph's outputs */
+    const int *outputs;      /* value indices */
+    int training;            /* dropout active, batchnorm uses batch statistics */
+} mge_exec_opts;
+
+mge_status mge_exec_create(const mge_graph *g, const mge_exec_opts *o, mge_exec **out, mge_error *err);
+void mge_exec_free(mge_exec *e);
+/* The graph inputs the requested outputs need, in graph input order. */
+int mge_exec_ninputs(const mge_exec *e);
+int mge_exec_input(const mge_exec *e, int i);      /* value index */
+int mge_exec_noutputs(const mge_exec *e);
+int mge_exec_output(const mge_exec *e, int i);     /* value index */
+/* Runs one step. inputs[i] matches mge_exec_input(e, i) in dtype and shape
+ * (the batch may vary between calls; plans are cached per batch). Shape or
+ * dtype errors name the input, what was expected and what came. */
+mge_status mge_exec_run(mge_exec *e, const mge_tensor *const *inputs, mge_error *err);
+/* Output i of the last run (valid until the next run or free). */
+const mge_tensor *mge_exec_result(const mge_exec *e, int i);
+/* Plan figures for the last run's batch (or batch 1 before any run). */
+mge_status mge_exec_stats(mge_exec *e, int64_t batch, mge_plan_stats *st, mge_error *err);
+
+/* Per-node hook (profiler, tracing): called before (phase 0) and after (phase 1)
+ * each node. */
+typedef void (*mge_exec_hook)(void *ud, int node, int phase);
+void mge_exec_set_hook(mge_exec *e, mge_exec_hook fn, void *ud);
+
+/* Planning alone, for mge-dump: the plan of the graph's needed nodes at batch. */
+mge_status mge_plan_graph(const mge_graph *g, int64_t batch, int nout, const int *outs,
+                          mge_plan_stats *st, mge_error *err);
+
+/* ---------------------------------------------------------------- misc */
+
+/* Deterministic RNG (splitmix64 seeding xoshiro256**). */
+typedef struct mge_rng { uint64_t s[4]; } mge_rng;
+void mge_rng_seed(mge_rng *r, uint64_t seed);
+uint64_t mge_rng_next(mge_rng *r);
+float mge_rng_uniform(mge_rng *r);          /* [0, 1) */
+float mge_rng_normal(mge_rng *r);           /* N(0, 1) */
+
+double mge_now(void);                       /* monotonic seconds */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,278 @@
+/* registry.c — the op table generated from ops.def, attribute schemas and
+ * the shape helpers every op family shares. */
+#include "internal.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    mge_attr_type type;
+} keys[MGE_NKEYS] = {
+#define MGE_KEY(name, type) {#name, MGE_ATTR_##type},
+#define MGE_OP(id, name, family, min_in, max_in, nout, flags, schema)
+#include "ops.def"
+#undef MGE_KEY
+#undef MGE_OP
+};
+
+static mge_opinfo ops[MGE_NOPS] = {
+#define MGE_KEY(name, type)
+#define MGE_OP(id, name, family, min_in, max_in, nout, flags, schema) \
+    {#name, #family, min_in, max_in, nout, flags, schema, 0, {{0}}},
+#include "ops.def"
+#undef MGE_KEY
+#undef MGE_OP
+};
+
+static const mge_infer_fn infer_fns[MGE_NOPS] = {
+#define MGE_KEY(name, type)
+#define MGE_OP(id, name, family, min_in, max_in, nout, flags, schema) mge_##family##_infer,
+#include "ops.def"
+#undef MGE_KEY
+#undef MGE_OP
+};
+
+static const mge_flops_fn flops_fns[MGE_NOPS] = {
+#define MGE_KEY(name, type)
+#define MGE_OP(id, name, family, min_in, max_in, nout, flags, schema) mge_##family##_flops,
+#include "ops.def"
+#undef MGE_KEY
+#undef MGE_OP
+};
+
+const char *mge_key_name(int key)
+{
+    return key >= 0 && key < MGE_NKEYS ? keys[key].name : "?";
+}
+
+mge_attr_type mge_key_type(int key)
+{
+    return key >= 0 && key < MGE_NKEYS ? keys[key].type : MGE_ATTR_INT;
+}
+
+int mge_key_lookup(const char *name, size_t n)
+{
+    for (int i = 0; i < MGE_NKEYS; i++)
+        if (strlen(keys[i].name) == n && memcmp(keys[i].name, name, n) == 0)
+            return i;
+    return -1;
+}
+
+/* Parses a schema default ("3", "[1,2]", "1e-05", "true", "f32"). */
+static int parse_default(int key, const char *s, size_t n, mge_attr *a)
+{
+    char tmp[64];
+    if (n >= sizeof tmp)
+        return 0;
+    memcpy(tmp, s, n);
+    tmp[n] = 0;
+    memset(a, 0, sizeof *a);
+    a->key = key;
+    a->n = 1;
+    switch (keys[key].type) {
+    case MGE_ATTR_BOOL:
+        a->i[0] = strcmp(tmp, "true") == 0;
+        return strcmp(tmp, "true") == 0 || strcmp(tmp, "false") == 0;
+    case MGE_ATTR_FLOAT:
+        a->f = strtod(tmp, NULL);
+        return 1;
+    case MGE_ATTR_DTYPE: {
+        mge_dtype dt;
+        if (!mge_dtype_parse(tmp, n, &dt))
+            return 0;
+        a->i[0] = dt;
+        return 1;
+    }
+    case MGE_ATTR_INT:
+        a->i[0] = strtoll(tmp, NULL, 10);
+        return 1;
+    case MGE_ATTR_INTS: {
+        char *p = tmp;
+        if (*p == '[')
+            p++;
+        a->n = 0;
+        while (*p && *p != ']' && a->n < MGE_MAX_DIMS) {
+            a->i[a->n++] = strtoll(p, &p, 10);
+            while (*p == ',' || *p == ' ')
+                p++;
+        }
+        return a->n > 0;
+    }
+    }
+    return 0;
+}
+
+static void parse_schemas(void)
+{
+    for (int op = 0; op < MGE_NOPS; op++) {
+        mge_opinfo *oi = &ops[op];
+        const char *p = oi->schema;
+        oi->nschema = 0;
+        while (*p) {
+            while (*p == ' ')
+                p++;
+            if (!*p)
+                break;
+            const char *w = p;
+            while (*p && *p != ' ')
+                p++;
+            size_t wl = (size_t)(p - w);
+            const char *eq = memchr(w, '=', wl);
+            size_t kl = eq ? (size_t)(eq - w) : wl;
+            int optional = 0;
+            if (!eq && w[kl - 1] == '?') {
+                optional = 1;
+                kl--;
+            }
+            int key = mge_key_lookup(w, kl);
+            if (key < 0 || oi->nschema >= (int)(sizeof oi->sch / sizeof oi->sch[0]))
+                abort(); /* ops.def is wrong: a build-time mistake, caught by any test */
+            mge_schema_entry *e = &oi->sch[oi->nschema++];
+            memset(e, 0, sizeof *e);
+            e->key = key;
+            e->optional = optional;
+            e->required = !eq && !optional;
+            e->def.key = key;
+            if (eq && !parse_default(key, eq + 1, wl - kl - 1, &e->def))
+                abort();
+        }
+    }
+}
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+const mge_opinfo *mge_op_info(int op)
+{
+    if (op < 0 || op >= MGE_NOPS)
+        return NULL;
+    pthread_once(&once, parse_schemas);
+    return &ops[op];
+}
+
+int mge_op_lookup(const char *name, size_t n)
+{
+    for (int i = 0; i < MGE_NOPS; i++)
+        if (strlen(ops[i].name) == n && memcmp(ops[i].name, name, n) == 0)
+            return i;
+    return -1;
+}
+
+mge_infer_fn mge_op_infer_fn(int op)
+{
+    return op >= 0 && op < MGE_NOPS ? infer_fns[op] : NULL;
+}
+
+mge_flops_fn mge_op_flops_fn(int op)
+{
+    return op >= 0 && op < MGE_NOPS ? flops_fns[op] : NULL;
+}
+
+mge_params_fn mge_op_params_fn(int op)
+{
+    switch (op) {
+    case MGE_OP_CONV2D: return mge_conv_params;
+    case MGE_OP_LINEAR: return mge_linear_params;
+    case MGE_OP_BATCHNORM:
+    case MGE_OP_LAYERNORM: return mge_norm_params;
+    }
+    return NULL;
+}
+
+const mge_attr *mge_attrs_find(int nattr, const mge_attr *attrs, int key)
+{
+    for (int i = 0; i < nattr; i++)
+        if (attrs[i].key == key)
+            return &attrs[i];
+    return NULL;
+}
+
+mge_status mge_attrs_complete(int op, int nattr, const mge_attr *attrs, mge_attr *out, int *nout, mge_error *err)
+{
+    const mge_opinfo *oi = mge_op_info(op);
+    if (!oi)
+        return mge_error_set(err, MGE_ERR_INVALID, "unknown op %d", op);
+    for (int i = 0; i < nattr; i++) {
+        int k = attrs[i].key, found = 0;
+        for (int j = 0; j < oi->nschema; j++)
+            found |= oi->sch[j].key == k;
+        if (!found)
+            return mge_error_set(err, MGE_ERR_INVALID, "%s has no attribute '%s'", oi->name, mge_key_name(k));
+        for (int j = 0; j < i; j++)
+            if (attrs[j].key == k)
+                return mge_error_set(err, MGE_ERR_INVALID, "attribute '%s' given twice", mge_key_name(k));
+        if (keys[k].type == MGE_ATTR_INTS && (attrs[i].n < 1 || attrs[i].n > MGE_MAX_DIMS))
+            return mge_error_set(err, MGE_ERR_INVALID, "attribute '%s' needs 1..%d values", mge_key_name(k),
+                                 MGE_MAX_DIMS);
+    }
+    int n = 0;
+    for (int j = 0; j < oi->nschema; j++) {
+        const mge_schema_entry *e = &oi->sch[j];
+        const mge_attr *a = mge_attrs_find(nattr, attrs, e->key);
+        if (a)
+            out[n++] = *a;
+        else if (e->required)
+            return mge_error_set(err, MGE_ERR_INVALID, "%s needs attribute '%s'", oi->name, mge_key_name(e->key));
+        else if (!e->optional)
+            out[n++] = e->def;
+    }
+    *nout = n;
+    return MGE_OK;
+}
+
+/* ---------------------------------------------------------------- shape helpers */
+
+int64_t mge_tdesc_numel(const mge_tdesc *d)
+{
+    int64_t n = 1;
+    for (int i = 0; i < d->ndim; i++)
+        n *= d->dims[i];
+    return n;
+}
+
+int mge_broadcast(const mge_tdesc *a, const mge_tdesc *b, mge_tdesc *out)
+{
+    int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
+    mge_tdesc r;
+    r.dtype = a->dtype;
+    r.ndim = nd;
+    for (int i = 0; i < nd; i++) {
+        int ia = a->ndim - nd + i, ib = b->ndim - nd + i;
+        int64_t da = ia >= 0 ? a->dims[ia] : 1;
+        int64_t db = ib >= 0 ? b->dims[ib] : 1;
+        if (da == db || db == 1)
+            r.dims[i] = da;
+        else if (da == 1)
+            r.dims[i] = db;
+        else
+            return 0;
+    }
+    *out = r;
+    return 1;
+}
+
+int mge_axis(int64_t axis, int ndim)
+{
+    if (axis < 0)
+        axis += ndim;
+    return axis >= 0 && axis < ndim ? (int)axis : -1;
+}
+
+int64_t mge_conv_out_dim(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, int ceil_mode)
+{
+    if (k <= 0 || s <= 0 || p < 0 || d <= 0)
+        return 0;
+    int64_t span = d * (k - 1) + 1;
+    int64_t num = in + 2 * p - span;
+    if (num < 0)
+        return 0;
+    int64_t o = num / s + 1;
+    if (ceil_mode) {
+        o = (num + s - 1) / s + 1;
+        /* PyTorch: the last window must start inside the input or left padding */
+        if ((o - 1) * s >= in + p)
+            o--;
+    }
+    return o;
+}

@@ -1,0 +1,38 @@
+/* unit.h — a minimal test harness for tests/unit: each test_*.c is one
+ * binary; CHECK records a failure and goes on; main() ends with
+ * "N passed, N failed" on its own line. */
+#ifndef MGE_UNIT_H
+#define MGE_UNIT_H
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int unit_failed_checks;
+static int unit_pass, unit_fail;
+static const char *unit_file = __FILE__;
+
+#define CHECK(cond) do { if (!(cond)) { unit_failed_checks++; \
+    fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); } } while (0)
+#define CHECK_MSG(cond, ...) do { if (!(cond)) { unit_failed_checks++; \
+    fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond); \
+    fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } } while (0)
+/* CHECK_OK(call, err): call returns mge_status and fills the mge_error err. */
+#define CHECK_OK(expr, err) do { mge_status s_ = (expr); if (s_ != MGE_OK) { unit_failed_checks++; \
+    fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr, (err).msg); } } while (0)
+#define CHECK_NEAR(a, b, tol) do { double a_ = (a), b_ = (b); if (!(fabs(a_ - b_) <= (tol))) { \
+    unit_failed_checks++; fprintf(stderr, "%s:%d: %s = %g, %s = %g, tol %g\n", __FILE__, __LINE__, \
+    #a, a_, #b, b_, (double)(tol)); } } while (0)
+
+/* RUN(test_fn) in main(): one test per function. */
+#define RUN(fn) do { int before_ = unit_failed_checks; fn(); \
+    if (unit_failed_checks == before_) unit_pass++; \
+    else { unit_fail++; fprintf(stderr, "FAIL %s\n", #fn); } } while (0)
+
+static inline int unit_done(void)
+{
+    const char *b = strrchr(unit_file, '/');
+    printf("%s: %d passed, %d failed\n", b ? b + 1 : unit_file, unit_pass, unit_fail);
+    return unit_fail ? 1 : 0;
+}
+#endif
