@@ -36,8 +36,8 @@ LIB_SRC  := $(sort $(wildcard lib/*.c formats/*.c kernels/ref/*.c kernels/cpu/*.
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o)
 TOOLS    := mge-run mge-dump mge-opt mge-train mge-quant mge-bench mge-prof
 TOOL_SRC := $(filter $(TOOLS:%=cmd/%.c),$(wildcard cmd/*.c))
-TOOL_BIN := $(TOOL_SRC:cmd/%.c=$(if $(filter 1,$(SANITIZE)),$(B)/bin,bin)/%)
 BINDIR   := $(if $(filter 1,$(SANITIZE)),$(B)/bin,bin)
+TOOL_BIN := $(TOOL_SRC:cmd/%.c=$(BINDIR)/%)
 CLI_OBJ  := $(B)/cmd/cli.o
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
@@ -86,10 +86,10 @@ FUZZ_BIN  := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
 FUZZ_LIB_OBJ := $(LIB_SRC:%.c=build/fuzz/%.o)
 build/fuzz/%.o: %.c
 	@mkdir -p $(dir $@)
-	clang $(BASEFLAGS) -O1 -g -fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
+	clang $(BASEFLAGS) -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -O1 -g -fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
 build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_OBJ)
 	@mkdir -p $(dir $@)
-	clang $(BASEFLAGS) -O1 -g -fsanitize=fuzzer,address,undefined -o $@ $< $(FUZZ_LIB_OBJ) $(LDLIBS)
+	clang $(BASEFLAGS) -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -O1 -g -fsanitize=fuzzer,address,undefined -o $@ $< $(FUZZ_LIB_OBJ) $(LDLIBS)
 fuzz-build: $(FUZZ_BIN)
 fuzz: $(FUZZ_BIN)
 	@for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p build/fuzz/corpus/$$n; \
@@ -98,11 +98,14 @@ fuzz: $(FUZZ_BIN)
 	  $$f -max_total_time=$(FUZZ_TIME) -print_final_stats=1 build/fuzz/corpus/$$n $$( [ -d $$seeds ] && echo $$seeds ) 2>&1 | grep -E "stat::number_of_executed_units|ERROR|SUMMARY" || exit 1; done
 
 # ------------------------------------------------------------------ demo, bench
-demo: all
+# demo sets up too: it is the README's first command on a fresh machine
+demo:
+	@scripts/deps
+	@$(MAKE) all
 	@scripts/demo
 
 bench: all
-	@scripts/bench-resnet18
+	@scripts/bench-latency
 
 # ------------------------------------------------------------------ install
 MAN1 := $(wildcard man/man1/*.1)

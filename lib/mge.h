@@ -414,6 +414,29 @@ void mge_exec_set_hook(mge_exec *e, mge_exec_hook fn, void *ud);
 mge_status mge_plan_graph(const mge_graph *g, int64_t batch, int nout, const int *outs,
                           mge_plan_stats *st, mge_error *err);
 
+/* ---------------------------------------------------------------- passes */
+
+/* A graph pass (lib/pass_<name>.c, registered by one line in lib/passes.c).
+ * run may replace *g (it frees the old graph then); *changed tells whether
+ * it rewrote anything. A failing pass leaves *g valid. */
+typedef struct mge_pass {
+    const char *name;
+    const char *summary;
+    mge_status (*run)(mge_graph **g, int *changed, mge_error *err);
+} mge_pass;
+
+int mge_pass_count(void);
+const mge_pass *mge_pass_get(int i);              /* NULL when out of range */
+const mge_pass *mge_pass_find(const char *name);  /* NULL when unknown */
+/* The passes of preset -O<level>, comma-separated ("" for none); NULL unless 0 <= level <= 3. */
+const char *mge_pass_preset(int level);
+/* Runs the named passes in order, validating the graph after each. Unknown
+ * names fail before anything runs, listing the known passes. *changed (may
+ * be NULL) is set when any pass rewrote the graph. */
+mge_status mge_passes_run(mge_graph **g, int n, const char *const *names, int *changed, mge_error *err);
+/* The same with a comma-separated list ("dce,fold"); empty items are errors. */
+mge_status mge_passes_run_list(mge_graph **g, const char *list, int *changed, mge_error *err);
+
 /* ---------------------------------------------------------------- misc */
 
 /* Deterministic RNG (splitmix64 seeding xoshiro256**). */

@@ -44,7 +44,7 @@ void mge_error_prefix(mge_error *err, const char *fmt, ...)
     vsnprintf(pre, sizeof pre, fmt, ap);
     va_end(ap);
     memcpy(old, err->msg, sizeof old);
-    snprintf(err->msg, sizeof err->msg, "%s: %s", pre, old);
+    snprintf(err->msg, sizeof err->msg, "%.400s: %.600s", pre, old);
 }
 
 void mge_error_clear(mge_error *err)

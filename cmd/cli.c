@@ -1,0 +1,407 @@
+/* cli.c — messages, option values and atomic output for the mge tools. */
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+const char *cli_prog = "mge";
+int cli_verbose;
+static char **cli_argv;
+
+/* Temporary output files not yet committed. Plain char arrays so the signal
+ * handler can unlink them without touching the heap. */
+#define CLI_MAX_TMP 8
+static char tmp_paths[CLI_MAX_TMP][PATH_MAX];
+static volatile sig_atomic_t tmp_used[CLI_MAX_TMP];
+
+static void remove_tmps(void)
+{
+    for (int i = 0; i < CLI_MAX_TMP; i++)
+        if (tmp_used[i]) {
+            unlink(tmp_paths[i]);
+            tmp_used[i] = 0;
+        }
+}
+
+static void on_signal(int sig)
+{
+    remove_tmps();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void cli_init(const char *prog, char **argv)
+{
+    cli_prog = prog;
+    cli_argv = argv;
+    atexit(remove_tmps);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        /* A signal the caller ignores (nohup, background jobs) stays ignored. */
+        struct sigaction old;
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+            continue;
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
+/* ---------------------------------------------------------------- messages */
+
+static void vmsg(const char *kind, const char *where, const char *fmt, va_list ap)
+{
+    fflush(stdout);
+    if (where)
+        fprintf(stderr, "%s: %s: %s: ", cli_prog, where, kind);
+    else
+        fprintf(stderr, "%s: %s: ", cli_prog, kind);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
+void cli_error(const char *where, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg("error", where, fmt, ap);
+    va_end(ap);
+}
+
+void cli_warn(const char *where, const char *fmt, ...)
+{
+    if (cli_verbose < 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg("warning", where, fmt, ap);
+    va_end(ap);
+}
+
+void cli_note(const char *where, const char *fmt, ...)
+{
+    if (cli_verbose <= 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg("note", where, fmt, ap);
+    va_end(ap);
+}
+
+void cli_mge_error(const char *where, const mge_error *err)
+{
+    const char *msg = err && err->msg[0] ? err->msg : "failed";
+    if (err && err->line > 0) {
+        char loc[PATH_MAX + 64];
+        if (err->col > 0)
+            snprintf(loc, sizeof loc, "%s:%d:%d", where ? where : "<input>", err->line, err->col);
+        else
+            snprintf(loc, sizeof loc, "%s:%d", where ? where : "<input>", err->line);
+        cli_error(loc, "%s", msg);
+    } else {
+        cli_error(where, "%s", msg);
+    }
+}
+
+void cli_usage(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", cli_prog);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry '%s --help'.\n", cli_prog);
+    exit(2);
+}
+
+const char *cli_name(const char *path)
+{
+    return !path || strcmp(path, "-") == 0 ? "<stdin>" : path;
+}
+
+char *cli_dirname(const char *path)
+{
+    if (!path || strcmp(path, "-") == 0)
+        return strdup(".");
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return strdup(".");
+    if (slash == path)
+        return strdup("/");
+    return strndup(path, (size_t)(slash - path));
+}
+
+/* ---------------------------------------------------------------- option values */
+
+long cli_long(const char *opt, const char *s, long lo, long hi)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno)
+        cli_usage("%s: '%s' is not an integer", opt, s);
+    if (v < lo || v > hi)
+        cli_usage("%s: %ld is out of range (%ld..%ld)", opt, v, lo, hi);
+    return v;
+}
+
+uint64_t cli_u64(const char *opt, const char *s)
+{
+    char *end;
+    errno = 0;
+    if (!*s || *s == '-')
+        cli_usage("%s: '%s' is not a non-negative integer", opt, s);
+    unsigned long long v = strtoull(s, &end, 0);
+    if (*end || errno)
+        cli_usage("%s: '%s' is not a non-negative integer", opt, s);
+    return (uint64_t)v;
+}
+
+double cli_double(const char *opt, const char *s, double lo)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || errno || !isfinite(v))
+        cli_usage("%s: '%s' is not a number", opt, s);
+    if (v < lo)
+        cli_usage("%s: %g is below %g", opt, v, lo);
+    return v;
+}
+
+int cli_threads(const cli_common *co)
+{
+    if (co->threads > 0)
+        return co->threads;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 256 ? 256 : (int)n;
+}
+
+void cli_check_device(const char *dev)
+{
+    if (!dev || strcmp(dev, "cpu") == 0)
+        return;
+    if (strncmp(dev, "cuda", 4) == 0) {
+        const char *p = dev + 4;
+        if (*p == ':') {
+            char *end;
+            errno = 0;
+            long n = strtol(p + 1, &end, 10);
+            if (!p[1] || *end || errno || n < 0)
+                cli_usage("--device: bad device '%s' (expected cpu or cuda[:N])", dev);
+        } else if (*p) {
+            cli_usage("--device: unknown device '%s' (expected cpu or cuda[:N])", dev);
+        }
+        cli_error(NULL, "--device %s: this build of mge has no CUDA backend", dev);
+        exit(1);
+    }
+    cli_usage("--device: unknown device '%s' (expected cpu or cuda[:N])", dev);
+}
+
+int cli_common_opt(int c, const char *arg, cli_common *co, void (*help)(void))
+{
+    switch (c) {
+    case CLI_OPT_THREADS:
+        co->threads = (int)cli_long("--threads", arg, 1, 256);
+        return 1;
+    case CLI_OPT_DEVICE:
+        co->device = arg;
+        return 1;
+    case CLI_OPT_VERSION:
+        printf("%s (mge) %s\n", cli_prog, MGE_VERSION_STRING);
+        exit(fflush(stdout) ? 1 : 0);
+    case CLI_OPT_HELP:
+        help();
+        exit(fflush(stdout) ? 1 : 0);
+    case 'q':
+        cli_verbose = -1;
+        return 1;
+    case 'v':
+        cli_verbose = cli_verbose < 0 ? 1 : cli_verbose + 1;
+        return 1;
+    case 'f':
+        co->force = 1;
+        return 1;
+    case ':': {
+        const char *a = cli_argv && optind > 0 ? cli_argv[optind - 1] : "?";
+        if (optopt && a[0] == '-' && a[1] != '-')
+            cli_usage("option requires an argument -- '%c'", optopt);
+        cli_usage("option '%s' requires an argument", a);
+    }
+    case '?': {
+        const char *a = cli_argv && optind > 0 ? cli_argv[optind - 1] : "?";
+        if (optopt)
+            cli_usage("invalid option -- '%c'", optopt);
+        cli_usage("unrecognized option '%s'", a);
+    }
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- output */
+
+int cli_out_open(cli_out *o, const char *path, int binary, int force)
+{
+    memset(o, 0, sizeof *o);
+    o->slot = -1;
+    if (!path || strcmp(path, "-") == 0) {
+        if (binary && !force && isatty(STDOUT_FILENO)) {
+            cli_error(NULL, "refusing to write binary output to a terminal (use -o FILE, a pipe, or -f)");
+            return -1;
+        }
+        o->f = stdout;
+        return 0;
+    }
+    int slot = -1;
+    for (int i = 0; i < CLI_MAX_TMP; i++)
+        if (!tmp_used[i]) {
+            slot = i;
+            break;
+        }
+    char *dir = cli_dirname(path);
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    if (slot < 0 || !dir || strlen(dir) + strlen(base) + 16 >= PATH_MAX) {
+        free(dir);
+        cli_error(path, "cannot create a temporary file");
+        return -1;
+    }
+    snprintf(tmp_paths[slot], PATH_MAX, "%s/.%s.XXXXXX", dir, base);
+    free(dir);
+    /* Block the cleanup signals while the name is being registered. */
+    sigset_t all, old;
+    sigemptyset(&all);
+    sigaddset(&all, SIGINT);
+    sigaddset(&all, SIGTERM);
+    sigaddset(&all, SIGHUP);
+    sigprocmask(SIG_BLOCK, &all, &old);
+    int fd = mkstemp(tmp_paths[slot]);
+    if (fd >= 0)
+        tmp_used[slot] = 1;
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    if (fd < 0) {
+        cli_error(path, "cannot create a file in its directory: %s", strerror(errno));
+        return -1;
+    }
+    /* mkstemp makes 0600; give the file the mode a plain create would. */
+    mode_t um = umask(0);
+    umask(um);
+    fchmod(fd, 0666 & ~um);
+    o->f = fdopen(fd, "wb");
+    if (!o->f) {
+        close(fd);
+        unlink(tmp_paths[slot]);
+        tmp_used[slot] = 0;
+        cli_error(path, "%s", strerror(errno));
+        return -1;
+    }
+    o->path = path;
+    o->tmp = tmp_paths[slot];
+    o->slot = slot;
+    return 0;
+}
+
+int cli_out_commit(cli_out *o)
+{
+    if (!o->f)
+        return -1;
+    if (!o->path) {
+        int bad = fflush(stdout) != 0 || ferror(stdout);
+        o->f = NULL;
+        if (bad) {
+            cli_error("<stdout>", "write failed: %s", strerror(errno));
+            return -1;
+        }
+        return 0;
+    }
+    int bad = fflush(o->f) != 0 || ferror(o->f);
+    int e = errno;
+    if (!bad && fsync(fileno(o->f)) != 0 && errno != EINVAL) {
+        bad = 1;
+        e = errno;
+    }
+    if (fclose(o->f) != 0 && !bad) {
+        bad = 1;
+        e = errno;
+    }
+    o->f = NULL;
+    if (!bad && rename(o->tmp, o->path) != 0) {
+        bad = 1;
+        e = errno;
+    }
+    if (bad) {
+        unlink(o->tmp);
+        cli_error(o->path, "write failed: %s", strerror(e));
+    }
+    tmp_used[o->slot] = 0;
+    return bad ? -1 : 0;
+}
+
+void cli_out_abort(cli_out *o)
+{
+    if (!o->f)
+        return;
+    if (o->path) {
+        fclose(o->f);
+        unlink(o->tmp);
+        tmp_used[o->slot] = 0;
+    } else {
+        fflush(stdout);
+    }
+    o->f = NULL;
+}
+
+int cli_write_buf(const char *path, const mge_buf *b, int binary, int force)
+{
+    if (b->failed) {
+        cli_error(NULL, "out of memory");
+        return -1;
+    }
+    cli_out o;
+    if (cli_out_open(&o, path, binary, force))
+        return -1;
+    if (b->n && fwrite(b->p, 1, b->n, o.f) != b->n) {
+        cli_error(path ? path : "<stdout>", "write failed: %s", strerror(errno));
+        cli_out_abort(&o);
+        return -1;
+    }
+    return cli_out_commit(&o);
+}
+
+int cli_model_load(const char *path, mge_graph **g)
+{
+    mge_error err;
+    mge_error_clear(&err);
+    if (mge_model_load(path, g, &err)) {
+        cli_mge_error(cli_name(path), &err);
+        return -1;
+    }
+    if ((*g)->nvalues == 0) {
+        cli_error(cli_name(path), "no model here (the input is empty)");
+        mge_graph_free(*g);
+        *g = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+int cli_slurp(const char *path, void **buf, size_t *n, int *mapped)
+{
+    mge_error err;
+    mge_error_clear(&err);
+    if (mge_file_slurp(path, buf, n, mapped, &err)) {
+        cli_mge_error(cli_name(path), &err);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,92 @@
+/* cli.h — what every mge tool shares: messages, option values, atomic output.
+ *
+ * Messages: "TOOL: FILE: error: ..." on stderr. Usage errors exit 2 with
+ * "Try 'TOOL --help'."; runtime failures exit 1. */
+#ifndef MGE_CLI_H
+#define MGE_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "mge.h"
+
+extern const char *cli_prog;   /* "mge-run" */
+extern int cli_verbose;        /* -v count; -q sets -1 */
+
+/* Call first: the tool name for messages, argv for option errors; installs
+ * the handlers that remove unfinished output files. */
+void cli_init(const char *prog, char **argv);
+
+/* "prog: [where: ]error: ..."; where may be NULL. */
+void cli_error(const char *where, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cli_warn(const char *where, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Shown with -v only. */
+void cli_note(const char *where, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints a library error; text-form errors get where:LINE:COL. */
+void cli_mge_error(const char *where, const mge_error *err);
+/* Usage error: prints the message and the --help hint, exits 2. */
+void cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+/* Display name of an input path ("-" -> "<stdin>"). */
+const char *cli_name(const char *path);
+
+/* Option values; a bad value is a usage error (exit 2). */
+long cli_long(const char *opt, const char *s, long lo, long hi);
+uint64_t cli_u64(const char *opt, const char *s);
+double cli_double(const char *opt, const char *s, double lo);
+
+/* Options every tool shares. Returns 1 when c was one of them. */
+enum {
+    CLI_OPT_THREADS = 1000,
+    CLI_OPT_DEVICE,
+    CLI_OPT_VERSION,
+    CLI_OPT_HELP,
+    CLI_OPT_FIRST_TOOL = 1100   /* tools number their long-only options from here */
+};
+#define CLI_LONG_COMMON \
+    {"threads", 1, 0, CLI_OPT_THREADS}, {"device", 1, 0, CLI_OPT_DEVICE}, \
+    {"version", 0, 0, CLI_OPT_VERSION}, {"help", 0, 0, CLI_OPT_HELP}, \
+    {"quiet", 0, 0, 'q'}, {"verbose", 0, 0, 'v'}, {"force", 0, 0, 'f'}
+typedef struct cli_common {
+    int threads;        /* 0: not given (see cli_threads) */
+    int force;
+    const char *device;
+} cli_common;
+/* Handles --threads, --device, --version, -q, -v, -f, '?' and ':'.
+ * --help calls help() (which prints to stdout) and exits 0. */
+int cli_common_opt(int c, const char *arg, cli_common *co, void (*help)(void));
+/* --threads, or the number of online CPUs (at most 256) when not given. */
+int cli_threads(const cli_common *co);
+/* Checks --device: "cpu" passes; "cuda[:N]" fails (exit 1) since this build
+ * has no CUDA backend; anything else is a usage error. */
+void cli_check_device(const char *dev);
+
+/* ---------------------------------------------------------------- output
+ * An output is stdout or a file written to a temporary name in the same
+ * directory, fsynced and renamed over the target by cli_out_commit. A tool
+ * that exits or is killed by SIGINT/SIGTERM/SIGHUP before the commit leaves
+ * no file behind. */
+typedef struct cli_out {
+    FILE *f;
+    const char *path;   /* NULL: stdout */
+    char *tmp;
+    int slot;
+} cli_out;
+
+/* binary: refuse a terminal unless force. Prints and returns -1 on failure. */
+int cli_out_open(cli_out *o, const char *path, int binary, int force);
+/* Flushes, syncs, renames. Prints and returns -1 on failure (temp removed). */
+int cli_out_commit(cli_out *o);
+void cli_out_abort(cli_out *o);
+/* The whole thing in one go. */
+int cli_write_buf(const char *path, const mge_buf *b, int binary, int force);
+
+/* Reads a whole input ("-" = stdin). Prints and returns -1 on failure. */
+int cli_slurp(const char *path, void **buf, size_t *n, int *mapped);
+
+/* mge_model_load that also refuses an empty model. Prints and returns -1 on failure. */
+int cli_model_load(const char *path, mge_graph **g);
+
+/* Directory part of path for resolving relative names ("." for stdin). */
+char *cli_dirname(const char *path);
+
+#endif

@@ -1,0 +1,662 @@
+/* mge-dump — print a model (text form plus a summary, JSON, Graphviz DOT)
+ * or a tensor stream (NPY records, .npz) in human-readable form. */
+#include "cli.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void help(void)
+{
+    printf("Usage: %s [options] [FILE|-]\n"
+           "Print a model (text form or .mge) as text with a summary, JSON or Graphviz\n"
+           "DOT; or print the tensors of an NPY stream or .npz with their statistics.\n"
+           "\n"
+           "  -o FILE              write to FILE (default: stdout)\n"
+           "      --json           one JSON object (keys in mge-dump(1))\n"
+           "      --dot            a Graphviz digraph of the model\n"
+           "      --params OUT.npz export the model's parameters by name\n"
+           "      --batch B        batch size for shapes, FLOPs and the memory plan (default 1)\n"
+           "      --shape NAME=DIMS  the batch from input NAME's shape, e.g. x=8x3x224x224\n"
+           "      --values         print tensor values too (summarized past 1000 elements unless -v)\n"
+           "  -q, --quiet          only errors\n"
+           "  -v, --verbose        more detail\n"
+           "      --threads N      worker threads (1..256)\n"
+           "      --device DEV     cpu (cuda[:N] needs a CUDA build)\n"
+           "      --help           show this help and exit\n"
+           "      --version        show the version and exit\n"
+           "\n"
+           "Exit status: 0 success, 1 failure, 2 usage error.\n", cli_prog);
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+static void json_str(mge_buf *b, const char *s)
+{
+    mge_buf_put(b, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            mge_buf_printf(b, "\\%c", *p);
+        else if (*p < 0x20)
+            mge_buf_printf(b, "\\u%04x", *p);
+        else
+            mge_buf_put(b, p, 1);
+    }
+    mge_buf_put(b, "\"", 1);
+}
+
+static void json_num(mge_buf *b, double v)
+{
+    if (!isfinite(v))
+        mge_buf_printf(b, "null");
+    else if (v == floor(v) && fabs(v) < 9e15)
+        mge_buf_printf(b, "%.0f", v);
+    else
+        mge_buf_printf(b, "%.9g", v);
+}
+
+/* dims as a JSON array; MGE_DIM_N is "N". */
+static void json_dims(mge_buf *b, int ndim, const int64_t *dims)
+{
+    mge_buf_put(b, "[", 1);
+    for (int i = 0; i < ndim; i++) {
+        if (i)
+            mge_buf_put(b, ",", 1);
+        if (dims[i] == MGE_DIM_N)
+            mge_buf_printf(b, "\"N\"");
+        else
+            mge_buf_printf(b, "%lld", (long long)dims[i]);
+    }
+    mge_buf_put(b, "]", 1);
+}
+
+static const char *human(double v, char *buf, size_t n)
+{
+    const char *u[] = {"", "K", "M", "G", "T", "P"};
+    int k = 0;
+    while (fabs(v) >= 1000 && k < 5) {
+        v /= 1000;
+        k++;
+    }
+    snprintf(buf, n, k ? "%.2f %s" : "%.0f%s", v, u[k]);
+    return buf;
+}
+
+static double elem(const mge_tensor *t, int64_t i)
+{
+    const void *d = t->data;
+    switch (t->dtype) {
+    case MGE_F32: return ((const float *)d)[i];
+    case MGE_F16: return mge_f16_to_f32(((const uint16_t *)d)[i]);
+    case MGE_BF16: return mge_bf16_to_f32(((const uint16_t *)d)[i]);
+    case MGE_I8: case MGE_QS8: return ((const int8_t *)d)[i];
+    case MGE_U8: return ((const uint8_t *)d)[i];
+    case MGE_I32: case MGE_QS32: return ((const int32_t *)d)[i];
+    case MGE_I64: return (double)((const int64_t *)d)[i];
+    case MGE_BOOL: return ((const uint8_t *)d)[i] != 0;
+    default: return NAN;
+    }
+}
+
+/* ---------------------------------------------------------------- model */
+
+typedef struct model_info {
+    int64_t batch;
+    int *ndims;
+    int64_t *dims;       /* concrete shapes at batch, MGE_MAX_DIMS per value */
+    double *flops;
+    double total;
+    int have_plan;
+    mge_plan_stats plan;
+    char plan_msg[1024];
+} model_info;
+
+static int model_analyze(const mge_graph *g, const char *where, model_info *mi)
+{
+    mge_error err;
+    mge_error_clear(&err);
+    mi->ndims = calloc((size_t)g->nvalues + 1, sizeof *mi->ndims);
+    mi->dims = calloc(((size_t)g->nvalues + 1) * MGE_MAX_DIMS, sizeof *mi->dims);
+    mi->flops = calloc((size_t)g->nnodes + 1, sizeof *mi->flops);
+    if (!mi->ndims || !mi->dims || !mi->flops) {
+        cli_error(NULL, "out of memory");
+        return -1;
+    }
+    if (mge_graph_shapes(g, mi->batch, mi->ndims, mi->dims, &err)) {
+        cli_mge_error(where, &err);
+        return -1;
+    }
+    for (int i = 0; i < g->nnodes; i++) {
+        mi->flops[i] = mge_graph_node_flops(g, i, mi->batch);
+        mi->total += mi->flops[i];
+    }
+    int one = g->loss;
+    int nout = g->noutputs ? g->noutputs : g->loss >= 0 ? 1 : 0;
+    const int *outs = g->noutputs ? g->outputs : &one;
+    if (nout == 0) {
+        snprintf(mi->plan_msg, sizeof mi->plan_msg, "the model has no outputs");
+    } else if (mge_plan_graph(g, mi->batch, nout, outs, &mi->plan, &err)) {
+        snprintf(mi->plan_msg, sizeof mi->plan_msg, "%s", err.msg);
+    } else {
+        mi->have_plan = 1;
+    }
+    return 0;
+}
+
+static void model_info_free(model_info *mi)
+{
+    free(mi->ndims);
+    free(mi->dims);
+    free(mi->flops);
+}
+
+static const char *vshape(const mge_graph *g, const model_info *mi, int v, char *buf, size_t n)
+{
+    return mge_shape_str(g->values[v].dtype, mi->ndims[v], &mi->dims[(size_t)v * MGE_MAX_DIMS], buf, n);
+}
+
+static void model_text(const mge_graph *g, const model_info *mi, mge_buf *b)
+{
+    char s1[256], h[32];
+    mge_buf_printf(b, "\n# ---- summary (batch %lld)\n", (long long)mi->batch);
+    for (int pass = 0; pass < 2; pass++) {
+        int n = pass ? g->noutputs : g->ninputs;
+        const int *vs = pass ? g->outputs : g->inputs;
+        mge_buf_printf(b, "# %s:%s", pass ? "outputs" : "inputs ", n ? "" : " (none)");
+        for (int i = 0; i < n; i++) {
+            const mge_value *v = &g->values[vs[i]];
+            mge_buf_printf(b, "%s %s %s", i ? "," : "", v->name, mge_shape_str(v->dtype, v->ndim, v->dims, s1, sizeof s1));
+        }
+        mge_buf_printf(b, "\n");
+    }
+    int64_t pc, pb;
+    mge_graph_param_stats(g, &pc, &pb);
+    mge_buf_printf(b, "# params:  %lld values, %lld bytes\n", (long long)pc, (long long)pb);
+    int wn = 4, wo = 2, ws = 5;
+    for (int i = 0; i < g->nnodes; i++) {
+        const mge_node *nd = &g->nodes[i];
+        int l = (int)strlen(nd->name);
+        wn = l > wn ? l : wn;
+        const mge_opinfo *oi = mge_op_info(nd->op);
+        l = oi ? (int)strlen(oi->name) : 1;
+        wo = l > wo ? l : wo;
+        l = nd->nout ? (int)strlen(vshape(g, mi, nd->out[0], s1, sizeof s1)) : 0;
+        ws = l > ws ? l : ws;
+    }
+    mge_buf_printf(b, "#\n# %-*s  %-*s  %-*s  %15s\n", wn, "node", wo, "op", ws, "shape", "FLOPs");
+    for (int i = 0; i < g->nnodes; i++) {
+        const mge_node *nd = &g->nodes[i];
+        const mge_opinfo *oi = mge_op_info(nd->op);
+        mge_buf_printf(b, "# %-*s  %-*s  %-*s  %15.0f\n", wn, nd->name, wo, oi ? oi->name : "?", ws,
+                       nd->nout ? vshape(g, mi, nd->out[0], s1, sizeof s1) : "", mi->flops[i]);
+    }
+    mge_buf_printf(b, "# %-*s  %15.0f (%s FLOP)\n", wn + wo + ws + 4, "total", mi->total, human(mi->total, h, sizeof h));
+    if (mi->have_plan) {
+        const mge_plan_stats *p = &mi->plan;
+        mge_buf_printf(b, "#\n# memory plan (batch %lld): arena %zu bytes, lower bound %zu (ratio %.2f),"
+                          " no reuse %zu, workspace %zu\n", (long long)mi->batch, p->arena_bytes,
+                       p->lower_bound, p->lower_bound ? (double)p->arena_bytes / (double)p->lower_bound : 1.0,
+                       p->no_reuse_bytes, p->workspace_bytes);
+        mge_buf_printf(b, "# buffers %d, in place %d\n", p->nbuffers, p->ninplace);
+    } else {
+        mge_buf_printf(b, "#\n# memory plan: unavailable (%s)\n", mi->plan_msg);
+    }
+}
+
+static void json_value_list(mge_buf *b, const mge_graph *g, int n, const int *vs)
+{
+    mge_buf_put(b, "[", 1);
+    for (int i = 0; i < n; i++) {
+        const mge_value *v = &g->values[vs[i]];
+        mge_buf_printf(b, "%s{\"name\":", i ? "," : "");
+        json_str(b, v->name);
+        mge_buf_printf(b, ",\"dtype\":\"%s\",\"shape\":", mge_dtype_name(v->dtype));
+        json_dims(b, v->ndim, v->dims);
+        mge_buf_put(b, "}", 1);
+    }
+    mge_buf_put(b, "]", 1);
+}
+
+static void model_json(const mge_graph *g, const model_info *mi, mge_buf *b)
+{
+    mge_buf_printf(b, "{\"kind\":\"model\",\"inputs\":");
+    json_value_list(b, g, g->ninputs, g->inputs);
+    mge_buf_printf(b, ",\"outputs\":");
+    json_value_list(b, g, g->noutputs, g->outputs);
+    int64_t pc, pb;
+    mge_graph_param_stats(g, &pc, &pb);
+    mge_buf_printf(b, ",\"params\":{\"count\":%lld,\"bytes\":%lld},\"nodes\":[", (long long)pc, (long long)pb);
+    for (int i = 0; i < g->nnodes; i++) {
+        const mge_node *nd = &g->nodes[i];
+        const mge_opinfo *oi = mge_op_info(nd->op);
+        mge_buf_printf(b, "%s{\"name\":", i ? "," : "");
+        json_str(b, nd->name);
+        mge_buf_printf(b, ",\"op\":");
+        json_str(b, oi ? oi->name : "?");
+        for (int side = 0; side < 2; side++) {
+            mge_buf_printf(b, ",\"%s\":[", side ? "outputs" : "inputs");
+            int n = side ? nd->nout : nd->nin;
+            for (int k = 0; k < n; k++) {
+                if (k)
+                    mge_buf_put(b, ",", 1);
+                json_str(b, g->values[side ? nd->out[k] : nd->in[k]].name);
+            }
+            mge_buf_put(b, "]", 1);
+        }
+        mge_buf_printf(b, ",\"shape\":");
+        if (nd->nout) {
+            int v = nd->out[0];
+            json_dims(b, mi->ndims[v], &mi->dims[(size_t)v * MGE_MAX_DIMS]);
+        } else {
+            mge_buf_printf(b, "[]");
+        }
+        mge_buf_printf(b, ",\"flops\":");
+        json_num(b, mi->flops[i]);
+        mge_buf_put(b, "}", 1);
+    }
+    mge_buf_printf(b, "],\"flops_total\":");
+    json_num(b, mi->total);
+    mge_buf_printf(b, ",\"batch\":%lld,\"plan\":", (long long)mi->batch);
+    if (mi->have_plan)
+        mge_buf_printf(b, "{\"arena_bytes\":%zu,\"lower_bound\":%zu,\"no_reuse_bytes\":%zu,\"workspace_bytes\":%zu}",
+                       mi->plan.arena_bytes, mi->plan.lower_bound, mi->plan.no_reuse_bytes, mi->plan.workspace_bytes);
+    else
+        mge_buf_printf(b, "null");
+    mge_buf_printf(b, ",\"meta\":{");
+    for (int i = 0; i < g->nmeta; i++) {
+        if (i)
+            mge_buf_put(b, ",", 1);
+        json_str(b, g->meta[i].key);
+        mge_buf_put(b, ":", 1);
+        json_str(b, g->meta[i].value);
+    }
+    mge_buf_printf(b, "}}\n");
+}
+
+static void model_dot(const mge_graph *g, const model_info *mi, mge_buf *b)
+{
+    char s1[256];
+    mge_buf_printf(b, "digraph model {\n  rankdir=TB;\n  node [shape=box, fontname=\"Helvetica\"];\n");
+    for (int i = 0; i < g->ninputs; i++) {
+        int v = g->inputs[i];
+        mge_buf_printf(b, "  \"v:%s\" [shape=ellipse, label=\"%s\\n%s\"];\n", g->values[v].name, g->values[v].name,
+                       vshape(g, mi, v, s1, sizeof s1));
+    }
+    for (int i = 0; i < g->nnodes; i++) {
+        const mge_node *nd = &g->nodes[i];
+        const mge_opinfo *oi = mge_op_info(nd->op);
+        mge_buf_printf(b, "  \"n:%s\" [label=\"%s\\n%s\\n%s\"];\n", nd->name, nd->name, oi ? oi->name : "?",
+                       nd->nout ? vshape(g, mi, nd->out[0], s1, sizeof s1) : "");
+        for (int k = 0; k < nd->nin; k++) {
+            const mge_value *v = &g->values[nd->in[k]];
+            if (v->kind == MGE_VAL_INPUT)
+                mge_buf_printf(b, "  \"v:%s\" -> \"n:%s\";\n", v->name, nd->name);
+            else if (v->kind == MGE_VAL_NODE && v->producer >= 0)
+                mge_buf_printf(b, "  \"n:%s\" -> \"n:%s\";\n", g->nodes[v->producer].name, nd->name);
+        }
+    }
+    for (int i = 0; i < g->noutputs; i++) {
+        const mge_value *v = &g->values[g->outputs[i]];
+        mge_buf_printf(b, "  \"o:%s\" [shape=ellipse, style=bold, label=\"output %s\"];\n", v->name, v->name);
+        if (v->kind == MGE_VAL_NODE && v->producer >= 0)
+            mge_buf_printf(b, "  \"n:%s\" -> \"o:%s\";\n", g->nodes[v->producer].name, v->name);
+        else
+            mge_buf_printf(b, "  \"v:%s\" -> \"o:%s\";\n", v->name, v->name);
+    }
+    mge_buf_printf(b, "}\n");
+}
+
+/* ---------------------------------------------------------------- tensors */
+
+typedef struct tstats {
+    double min, max, mean, std;
+    int64_t nan, inf, n;
+} tstats;
+
+static void tensor_stats(const mge_tensor *t, tstats *s)
+{
+    memset(s, 0, sizeof *s);
+    s->min = INFINITY;
+    s->max = -INFINITY;
+    int64_t n = mge_tensor_numel(t);
+    double sum = 0, sq = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double v = elem(t, i);
+        if (isnan(v)) {
+            s->nan++;
+            continue;
+        }
+        if (isinf(v)) {
+            s->inf++;
+            continue;
+        }
+        s->n++;
+        s->min = v < s->min ? v : s->min;
+        s->max = v > s->max ? v : s->max;
+        sum += v;
+    }
+    if (s->n) {
+        s->mean = sum / (double)s->n;
+        for (int64_t i = 0; i < n; i++) {
+            double v = elem(t, i);
+            if (isfinite(v))
+                sq += (v - s->mean) * (v - s->mean);
+        }
+        s->std = sqrt(sq / (double)s->n);
+    } else {
+        s->min = s->max = s->mean = s->std = NAN;
+    }
+}
+
+static void put_elem(mge_buf *b, const mge_tensor *t, int64_t i)
+{
+    double v = elem(t, i);
+    if (t->dtype == MGE_BOOL)
+        mge_buf_printf(b, "%s", v != 0 ? "True" : "False");
+    else if (!mge_dtype_is_float(t->dtype))
+        mge_buf_printf(b, "%lld", t->dtype == MGE_I64 ? (long long)((const int64_t *)t->data)[i] : (long long)v);
+    else if (isnan(v))
+        mge_buf_printf(b, "nan");
+    else if (isinf(v))
+        mge_buf_printf(b, "%sinf", v < 0 ? "-" : "");
+    else
+        mge_buf_printf(b, "%.8g", v);
+}
+
+/* numpy-like nested brackets; with summarize, 3 items at each end of a long dim. */
+static void put_values(mge_buf *b, const mge_tensor *t, int d, int64_t off, int summarize)
+{
+    if (t->ndim == 0) {
+        put_elem(b, t, 0);
+        return;
+    }
+    int64_t n = t->dims[d], stride = 1;
+    for (int k = d + 1; k < t->ndim; k++)
+        stride *= t->dims[k];
+    mge_buf_put(b, "[", 1);
+    for (int64_t i = 0; i < n; i++) {
+        if (summarize && n > 6 && i == 3) {
+            mge_buf_printf(b, d == t->ndim - 1 ? "... " : "...\n%*s", d == t->ndim - 1 ? 0 : d + 1, "");
+            i = n - 4;
+            continue;
+        }
+        if (d == t->ndim - 1) {
+            put_elem(b, t, off + i);
+            if (i + 1 < n)
+                mge_buf_put(b, " ", 1);
+        } else {
+            put_values(b, t, d + 1, off + i * stride, summarize);
+            if (i + 1 < n) {
+                mge_buf_put(b, "\n", 1);
+                for (int k = 0; k < t->ndim - d - 2; k++)
+                    mge_buf_put(b, "\n", 1);
+                mge_buf_printf(b, "%*s", d + 1, "");
+            }
+        }
+    }
+    mge_buf_put(b, "]", 1);
+}
+
+static void tensors_text(const mge_tlist *l, int named, int values, mge_buf *b)
+{
+    char s1[256];
+    mge_buf_printf(b, "%-14s %-24s %14s %14s %14s %14s %6s %6s\n", named ? "# name" : "# index", "shape", "min", "max",
+                   "mean", "std", "nan", "inf");
+    for (int i = 0; i < l->n; i++) {
+        const mge_tensor *t = &l->t[i];
+        tstats s;
+        tensor_stats(t, &s);
+        char idx[32];
+        snprintf(idx, sizeof idx, "%d", i);
+        mge_buf_printf(b, "%-14s %-24s %14.6g %14.6g %14.6g %14.6g %6lld %6lld\n", named ? l->names[i] : idx,
+                       mge_shape_str(t->dtype, t->ndim, t->dims, s1, sizeof s1), s.min, s.max, s.mean, s.std,
+                       (long long)s.nan, (long long)s.inf);
+        if (values) {
+            put_values(b, t, 0, 0, cli_verbose <= 0 && mge_tensor_numel(t) > 1000);
+            mge_buf_put(b, "\n\n", 2);
+        }
+    }
+}
+
+static void tensors_json(const mge_tlist *l, int named, int values, mge_buf *b)
+{
+    mge_buf_printf(b, "{\"kind\":\"tensors\",\"tensors\":[");
+    for (int i = 0; i < l->n; i++) {
+        const mge_tensor *t = &l->t[i];
+        tstats s;
+        tensor_stats(t, &s);
+        mge_buf_printf(b, "%s{\"index\":%d,\"name\":", i ? "," : "", i);
+        if (named)
+            json_str(b, l->names[i]);
+        else
+            mge_buf_printf(b, "null");
+        mge_buf_printf(b, ",\"dtype\":\"%s\",\"shape\":", mge_dtype_name(t->dtype));
+        json_dims(b, t->ndim, t->dims);
+        const char *k[] = {"min", "max", "mean", "std"};
+        double v[] = {s.min, s.max, s.mean, s.std};
+        for (int j = 0; j < 4; j++) {
+            mge_buf_printf(b, ",\"%s\":", k[j]);
+            json_num(b, v[j]);
+        }
+        mge_buf_printf(b, ",\"nan\":%lld,\"inf\":%lld", (long long)s.nan, (long long)s.inf);
+        if (values) {
+            mge_buf_printf(b, ",\"values\":[");
+            int64_t n = mge_tensor_numel(t);
+            for (int64_t e = 0; e < n; e++) {
+                if (e)
+                    mge_buf_put(b, ",", 1);
+                json_num(b, elem(t, e));
+            }
+            mge_buf_put(b, "]", 1);
+        }
+        mge_buf_put(b, "}", 1);
+    }
+    mge_buf_printf(b, "]}\n");
+}
+
+/* ---------------------------------------------------------------- main */
+
+enum { OPT_JSON = CLI_OPT_FIRST_TOOL, OPT_DOT, OPT_PARAMS, OPT_SHAPE, OPT_BATCH, OPT_VALUES };
+
+/* --shape NAME=D1xD2x...: sets *batch from the input's N dimension. */
+static void apply_shape(const mge_graph *g, const char *where, const char *arg, int64_t *batch)
+{
+    const char *eq = strchr(arg, '=');
+    if (!eq || eq == arg)
+        cli_usage("--shape: expected NAME=DIMS (e.g. x=1x3x224x224), got '%s'", arg);
+    char *name = strndup(arg, (size_t)(eq - arg));
+    int64_t dims[MGE_MAX_DIMS];
+    int nd = 0;
+    const char *p = eq + 1;
+    for (;;) {
+        char *end;
+        long long d = strtoll(p, &end, 10);
+        if (end == p || d <= 0 || nd == MGE_MAX_DIMS)
+            cli_usage("--shape: bad dimensions in '%s' (positive integers joined by 'x')", arg);
+        dims[nd++] = d;
+        if (!*end)
+            break;
+        if (*end != 'x' && *end != 'X' && *end != ',')
+            cli_usage("--shape: bad dimensions in '%s' (positive integers joined by 'x')", arg);
+        p = end + 1;
+    }
+    int v = name ? mge_graph_find(g, name) : -1;
+    if (v < 0 || g->values[v].kind != MGE_VAL_INPUT) {
+        cli_error(where, "--shape: the model has no input named '%s'", name ? name : "");
+        exit(1);
+    }
+    const mge_value *val = &g->values[v];
+    char s1[256], s2[256];
+    int ok = val->ndim == nd;
+    int64_t b = -1;
+    for (int i = 0; ok && i < nd; i++) {
+        if (val->dims[i] == MGE_DIM_N) {
+            if (b >= 0 && b != dims[i])
+                ok = 0;
+            b = dims[i];
+        } else if (val->dims[i] != dims[i]) {
+            ok = 0;
+        }
+    }
+    if (!ok) {
+        cli_error(where, "--shape %s: input '%s' is %s, which does not fit %s", arg, name,
+                  mge_shape_str(val->dtype, val->ndim, val->dims, s1, sizeof s1),
+                  mge_shape_str(val->dtype, nd, dims, s2, sizeof s2));
+        exit(1);
+    }
+    if (b >= 0) {
+        if (*batch >= 0 && *batch != b) {
+            cli_error(where, "--shape %s: batch %lld disagrees with batch %lld given before", arg, (long long)b,
+                      (long long)*batch);
+            exit(1);
+        }
+        *batch = b;
+    }
+    free(name);
+}
+
+int main(int argc, char **argv)
+{
+    cli_init("mge-dump", argv);
+    static const struct option longs[] = {
+        CLI_LONG_COMMON,
+        {"output", 1, 0, 'o'},
+        {"json", 0, 0, OPT_JSON},
+        {"dot", 0, 0, OPT_DOT},
+        {"params", 1, 0, OPT_PARAMS},
+        {"shape", 1, 0, OPT_SHAPE},
+        {"batch", 1, 0, OPT_BATCH},
+        {"values", 0, 0, OPT_VALUES},
+        {0, 0, 0, 0},
+    };
+    cli_common co = {0};
+    const char *out = NULL, *params = NULL;
+    const char **shapes = calloc((size_t)argc + 1, sizeof *shapes);
+    int nshapes = 0, json = 0, dot = 0, values = 0;
+    int64_t batch = -1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":o:fqv", longs, NULL)) != -1) {
+        switch (c) {
+        case 'o': out = optarg; break;
+        case OPT_JSON: json = 1; break;
+        case OPT_DOT: dot = 1; break;
+        case OPT_PARAMS: params = optarg; break;
+        case OPT_SHAPE: shapes[nshapes++] = optarg; break;
+        case OPT_BATCH: batch = cli_long("--batch", optarg, 1, 1L << 30); break;
+        case OPT_VALUES: values = 1; break;
+        default:
+            if (!cli_common_opt(c, optarg, &co, help))
+                cli_usage("unhandled option");
+        }
+    }
+    if (json && dot)
+        cli_usage("--json and --dot cannot be combined");
+    if (argc - optind > 1)
+        cli_usage("too many arguments (one file at most)");
+    cli_check_device(co.device);
+    const char *in = optind < argc ? argv[optind] : "-";
+    const char *where = cli_name(in);
+
+    void *buf = NULL;
+    size_t n = 0;
+    int mapped = 0;
+    if (cli_slurp(in, &buf, &n, &mapped))
+        return 1;
+    mge_error err;
+    mge_error_clear(&err);
+    mge_buf b = {0};
+    int rc = 1;
+
+    if (mge_npy_is_npy(buf, n) || mge_npz_is_zip(buf, n)) {
+        if (dot || params || nshapes || batch >= 0)
+            cli_usage("%s is a tensor stream: --dot, --params, --shape and --batch apply to models", where);
+        mge_tlist l = {0};
+        int named = mge_npz_is_zip(buf, n);
+        mge_status s = MGE_OK;
+        if (named) {
+            s = mge_npz_read_mem(buf, n, &l, &err);
+        } else {
+            size_t off = 0;
+            while (off < n && !s) {
+                mge_tensor t = {0};
+                size_t used = 0;
+                s = mge_npy_read_mem((const char *)buf + off, n - off, &used, &t, &err);
+                if (s) {
+                    mge_error_prefix(&err, "record %d (byte %zu)", l.n, off);
+                    break;
+                }
+                off += used;
+                s = mge_tlist_add(&l, "", &t, &err);
+                mge_tensor_free(&t);
+            }
+        }
+        if (s) {
+            cli_mge_error(where, &err);
+        } else {
+            if (json)
+                tensors_json(&l, named, values, &b);
+            else
+                tensors_text(&l, named, values, &b);
+            rc = cli_write_buf(out, &b, 0, co.force) ? 1 : 0;
+        }
+        mge_tlist_free(&l);
+        goto done;
+    }
+
+    if (n == 0) {
+        cli_error(where, "the input is empty");
+        goto done;
+    }
+    mge_graph *g = NULL;
+    char *dir = cli_dirname(in);
+    mge_status s = mge_model_load_mem(buf, n, dir, &g, &err);
+    free(dir);
+    if (s) {
+        cli_mge_error(where, &err);
+        goto done;
+    }
+    for (int i = 0; i < nshapes; i++)
+        apply_shape(g, where, shapes[i], &batch);
+    model_info mi = {0};
+    mi.batch = batch > 0 ? batch : 1;
+    if (model_analyze(g, where, &mi) == 0) {
+        if (json) {
+            model_json(g, &mi, &b);
+        } else if (dot) {
+            model_dot(g, &mi, &b);
+        } else if (mge_text_print(g, &b, &err)) {
+            cli_mge_error(where, &err);
+            goto model_done;
+        } else {
+            model_text(g, &mi, &b);
+        }
+        if (params) {
+            mge_tlist l = {0};
+            mge_buf nb = {0};
+            /* Parameters without values are exported as mge-opt would fill them (seed 0). */
+            if (mge_graph_init_params(g, 0, &err) || mge_params_export(g, &l, &err) || mge_npz_write(&l, &nb, &err)) {
+                cli_mge_error(where, &err);
+                mge_tlist_free(&l);
+                mge_buf_free(&nb);
+                goto model_done;
+            }
+            int bad = cli_write_buf(params, &nb, 1, 1);
+            cli_note(params, "%d tensors", l.n);
+            mge_tlist_free(&l);
+            mge_buf_free(&nb);
+            if (bad)
+                goto model_done;
+        }
+        rc = cli_write_buf(out, &b, 0, co.force) ? 1 : 0;
+    }
+model_done:
+    model_info_free(&mi);
+    mge_graph_free(g);
+done:
+    mge_buf_free(&b);
+    free(shapes);
+    mge_file_unslurp(buf, n, mapped);
+    return rc;
+}

@@ -1,0 +1,161 @@
+/* cpu.h — what the fast CPU kernel files share: run-time ISA dispatch,
+ * range-splitting over the pool, and the fallback to the ref kernels. */
+#ifndef MGE_CPU_H
+#define MGE_CPU_H
+
+#include "internal.h"
+
+#include <string.h>
+
+/* Hot loops are compiled twice: once for AVX2+FMA and once for the baseline
+ * ISA; cpu_isa_avx2() picks at run time, so the binary runs on older CPUs
+ * and no -march flag is needed. GCC at -O2 only vectorizes loops without a
+ * scalar epilogue, and not loops with selects under -ftrapping-math, so
+ * the hot functions ask for -O3's vectorizer without FP traps (we never
+ * read FP exception flags), and allow FMA contraction. */
+#if defined(__x86_64__) || defined(__i386__)
+#define CPU_X86 1
+#if defined(__clang__)
+#define CPU_AVX2 __attribute__((target("avx2,fma")))
+#define CPU_BASE
+#else
+#define CPU_OPTS "O3", "tree-vectorize", "no-trapping-math", "no-math-errno", "fp-contract=fast"
+#define CPU_AVX2 __attribute__((target("avx2,fma"), optimize(CPU_OPTS)))
+#define CPU_BASE __attribute__((optimize(CPU_OPTS)))
+#endif
+#else
+#define CPU_X86 0
+#define CPU_AVX2
+#define CPU_BASE
+#endif
+
+static inline int cpu_isa_avx2(void)
+{
+#if CPU_X86
+    static int cached = -1;
+    if (cached < 0) {
+        __builtin_cpu_init();
+        cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    }
+    return cached;
+#else
+    return 0;
+#endif
+}
+
+/* Defines name##_avx2 and name##_base with the same parameters and body,
+ * and name() that calls the one the CPU supports. The body (a braced
+ * block, last) may contain commas; the return type is void. */
+#define CPU_MULTI(name, params, args, ...)                 \
+    static CPU_AVX2 void name##_avx2 params __VA_ARGS__    \
+    static CPU_BASE void name##_base params __VA_ARGS__    \
+    static void name params                                \
+    {                                                      \
+        if (cpu_isa_avx2())                                \
+            name##_avx2 args;                              \
+        else                                               \
+            name##_base args;                              \
+    }
+
+/* expf for vectorized loops: exp(x) = 2^n * e^r with |r| <= ln2/2 and a
+ * degree-6 polynomial for e^r (relative error about 2e-7). Branch-free so
+ * the compiler vectorizes the loop it is inlined into; NaN propagates.
+ * Compiled with the hot loops' options, or GCC lowers its selects to
+ * branches before inlining. */
+static inline CPU_BASE float cpu_expf(float x)
+{
+    float c = x < -87.0f ? -87.0f : x;   /* 2^-126 is the smallest normal */
+    c = c > 88.0f ? 88.0f : c;
+    float t = c * 1.44269504088896341f;
+    float n = (t + 12582912.0f) - 12582912.0f;   /* round to nearest (1.5 * 2^23) */
+    float r = c - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
+    int32_t bits = ((int32_t)n + 127) * (1 << 23);
+    float s;
+    memcpy(&s, &bits, sizeof s);
+    float e = p * s;
+    e = x > 88.72283905f ? __builtin_inff() : e;
+    return x < -103.97f ? 0.0f : e;
+}
+
+/* Range over the pool: fn(arg, begin, end, thread) on disjoint chunks of
+ * [0, n), at least `grain` items each (the last may be shorter). Small
+ * ranges run on the caller alone. */
+typedef void (*cpu_range_fn)(void *arg, int64_t begin, int64_t end, int thread);
+
+typedef struct cpu_range_job {
+    cpu_range_fn fn;
+    void *arg;
+    int64_t n, chunk;
+} cpu_range_job;
+
+static void cpu_range_task(void *a, int64_t task, int thread)
+{
+    const cpu_range_job *j = a;
+    int64_t b = task * j->chunk, e = b + j->chunk;
+    if (e > j->n)
+        e = j->n;
+    j->fn(j->arg, b, e, thread);
+}
+
+static inline void cpu_parallel(const mge_kctx *ctx, int64_t n, int64_t grain, cpu_range_fn fn, void *arg)
+{
+    if (n <= 0)
+        return;
+    int threads = ctx && ctx->pool ? mge_pool_size(ctx->pool) : 1;
+    if (grain < 1)
+        grain = 1;
+    if (threads <= 1 || n < 2 * grain) {
+        fn(arg, 0, n, 0);
+        return;
+    }
+    /* A few tasks per thread balance uneven work without much overhead. */
+    int64_t ntasks = (int64_t)threads * 4;
+    if (ntasks > n / grain)
+        ntasks = n / grain;
+    if (ntasks < threads)
+        ntasks = threads;
+    int64_t chunk = (n + ntasks - 1) / ntasks;
+    cpu_range_job j = {fn, arg, n, chunk};
+    mge_pool_run(ctx->pool, (n + chunk - 1) / chunk, cpu_range_task, &j);
+}
+
+/* Output indices o in [0, n) whose input index o*s - p + off lies in
+ * [0, len): the columns (or rows) of a conv/pool tap that need no padding. */
+static inline void cpu_valid_range(int64_t n, int64_t len, int64_t s, int64_t p, int64_t off, int64_t *lo,
+                                   int64_t *hi)
+{
+    int64_t a = p - off;   /* need o*s >= a */
+    int64_t l = a <= 0 ? 0 : (a + s - 1) / s;
+    int64_t b = len - 1 + p - off;   /* need o*s <= b */
+    int64_t h = b < 0 ? 0 : b / s + 1;
+    if (h > n)
+        h = n;
+    if (l > h)
+        l = h;
+    *lo = l, *hi = h;
+}
+
+/* Runs the ref kernel for cases a fast kernel does not cover. */
+static inline mge_status cpu_fallback(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
+                                      mge_tensor *const *out, mge_error *err)
+{
+    const mge_kernel *k = &mge_backend_ref()->k[n->op][in[0]->dtype];
+    if (!k->run)
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no kernel for %s", mge_op_info(n->op)->name,
+                             mge_dtype_name(in[0]->dtype));
+    return k->run(ctx, n, in, out, err);
+}
+
+/* Workspace of the ref kernel, for fast kernels that may fall back to it. */
+static inline size_t cpu_ref_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int threads)
+{
+    const mge_kernel *k = &mge_backend_ref()->k[n->op][in[0]->dtype];
+    return k->ws ? k->ws(n, in, out, threads) : 0;
+}
+
+/* Elements per task below which a pass over memory is not worth splitting. */
+#define CPU_GRAIN 16384
+
+#endif

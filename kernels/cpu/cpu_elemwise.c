@@ -1,0 +1,302 @@
+/* cpu_elemwise.c — elementwise unary and binary ops (f32).
+ *
+ * Loops are written so the compiler vectorizes them (cpu.h compiles each
+ * twice, AVX2+FMA and baseline, picked at run time) and split over the pool
+ * for large tensors. Binary ops cover the shapes networks use: same shape,
+ * a scalar operand, and one operand that varies over a contiguous block of
+ * the output's dims only (per channel [1,C,1,1], per row [W], ...); other
+ * broadcasts go to the ref kernel. The output may alias the first input
+ * (in place); the loops read element i before writing it, so that is safe. */
+#include "cpu.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- unary */
+
+CPU_MULTI(un_loop, (int op, float alpha, const float *x, float *y, int64_t n), (op, alpha, x, y, n), {
+    switch (op) {
+    case MGE_OP_RELU:
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[i];
+            y[i] = v < 0.0f ? 0.0f : v;   /* NaN stays NaN, as in PyTorch */
+        }
+        break;
+    case MGE_OP_RELU6:
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[i];
+            y[i] = v < 0.0f ? 0.0f : v > 6.0f ? 6.0f : v;
+        }
+        break;
+    case MGE_OP_LEAKY_RELU:
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[i];
+            y[i] = v < 0.0f ? v * alpha : v;
+        }
+        break;
+    case MGE_OP_SIGMOID:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = 1.0f / (1.0f + cpu_expf(-x[i]));
+        break;
+    case MGE_OP_SILU:
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[i];
+            y[i] = v / (1.0f + cpu_expf(-v));
+        }
+        break;
+    case MGE_OP_HSWISH:
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[i], t = v + 3.0f;
+            t = t < 0.0f ? 0.0f : t > 6.0f ? 6.0f : t;
+            y[i] = v * t * (1.0f / 6.0f);
+        }
+        break;
+    case MGE_OP_HSIGMOID:
+        for (int64_t i = 0; i < n; i++) {
+            float t = x[i] + 3.0f;
+            t = t < 0.0f ? 0.0f : t > 6.0f ? 6.0f : t;
+            y[i] = t * (1.0f / 6.0f);
+        }
+        break;
+    case MGE_OP_EXP:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = cpu_expf(x[i]);
+        break;
+    case MGE_OP_SQRT:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = sqrtf(x[i]);
+        break;
+    case MGE_OP_NEG:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = -x[i];
+        break;
+    case MGE_OP_ABS:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = fabsf(x[i]);
+        break;
+    /* libm: rarely hot in the networks we target, and exact. */
+    case MGE_OP_TANH:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = tanhf(x[i]);
+        break;
+    case MGE_OP_GELU:
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[i];
+            y[i] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+        }
+        break;
+    case MGE_OP_LOG:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = logf(x[i]);
+        break;
+    default:   /* dropout outside training: the identity */
+        if (y != x)
+            memmove(y, x, sizeof(float) * (size_t)n);
+        break;
+    }
+})
+
+typedef struct un_job {
+    int op;
+    float alpha;
+    const float *x;
+    float *y;
+} un_job;
+
+static void un_task(void *a, int64_t b, int64_t e, int thread)
+{
+    const un_job *j = a;
+    un_loop(j->op, j->alpha, j->x + b, j->y + b, e - b);
+}
+
+static mge_status cpu_unary(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                            mge_error *err)
+{
+    if (n->op == MGE_OP_DROPOUT && ctx->training)
+        return cpu_fallback(ctx, n, in, out, err);
+    un_job j = {n->op, (float)mge_node_float(n, MGE_KEY_alpha, 0.01), in[0]->data, out[0]->data};
+    /* Transcendentals cost more per element: smaller chunks pay off. */
+    int64_t grain = n->op == MGE_OP_RELU || n->op == MGE_OP_RELU6 || n->op == MGE_OP_NEG || n->op == MGE_OP_ABS ||
+                            n->op == MGE_OP_LEAKY_RELU || n->op == MGE_OP_DROPOUT
+                        ? CPU_GRAIN
+                        : CPU_GRAIN / 8;
+    cpu_parallel(ctx, mge_tensor_numel(out[0]), grain, un_task, &j);
+    return MGE_OK;
+}
+
+/* ---------------------------------------------------------------- binary */
+
+/* kind: 0 y = a op b elementwise, 1 y = a op s, 2 y = s op b (s a scalar). */
+#define BIN_CASE(OPID, EXPR)                              \
+    case OPID:                                            \
+        if (kind == 0)                                    \
+            for (int64_t i = 0; i < n; i++) {             \
+                float u = a[i], v = b[i];                 \
+                y[i] = (EXPR);                            \
+            }                                             \
+        else if (kind == 1)                               \
+            for (int64_t i = 0; i < n; i++) {             \
+                float u = a[i], v = s;                    \
+                y[i] = (EXPR);                            \
+            }                                             \
+        else                                              \
+            for (int64_t i = 0; i < n; i++) {             \
+                float u = s, v = b[i];                    \
+                y[i] = (EXPR);                            \
+            }                                             \
+        break;
+
+CPU_MULTI(bin_loop, (int op, int kind, const float *a, const float *b, float s, float *y, int64_t n),
+          (op, kind, a, b, s, y, n), {
+              switch (op) {
+                  BIN_CASE(MGE_OP_ADD, u + v)
+                  BIN_CASE(MGE_OP_SUB, u - v)
+                  BIN_CASE(MGE_OP_MUL, u * v)
+                  BIN_CASE(MGE_OP_DIV, u / v)
+                  BIN_CASE(MGE_OP_MAXIMUM, u > v || u != u ? u : v)   /* NaN propagates */
+                  BIN_CASE(MGE_OP_MINIMUM, u < v || u != u ? u : v)
+                  BIN_CASE(MGE_OP_POW, powf(u, v))
+              default:
+                  break;
+              }
+          })
+
+/* The output split into outer x mid x inner, where the small operand
+ * (index `small`, or -1 when both have the output's shape) varies only along
+ * mid. mid == 1 means a scalar operand. */
+typedef struct bin_job {
+    int op, small;
+    const float *a, *b;
+    float *y;
+    int64_t mid, inner;
+} bin_job;
+
+/* Same shape or scalar: a range of output elements. */
+static void bin_flat_task(void *p, int64_t s0, int64_t s1, int thread)
+{
+    const bin_job *j = p;
+    if (j->small < 0)
+        bin_loop(j->op, 0, j->a + s0, j->b + s0, 0.0f, j->y + s0, s1 - s0);
+    else if (j->small == 1)
+        bin_loop(j->op, 1, j->a + s0, NULL, j->b[0], j->y + s0, s1 - s0);
+    else
+        bin_loop(j->op, 2, NULL, j->b + s0, j->a[0], j->y + s0, s1 - s0);
+}
+
+/* inner > 1: a range of rows r = (outer, mid) of `inner` elements, each
+ * combined with the small operand's element r % mid. */
+static void bin_rows_task(void *p, int64_t r0, int64_t r1, int thread)
+{
+    const bin_job *j = p;
+    int64_t w = j->inner;
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t m = r % j->mid;
+        if (j->small == 1)
+            bin_loop(j->op, 1, j->a + r * w, NULL, j->b[m], j->y + r * w, w);
+        else
+            bin_loop(j->op, 2, NULL, j->b + r * w, j->a[m], j->y + r * w, w);
+    }
+}
+
+/* inner == 1: a range of outer rows of `mid` elements, combined with the
+ * whole small operand. */
+static void bin_vec_task(void *p, int64_t r0, int64_t r1, int thread)
+{
+    const bin_job *j = p;
+    int64_t w = j->mid;
+    for (int64_t r = r0; r < r1; r++) {
+        if (j->small == 1)
+            bin_loop(j->op, 0, j->a + r * w, j->b, 0.0f, j->y + r * w, w);
+        else
+            bin_loop(j->op, 0, j->a, j->b + r * w, 0.0f, j->y + r * w, w);
+    }
+}
+
+/* Fits the small operand t (padded to the output's rank) as outer x mid x
+ * inner; 0 when it varies along non-adjacent dims or a dim it has differs. */
+static int bin_split(const mge_tensor *t, const mge_tensor *y, int64_t *outer, int64_t *mid, int64_t *inner)
+{
+    int nd = y->ndim, off = y->ndim - t->ndim;
+    if (off < 0)
+        return 0;
+    int lo = -1, hi = -1;
+    for (int i = 0; i < nd; i++) {
+        int64_t d = i < off ? 1 : t->dims[i - off];
+        if (d != 1) {
+            if (d != y->dims[i])
+                return 0;
+            if (lo < 0)
+                lo = i;
+            else if (hi != i - 1) {
+                /* a gap of 1s inside: only fine if those output dims are 1 too */
+                for (int k = hi + 1; k < i; k++)
+                    if (y->dims[k] != 1)
+                        return 0;
+            }
+            hi = i;
+        }
+    }
+    int64_t o = 1, m = 1, in = 1;
+    for (int i = 0; i < nd; i++) {
+        if (lo < 0 || i < lo)
+            o *= y->dims[i];
+        else if (i <= hi)
+            m *= y->dims[i];
+        else
+            in *= y->dims[i];
+    }
+    if (lo < 0) {   /* a scalar: everything is "outer"; report it as mid 1 */
+        in = o;
+        o = 1;
+    }
+    *outer = o, *mid = m, *inner = in;
+    return 1;
+}
+
+static mge_status cpu_binary(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                             mge_error *err)
+{
+    const mge_tensor *a = in[0], *b = in[1], *y = out[0];
+    int64_t ny = mge_tensor_numel(y), na = mge_tensor_numel(a), nb = mge_tensor_numel(b);
+    /* The output aliasing b (only a may be reused in place) is left to ref. */
+    if (ny == 0 || (y->data == b->data && b->data != a->data))
+        return ny == 0 ? MGE_OK : cpu_fallback(ctx, n, in, out, err);
+    bin_job j = {n->op, -1, a->data, b->data, y->data, 1, 1};
+    int64_t grain = n->op == MGE_OP_POW ? CPU_GRAIN / 8 : CPU_GRAIN;
+    if (na == ny && nb == ny) {
+        if (y->data == b->data)   /* x op x in place on x: both operands alias y */
+            return cpu_fallback(ctx, n, in, out, err);
+        cpu_parallel(ctx, ny, grain, bin_flat_task, &j);
+        return MGE_OK;
+    }
+    const mge_tensor *full = na == ny ? a : b, *small = na == ny ? b : a;
+    if (mge_tensor_numel(full) != ny || !mge_tensor_same_shape(full, y))
+        return cpu_fallback(ctx, n, in, out, err);
+    int64_t outer, mid, inner;
+    if (!bin_split(small, y, &outer, &mid, &inner))
+        return cpu_fallback(ctx, n, in, out, err);
+    if (y->data == small->data)
+        return cpu_fallback(ctx, n, in, out, err);
+    j.small = small == b ? 1 : 2;
+    j.mid = mid, j.inner = inner;
+    if (mid == 1)
+        cpu_parallel(ctx, ny, grain, bin_flat_task, &j);
+    else if (inner > 1)
+        cpu_parallel(ctx, outer * mid, inner >= grain ? 1 : grain / inner, bin_rows_task, &j);
+    else
+        cpu_parallel(ctx, outer, mid >= grain ? 1 : grain / mid, bin_vec_task, &j);
+    return MGE_OK;
+}
+
+void mge_cpu_register_elemwise(mge_backend *b)
+{
+    static const int un[] = {MGE_OP_RELU, MGE_OP_RELU6, MGE_OP_LEAKY_RELU, MGE_OP_SIGMOID, MGE_OP_TANH,
+                             MGE_OP_GELU, MGE_OP_SILU, MGE_OP_HSWISH, MGE_OP_HSIGMOID, MGE_OP_EXP,
+                             MGE_OP_LOG, MGE_OP_SQRT, MGE_OP_NEG, MGE_OP_ABS, MGE_OP_DROPOUT};
+    static const int bi[] = {MGE_OP_ADD, MGE_OP_SUB, MGE_OP_MUL, MGE_OP_DIV,
+                             MGE_OP_POW, MGE_OP_MAXIMUM, MGE_OP_MINIMUM};
+    for (size_t i = 0; i < sizeof un / sizeof un[0]; i++)
+        b->k[un[i]][MGE_F32] = (mge_kernel){cpu_unary, cpu_ref_ws};
+    for (size_t i = 0; i < sizeof bi / sizeof bi[0]; i++)
+        b->k[bi[i]][MGE_F32] = (mge_kernel){cpu_binary, cpu_ref_ws};
+}

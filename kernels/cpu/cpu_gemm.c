@@ -1,0 +1,335 @@
+/* cpu_gemm.c — conv2d, linear and matmul (f32) on OpenBLAS.
+ *
+ * conv2d takes one of three paths:
+ *   - one input channel per group (depthwise, incl. channel multipliers):
+ *     a direct kernel, parallel over output planes, row by row so each
+ *     output row stays in L1 while all taps accumulate into it;
+ *   - 1x1, stride 1, no pad: one sgemm per image and group straight on x;
+ *   - otherwise im2col into the workspace (parallel over the pool), then
+ *     one sgemm per image and group.
+ * The bias is written into the output first and the sgemm accumulates onto
+ * it (beta = 1), so it costs no extra pass. OpenBLAS is only called from
+ * the calling thread, never inside a pool task. */
+#include "cpu.h"
+
+#include <cblas.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- shapes */
+
+typedef struct cpu_conv {
+    int64_t N, C, H, W, O, OH, OW, G, Cg, Og;
+    int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+} cpu_conv;
+
+static void conv_shape(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, cpu_conv *c)
+{
+    const mge_tensor *x = in[0], *w = in[1], *y = out[0];
+    c->N = x->dims[0], c->C = x->dims[1], c->H = x->dims[2], c->W = x->dims[3];
+    c->O = y->dims[1], c->OH = y->dims[2], c->OW = y->dims[3];
+    c->G = mge_node_int(n, MGE_KEY_groups, 1);
+    c->Cg = c->C / c->G, c->Og = c->O / c->G;
+    c->kh = w->dims[2], c->kw = w->dims[3];
+    c->sh = mge_node_ints(n, MGE_KEY_stride, 0, 1), c->sw = mge_node_ints(n, MGE_KEY_stride, 1, 1);
+    c->ph = mge_node_ints(n, MGE_KEY_pad, 0, 0), c->pw = mge_node_ints(n, MGE_KEY_pad, 1, 0);
+    c->dh = mge_node_ints(n, MGE_KEY_dilation, 0, 1), c->dw = mge_node_ints(n, MGE_KEY_dilation, 1, 1);
+}
+
+static int conv_is_1x1(const cpu_conv *c)
+{
+    return c->kh == 1 && c->kw == 1 && c->sh == 1 && c->sw == 1 && c->ph == 0 && c->pw == 0;
+}
+
+/* ---------------------------------------------------------------- bias prefill */
+
+typedef struct bias_job {
+    float *y;
+    const float *b;   /* NULL: zero */
+    int64_t O, plane;
+} bias_job;
+
+static void bias_fill(void *a, int64_t b0, int64_t b1, int thread)
+{
+    const bias_job *j = a;
+    for (int64_t p = b0; p < b1; p++) {
+        float v = j->b ? j->b[p % j->O] : 0.0f;
+        float *y = j->y + p * j->plane;
+        for (int64_t i = 0; i < j->plane; i++)
+            y[i] = v;
+    }
+}
+
+/* y[rows][O][plane] = b[O] broadcast. */
+static void prefill_bias(const mge_kctx *ctx, float *y, const float *b, int64_t rows, int64_t O, int64_t plane)
+{
+    bias_job j = {y, b, O, plane};
+    cpu_parallel(ctx, rows * O, plane >= CPU_GRAIN ? 1 : CPU_GRAIN / (plane ? plane : 1), bias_fill, &j);
+}
+
+/* ---------------------------------------------------------------- depthwise */
+
+CPU_MULTI(dw_plane,
+          (const cpu_conv *c, const float *restrict x, const float *restrict w, float bias, float *restrict y),
+          (c, x, w, bias, y), {
+              const int64_t OH = c->OH, OW = c->OW, H = c->H, W = c->W;
+              const int64_t kh = c->kh, kw = c->kw, sh = c->sh, sw = c->sw;
+              int64_t jlo[64], jhi[64];   /* per-tap valid output columns (kw <= 64 here) */
+              for (int64_t j = 0; j < kw; j++)
+                  cpu_valid_range(OW, W, sw, c->pw, j * c->dw, &jlo[j], &jhi[j]);
+              for (int64_t oh = 0; oh < OH; oh++) {
+                  float *restrict yr = y + oh * OW;
+                  for (int64_t ow = 0; ow < OW; ow++)
+                      yr[ow] = bias;
+                  for (int64_t i = 0; i < kh; i++) {
+                      int64_t ih = oh * sh - c->ph + i * c->dh;
+                      if (ih < 0 || ih >= H)
+                          continue;
+                      const float *xr = x + ih * W;
+                      for (int64_t j = 0; j < kw; j++) {
+                          const float wv = w[i * kw + j];
+                          const float *xs = xr + j * c->dw - c->pw;
+                          if (sw == 1) {
+                              for (int64_t ow = jlo[j]; ow < jhi[j]; ow++)
+                                  yr[ow] += wv * xs[ow];
+                          } else if (sw == 2) {
+                              for (int64_t ow = jlo[j]; ow < jhi[j]; ow++)
+                                  yr[ow] += wv * xs[2 * ow];
+                          } else {
+                              for (int64_t ow = jlo[j]; ow < jhi[j]; ow++)
+                                  yr[ow] += wv * xs[ow * sw];
+                          }
+                      }
+                  }
+              }
+          })
+
+/* Same taps, any kernel width: slower, for kw > 64. */
+static void dw_plane_wide(const cpu_conv *c, const float *x, const float *w, float bias, float *y)
+{
+    for (int64_t oh = 0; oh < c->OH; oh++)
+        for (int64_t ow = 0; ow < c->OW; ow++) {
+            float acc = bias;
+            for (int64_t i = 0; i < c->kh; i++) {
+                int64_t ih = oh * c->sh - c->ph + i * c->dh;
+                if (ih < 0 || ih >= c->H)
+                    continue;
+                for (int64_t j = 0; j < c->kw; j++) {
+                    int64_t iw = ow * c->sw - c->pw + j * c->dw;
+                    if (iw >= 0 && iw < c->W)
+                        acc += w[i * c->kw + j] * x[ih * c->W + iw];
+                }
+            }
+            y[oh * c->OW + ow] = acc;
+        }
+}
+
+typedef struct dw_job {
+    const cpu_conv *c;
+    const float *x, *w, *b;
+    float *y;
+} dw_job;
+
+static void dw_task(void *a, int64_t p0, int64_t p1, int thread)
+{
+    const dw_job *j = a;
+    const cpu_conv *c = j->c;
+    int64_t plane_in = c->H * c->W, plane_out = c->OH * c->OW, ksz = c->kh * c->kw;
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t img = p / c->O, o = p % c->O;
+        int64_t ch = o / c->Og;   /* one input channel per group */
+        const float *x = j->x + (img * c->C + ch) * plane_in;
+        float bias = j->b ? j->b[o] : 0.0f;
+        if (c->kw <= 64)
+            dw_plane(c, x, j->w + o * ksz, bias, j->y + p * plane_out);
+        else
+            dw_plane_wide(c, x, j->w + o * ksz, bias, j->y + p * plane_out);
+    }
+}
+
+/* ---------------------------------------------------------------- im2col */
+
+typedef struct col_job {
+    const cpu_conv *c;
+    const float *x;   /* the group's first input channel of one image */
+    float *col;       /* [Cg*kh*kw][OH*OW] */
+} col_job;
+
+static void col_rows(void *a, int64_t r0, int64_t r1, int thread)
+{
+    const col_job *jb = a;
+    const cpu_conv *c = jb->c;
+    const int64_t OH = c->OH, OW = c->OW, ksz = c->kh * c->kw;
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t ch = r / ksz, i = (r % ksz) / c->kw, j = r % c->kw;
+        const float *x = jb->x + ch * c->H * c->W;
+        float *dst = jb->col + r * OH * OW;
+        int64_t lo, hi;
+        cpu_valid_range(OW, c->W, c->sw, c->pw, j * c->dw, &lo, &hi);
+        for (int64_t oh = 0; oh < OH; oh++, dst += OW) {
+            int64_t ih = oh * c->sh - c->ph + i * c->dh;
+            if (ih < 0 || ih >= c->H) {
+                memset(dst, 0, sizeof(float) * (size_t)OW);
+                continue;
+            }
+            const float *src = x + ih * c->W + j * c->dw - c->pw;
+            for (int64_t ow = 0; ow < lo; ow++)
+                dst[ow] = 0.0f;
+            if (c->sw == 1)
+                memcpy(dst + lo, src + lo, sizeof(float) * (size_t)(hi - lo));
+            else
+                for (int64_t ow = lo; ow < hi; ow++)
+                    dst[ow] = src[ow * c->sw];
+            for (int64_t ow = hi; ow < OW; ow++)
+                dst[ow] = 0.0f;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- conv2d */
+
+static size_t conv_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int threads)
+{
+    cpu_conv c;
+    conv_shape(n, in, out, &c);
+    if (c.Cg == 1 || conv_is_1x1(&c))
+        return 0;
+    return sizeof(float) * (size_t)(c.Cg * c.kh * c.kw) * (size_t)(c.OH * c.OW);
+}
+
+static mge_status cpu_conv2d(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                             mge_error *err)
+{
+    cpu_conv c;
+    conv_shape(n, in, out, &c);
+    const float *x = in[0]->data, *w = in[1]->data;
+    const float *b = n->nin > 2 && in[2] ? in[2]->data : NULL;
+    float *y = out[0]->data;
+    if (c.Cg == 1) {
+        dw_job j = {&c, x, w, b, y};
+        int64_t plane = c.OH * c.OW * c.kh * c.kw;
+        cpu_parallel(ctx, c.N * c.O, plane >= 4096 ? 1 : 4096 / (plane ? plane : 1), dw_task, &j);
+        return MGE_OK;
+    }
+    const int64_t P = c.OH * c.OW, K = c.Cg * c.kh * c.kw;
+    float beta = 0.0f;
+    if (b) {
+        prefill_bias(ctx, y, b, c.N, c.O, P);
+        beta = 1.0f;
+    }
+    int direct = conv_is_1x1(&c);
+    if (!direct && ctx->ws_size < sizeof(float) * (size_t)(K * P))
+        return mge_error_set(err, MGE_ERR_INVALID, "conv2d: workspace of %zu bytes, need %zu", ctx->ws_size,
+                             sizeof(float) * (size_t)(K * P));
+    for (int64_t img = 0; img < c.N; img++)
+        for (int64_t g = 0; g < c.G; g++) {
+            const float *xg = x + (img * c.C + g * c.Cg) * c.H * c.W;
+            const float *src = xg;
+            if (!direct) {
+                col_job j = {&c, xg, ctx->ws};
+                cpu_parallel(ctx, K, P >= 4096 ? 1 : 4096 / P, col_rows, &j);
+                src = ctx->ws;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)c.Og, (blasint)P, (blasint)K, 1.0f,
+                        w + g * c.Og * K, (blasint)K, src, (blasint)P, beta, y + (img * c.O + g * c.Og) * P,
+                        (blasint)P);
+        }
+    return MGE_OK;
+}
+
+/* ---------------------------------------------------------------- linear */
+
+static mge_status cpu_linear(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                             mge_error *err)
+{
+    const mge_tensor *x = in[0], *w = in[1];
+    const float *b = n->nin > 2 && in[2] ? in[2]->data : NULL;
+    int64_t O = w->dims[0], K = w->dims[1];
+    int64_t M = K ? mge_tensor_numel(x) / K : 0;
+    if (M == 0 || O == 0)
+        return MGE_OK;
+    float *y = out[0]->data;
+    float beta = 0.0f;
+    if (b) {
+        prefill_bias(ctx, y, b, M, O, 1);
+        beta = 1.0f;
+    }
+    if (K == 0) {
+        if (!b)
+            memset(y, 0, sizeof(float) * (size_t)(M * O));
+        return MGE_OK;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)M, (blasint)O, (blasint)K, 1.0f, x->data,
+                (blasint)K, w->data, (blasint)K, beta, y, (blasint)O);
+    return MGE_OK;
+}
+
+/* ---------------------------------------------------------------- matmul */
+
+static mge_status cpu_matmul(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                             mge_error *err)
+{
+    const mge_tensor *a = in[0], *bt = in[1], *y = out[0];
+    if (a->ndim < 2 || bt->ndim < 2 || y->ndim < 2)
+        return cpu_fallback(ctx, n, in, out, err);
+    int ta = (int)mge_node_int(n, MGE_KEY_transpose_a, 0), tb = (int)mge_node_int(n, MGE_KEY_transpose_b, 0);
+    int64_t M = y->dims[y->ndim - 2], N = y->dims[y->ndim - 1];
+    int64_t K = ta ? a->dims[a->ndim - 2] : a->dims[a->ndim - 1];
+    int64_t lda = a->dims[a->ndim - 1], ldb = bt->dims[bt->ndim - 1];
+    int nb = y->ndim - 2;
+    int64_t batch = 1;
+    for (int i = 0; i < nb; i++)
+        batch *= y->dims[i];
+    if (batch == 0 || M == 0 || N == 0)
+        return MGE_OK;
+    float *yd = y->data;
+    if (K == 0) {
+        memset(yd, 0, sizeof(float) * (size_t)(batch * M * N));
+        return MGE_OK;
+    }
+    int64_t bbatch = 1;
+    for (int i = 0; i < bt->ndim - 2; i++)
+        bbatch *= bt->dims[i];
+    const float *ad = a->data, *bd = bt->data;
+    /* b shared by every batch and a contiguous rows: one tall sgemm. */
+    if (bbatch == 1 && !ta && mge_tensor_numel(a) == batch * M * K) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)(batch * M), (blasint)N,
+                    (blasint)K, 1.0f, ad, (blasint)lda, bd, (blasint)ldb, 0.0f, yd, (blasint)N);
+        return MGE_OK;
+    }
+    /* Per batch index: broadcast offsets of a and b (dims aligned at the right). */
+    int64_t sa[MGE_MAX_DIMS] = {0}, sb[MGE_MAX_DIMS] = {0};
+    int64_t st = M * K;
+    for (int i = a->ndim - 3; i >= 0; i--) {
+        int yi = i + (nb - (a->ndim - 2));
+        sa[yi] = a->dims[i] == 1 ? 0 : st;
+        st *= a->dims[i];
+    }
+    st = K * N;
+    for (int i = bt->ndim - 3; i >= 0; i--) {
+        int yi = i + (nb - (bt->ndim - 2));
+        sb[yi] = bt->dims[i] == 1 ? 0 : st;
+        st *= bt->dims[i];
+    }
+    int64_t idx[MGE_MAX_DIMS] = {0};
+    for (int64_t t = 0; t < batch; t++) {
+        int64_t oa = 0, ob = 0;
+        for (int i = 0; i < nb; i++)
+            oa += idx[i] * sa[i], ob += idx[i] * sb[i];
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)M,
+                    (blasint)N, (blasint)K, 1.0f, ad + oa, (blasint)lda, bd + ob, (blasint)ldb, 0.0f,
+                    yd + t * M * N, (blasint)N);
+        for (int i = nb - 1; i >= 0; i--) {
+            if (++idx[i] < y->dims[i])
+                break;
+            idx[i] = 0;
+        }
+    }
+    return MGE_OK;
+}
+
+void mge_cpu_register_gemm(mge_backend *b)
+{
+    b->k[MGE_OP_CONV2D][MGE_F32] = (mge_kernel){cpu_conv2d, conv_ws};
+    b->k[MGE_OP_LINEAR][MGE_F32] = (mge_kernel){cpu_linear, NULL};
+    b->k[MGE_OP_MATMUL][MGE_F32] = (mge_kernel){cpu_matmul, cpu_ref_ws};
+}

@@ -1,0 +1,75 @@
+/* ref_conv.c — conv2d as the direct seven-loop convolution (NCHW, weight
+ * OIHW), with stride, pad, dilation, groups and an optional bias; double
+ * accumulation so it can judge the fast kernels. */
+#include "ref.h"
+
+/* An INTS attribute's h (idx 0) and w (idx 1) value; one value serves both. */
+static void pair(const mge_node *n, int key, int64_t def, int64_t v[2])
+{
+    v[0] = mge_node_ints(n, key, 0, def);
+    v[1] = mge_node_ints(n, key, 1, def);
+}
+
+static mge_status conv2d_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                             mge_error *err)
+{
+    const mge_tensor *x = in[0], *w = in[1], *b = n->nin >= 3 ? in[2] : NULL;
+    mge_tensor *y = out[0];
+    int64_t s[2], p[2], d[2];
+    pair(n, MGE_KEY_stride, 1, s);
+    pair(n, MGE_KEY_pad, 0, p);
+    pair(n, MGE_KEY_dilation, 1, d);
+    int64_t g = mge_node_int(n, MGE_KEY_groups, 1);
+    if (s[0] < 1 || s[1] < 1 || p[0] < 0 || p[1] < 0 || d[0] < 1 || d[1] < 1 || g < 1)
+        return mge_error_set(err, MGE_ERR_INVALID, "conv2d: invalid stride, pad, dilation or groups");
+    mge_status st;
+    if (x->ndim != 4 || w->ndim != 4)
+        return mge_error_set(err, MGE_ERR_SHAPE, "conv2d: x and weight must be rank 4 (got %d and %d)", x->ndim,
+                             w->ndim);
+    int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
+    int64_t O = w->dims[0], KH = w->dims[2], KW = w->dims[3];
+    if (C % g || O % g || C / g != w->dims[1])
+        return mge_error_set(err, MGE_ERR_SHAPE,
+                             "conv2d: x has %lld channels, weight is [%lld,%lld,...]: does not fit groups=%lld",
+                             (long long)C, (long long)O, (long long)w->dims[1], (long long)g);
+    int64_t OH = mge_conv_out_dim(H, KH, s[0], p[0], d[0], 0), OW = mge_conv_out_dim(W, KW, s[1], p[1], d[1], 0);
+    int64_t ey[4] = {N, O, OH, OW}, eb[1] = {O};
+    if ((st = ref_check(n, "x", x, MGE_F32, 4, x->dims, err)) ||
+        (st = ref_check(n, "weight", w, MGE_F32, 4, w->dims, err)) ||
+        (b && (st = ref_check(n, "bias", b, MGE_F32, 1, eb, err))) ||
+        (st = ref_check(n, "output", y, MGE_F32, 4, ey, err)))
+        return st;
+    const float *xp = x->data, *wp = w->data, *bp = b ? b->data : NULL;
+    float *yp = y->data;
+    int64_t cg = C / g, og = O / g;
+    for (int64_t ni = 0; ni < N; ni++)
+        for (int64_t o = 0; o < O; o++) {
+            int64_t grp = o / og;
+            for (int64_t oh = 0; oh < OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    double acc = bp ? bp[o] : 0.0;
+                    for (int64_t c = 0; c < cg; c++) {
+                        int64_t ci = grp * cg + c;
+                        for (int64_t kh = 0; kh < KH; kh++) {
+                            int64_t ih = oh * s[0] - p[0] + kh * d[0];
+                            if (ih < 0 || ih >= H)
+                                continue;
+                            for (int64_t kw = 0; kw < KW; kw++) {
+                                int64_t iw = ow * s[1] - p[1] + kw * d[1];
+                                if (iw < 0 || iw >= W)
+                                    continue;
+                                acc += (double)xp[((ni * C + ci) * H + ih) * W + iw] *
+                                       (double)wp[((o * cg + c) * KH + kh) * KW + kw];
+                            }
+                        }
+                    }
+                    yp[((ni * O + o) * OH + oh) * OW + ow] = (float)acc;
+                }
+        }
+    return MGE_OK;
+}
+
+void mge_ref_register_conv(mge_backend *b)
+{
+    b->k[MGE_OP_CONV2D][MGE_F32].run = conv2d_f32;
+}

@@ -1,0 +1,170 @@
+/* ref_linear.c — linear (y = x W^T + b over all leading dims) and matmul
+ * (numpy.matmul: 1-D operands promoted and the added dim dropped, batch
+ * dims broadcast, transpose_a/transpose_b on the last two dims). */
+#include "ref.h"
+
+#include <string.h>
+
+static mge_status linear_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                             mge_error *err)
+{
+    const mge_tensor *x = in[0], *w = in[1], *b = n->nin >= 3 ? in[2] : NULL;
+    mge_tensor *y = out[0];
+    mge_status st;
+    if (x->ndim < 1 || w->ndim != 2)
+        return mge_error_set(err, MGE_ERR_SHAPE, "linear: x rank %d, weight rank %d: expected >= 1 and 2", x->ndim,
+                             w->ndim);
+    int64_t K = x->dims[x->ndim - 1], O = w->dims[0];
+    int64_t ew[2] = {O, K}, eb[1] = {O}, ey[MGE_MAX_DIMS];
+    memcpy(ey, x->dims, sizeof ey);
+    ey[x->ndim - 1] = O;
+    if ((st = ref_check(n, "x", x, MGE_F32, x->ndim, x->dims, err)) ||
+        (st = ref_check(n, "weight", w, MGE_F32, 2, ew, err)) ||
+        (b && (st = ref_check(n, "bias", b, MGE_F32, 1, eb, err))) ||
+        (st = ref_check(n, "output", y, MGE_F32, x->ndim, ey, err)))
+        return st;
+    int64_t M = 1;
+    for (int i = 0; i < x->ndim - 1; i++)
+        M *= x->dims[i];
+    const float *xp = x->data, *wp = w->data, *bp = b ? b->data : NULL;
+    float *yp = y->data;
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t o = 0; o < O; o++) {
+            double acc = bp ? bp[o] : 0.0;
+            for (int64_t k = 0; k < K; k++)
+                acc += (double)xp[m * K + k] * (double)wp[o * K + k];
+            yp[m * O + o] = (float)acc;
+        }
+    return MGE_OK;
+}
+
+/* One matmul operand seen as a batch of [rows, cols] matrices, with the
+ * strides of its (maybe transposed) rows and columns. */
+typedef struct operand {
+    int nb;                        /* batch dims */
+    int64_t bdims[MGE_MAX_DIMS];
+    int64_t rows, cols, rs, cs;    /* logical shape and element strides */
+    int64_t mat;                   /* elements per stored matrix */
+} operand;
+
+/* vec_row: a 1-D operand is a row [1,k] (left) or a column [k,1] (right). */
+static void make_operand(const mge_tensor *t, int transpose, int left, operand *o)
+{
+    if (t->ndim == 1) {
+        o->nb = 0;
+        o->rows = left ? 1 : t->dims[0];
+        o->cols = left ? t->dims[0] : 1;
+        o->rs = left ? 0 : 1;
+        o->cs = left ? 1 : 0;
+        o->mat = t->dims[0];
+        return;
+    }
+    o->nb = t->ndim - 2;
+    memcpy(o->bdims, t->dims, sizeof(int64_t) * (size_t)o->nb);
+    int64_t r = t->dims[t->ndim - 2], c = t->dims[t->ndim - 1];
+    o->mat = r * c;
+    if (transpose) {
+        o->rows = c;
+        o->cols = r;
+        o->rs = 1;
+        o->cs = c;
+    } else {
+        o->rows = r;
+        o->cols = c;
+        o->rs = c;
+        o->cs = 1;
+    }
+}
+
+/* The output shape of numpy.matmul and the batch broadcast; 0 when the
+ * operands do not fit. */
+static int matmul_shape(const mge_tensor *a, const mge_tensor *b, const operand *oa, const operand *ob, int *nb,
+                        int64_t *bdims, int *ndim, int64_t *dims)
+{
+    if (oa->cols != ob->rows)
+        return 0;
+    *nb = oa->nb > ob->nb ? oa->nb : ob->nb;
+    for (int i = 0; i < *nb; i++) {
+        int ia = oa->nb - *nb + i, ib = ob->nb - *nb + i;
+        int64_t da = ia >= 0 ? oa->bdims[ia] : 1, db = ib >= 0 ? ob->bdims[ib] : 1;
+        if (da != db && da != 1 && db != 1)
+            return 0;
+        bdims[i] = da == 1 ? db : da;
+    }
+    int k = 0;
+    for (int i = 0; i < *nb; i++)
+        dims[k++] = bdims[i];
+    if (a->ndim > 1)
+        dims[k++] = oa->rows;
+    if (b->ndim > 1)
+        dims[k++] = ob->cols;
+    *ndim = k;
+    return 1;
+}
+
+/* Offset (in matrices) of the operand's matrix for output batch index idx. */
+static int64_t batch_offset(const operand *o, int nb, const int64_t *idx)
+{
+    int64_t off = 0;
+    for (int i = 0; i < o->nb; i++) {
+        int64_t v = o->bdims[i] == 1 ? 0 : idx[nb - o->nb + i];
+        off = off * o->bdims[i] + v;
+    }
+    return off;
+}
+
+#define MATMUL(NAME, T, ACC)                                                                                         \
+    static mge_status NAME(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,    \
+                           mge_error *err)                                                                           \
+    {                                                                                                                \
+        const mge_tensor *a = in[0], *b = in[1];                                                                     \
+        mge_tensor *y = out[0];                                                                                      \
+        mge_status st;                                                                                               \
+        if ((st = ref_check_dtype(n, "a", a, y->dtype, err)) || (st = ref_check_dtype(n, "b", b, y->dtype, err)))    \
+            return st;                                                                                               \
+        if (a->ndim < 1 || b->ndim < 1)                                                                              \
+            return mge_error_set(err, MGE_ERR_SHAPE, "matmul: operands of rank %d and %d: expected >= 1", a->ndim,   \
+                                 b->ndim);                                                                           \
+        operand oa, ob;                                                                                              \
+        make_operand(a, (int)mge_node_int(n, MGE_KEY_transpose_a, 0), 1, &oa);                                       \
+        make_operand(b, (int)mge_node_int(n, MGE_KEY_transpose_b, 0), 0, &ob);                                       \
+        int nb, nd;                                                                                                  \
+        int64_t bdims[MGE_MAX_DIMS], dims[MGE_MAX_DIMS + 2];                                                         \
+        if (!matmul_shape(a, b, &oa, &ob, &nb, bdims, &nd, dims) || nd > MGE_MAX_DIMS)                               \
+            return mge_error_set(err, MGE_ERR_SHAPE, "matmul: operands of rank %d and %d do not fit", a->ndim,       \
+                                 b->ndim);                                                                           \
+        if ((st = ref_check(n, "output", y, a->dtype, nd, dims, err)))                                               \
+            return st;                                                                                               \
+        const T *ap = a->data, *bp = b->data;                                                                        \
+        T *yp = y->data;                                                                                             \
+        int64_t M = oa.rows, K = oa.cols, N = ob.cols, idx[MGE_MAX_DIMS] = {0}, nbatch = 1;                          \
+        for (int i = 0; i < nb; i++)                                                                                 \
+            nbatch *= bdims[i];                                                                                      \
+        for (int64_t t = 0; t < nbatch; t++) {                                                                       \
+            const T *am = ap + batch_offset(&oa, nb, idx) * oa.mat;                                                  \
+            const T *bm = bp + batch_offset(&ob, nb, idx) * ob.mat;                                                  \
+            T *ym = yp + t * M * N;                                                                                  \
+            for (int64_t i = 0; i < M; i++)                                                                          \
+                for (int64_t j = 0; j < N; j++) {                                                                    \
+                    ACC acc = 0;                                                                                     \
+                    for (int64_t k = 0; k < K; k++)                                                                  \
+                        acc += (ACC)am[i * oa.rs + k * oa.cs] * (ACC)bm[k * ob.rs + j * ob.cs];                      \
+                    ym[i * N + j] = (T)acc;                                                                          \
+                }                                                                                                    \
+            ref_next(nb, bdims, idx);                                                                                \
+        }                                                                                                            \
+        return MGE_OK;                                                                                               \
+    }
+
+/* Integer products wrap (unsigned arithmetic) instead of overflowing. */
+MATMUL(matmul_f32, float, double)
+MATMUL(matmul_i32, int32_t, uint32_t)
+MATMUL(matmul_i64, int64_t, uint64_t)
+
+void mge_ref_register_linear(mge_backend *b)
+{
+    b->k[MGE_OP_LINEAR][MGE_F32].run = linear_f32;
+    b->k[MGE_OP_MATMUL][MGE_F32].run = matmul_f32;
+    b->k[MGE_OP_MATMUL][MGE_I32].run = matmul_i32;
+    b->k[MGE_OP_MATMUL][MGE_I64].run = matmul_i64;
+}

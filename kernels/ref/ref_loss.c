@@ -1,0 +1,87 @@
+/* ref_loss.c — cross_entropy(logits, integer labels) and mse, each the
+ * mean over the batch as a scalar f32 (PyTorch's reduction='mean').
+ * cross_entropy takes logits [N,C] with labels [N], or [N,C,d...] with
+ * labels [N,d...] (class along dim 1, as PyTorch). */
+#include "ref.h"
+
+#include <math.h>
+
+/* The output: one f32 (rank 0 or any shape of one element). */
+static mge_status scalar_out(const mge_node *n, const mge_tensor *y, mge_error *err)
+{
+    mge_status st = ref_check_dtype(n, "output", y, MGE_F32, err);
+    if (st)
+        return st;
+    if (ref_numel(y) != 1)
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: output has %lld elements: expected a scalar", ref_opname(n),
+                             (long long)ref_numel(y));
+    return MGE_OK;
+}
+
+static mge_status cross_entropy_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
+                                    mge_tensor *const *out, mge_error *err)
+{
+    const mge_tensor *x = in[0], *lab = in[1];
+    mge_status st = ref_check_dtype(n, "logits", x, MGE_F32, err);
+    if (st || (st = ref_check_data(n, "label", lab, err)) || (st = scalar_out(n, out[0], err)))
+        return st;
+    if (lab->dtype != MGE_I32 && lab->dtype != MGE_I64)
+        return mge_error_set(err, MGE_ERR_SHAPE, "cross_entropy: label is %s: expected i32 or i64",
+                             mge_dtype_name(lab->dtype));
+    if (x->ndim < 2)
+        return mge_error_set(err, MGE_ERR_SHAPE, "cross_entropy: logits have rank %d: expected [N,C,...]", x->ndim);
+    int64_t ld[MGE_MAX_DIMS], N = x->dims[0], C = x->dims[1], S = 1;
+    ld[0] = N;
+    for (int d = 2; d < x->ndim; d++) {
+        ld[d - 1] = x->dims[d];
+        S *= x->dims[d];
+    }
+    if ((st = ref_check(n, "label", lab, lab->dtype, x->ndim - 1, ld, err)))
+        return st;
+    const float *xp = x->data;
+    double total = 0;
+    for (int64_t i = 0; i < N; i++)
+        for (int64_t s = 0; s < S; s++) {
+            int64_t at = i * S + s;
+            int64_t c = lab->dtype == MGE_I32 ? ((const int32_t *)lab->data)[at] : ((const int64_t *)lab->data)[at];
+            if (c < 0 || c >= C)
+                return mge_error_set(err, MGE_ERR_INVALID,
+                                     "cross_entropy: label[%lld] = %lld is outside the classes [0, %lld)",
+                                     (long long)at, (long long)c, (long long)C);
+            const float *row = xp + i * C * S + s; /* class j at row[j * S] */
+            double m = -INFINITY, sum = 0;
+            for (int64_t j = 0; j < C; j++)
+                if (row[j * S] > m || isnan(row[j * S]))
+                    m = row[j * S];
+            for (int64_t j = 0; j < C; j++)
+                sum += exp(row[j * S] - m);
+            total += -(row[c * S] - m - log(sum));
+        }
+    int64_t cnt = N * S;
+    ((float *)out[0]->data)[0] = (float)(cnt ? total / (double)cnt : NAN);
+    return MGE_OK;
+}
+
+static mge_status mse_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                          mge_error *err)
+{
+    const mge_tensor *a = in[0], *b = in[1];
+    mge_status st = ref_check_dtype(n, "a", a, MGE_F32, err);
+    if (st || (st = ref_check(n, "b", b, MGE_F32, a->ndim, a->dims, err)) || (st = scalar_out(n, out[0], err)))
+        return st;
+    const float *ap = a->data, *bp = b->data;
+    int64_t cnt = ref_numel(a);
+    double sum = 0;
+    for (int64_t i = 0; i < cnt; i++) {
+        double d = (double)ap[i] - bp[i];
+        sum += d * d;
+    }
+    ((float *)out[0]->data)[0] = (float)(cnt ? sum / (double)cnt : NAN);
+    return MGE_OK;
+}
+
+void mge_ref_register_loss(mge_backend *b)
+{
+    b->k[MGE_OP_CROSS_ENTROPY][MGE_F32].run = cross_entropy_f32;
+    b->k[MGE_OP_MSE][MGE_F32].run = mse_f32;
+}

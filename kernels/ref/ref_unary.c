@@ -1,0 +1,247 @@
+/* ref_unary.c — elementwise unary ops, dropout and cast.
+ *
+ * Every loop reads element i before it writes element i, so the output may
+ * be the input's buffer (MGE_OPF_INPLACE). Float math is done in double.
+ * cast: float -> int truncates toward zero (numpy's astype); values beyond
+ * i64 saturate and NaN gives 0, then narrower integers keep the low bits
+ * (the wrap numpy shows on common platforms); -> bool is != 0. */
+#include "ref.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Input and output: same dtype dt, same shape, data present. */
+static mge_status same(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, mge_dtype dt,
+                       mge_error *err)
+{
+    mge_status st = ref_check_dtype(n, "x", in[0], dt, err);
+    if (st)
+        return st;
+    return ref_check(n, "output", out[0], dt, in[0]->ndim, in[0]->dims, err);
+}
+
+static double relu6(double v)
+{
+    return v < 0 ? 0 : v > 6 ? 6 : v;
+}
+
+/* f(v) for the float ops; alpha is leaky_relu's slope. NaN passes through
+ * relu and friends as in PyTorch (comparisons with NaN are false). */
+static double fop(int op, double v, double alpha)
+{
+    switch (op) {
+    case MGE_OP_RELU: return v < 0 ? 0 : v;
+    case MGE_OP_RELU6: return isnan(v) ? v : relu6(v);
+    case MGE_OP_LEAKY_RELU: return v < 0 ? v * alpha : v;
+    case MGE_OP_SIGMOID: return 1.0 / (1.0 + exp(-v));
+    case MGE_OP_TANH: return tanh(v);
+    case MGE_OP_GELU: return 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
+    case MGE_OP_SILU: return v / (1.0 + exp(-v));
+    case MGE_OP_HSWISH: return isnan(v) ? v : v * relu6(v + 3) / 6.0;
+    case MGE_OP_HSIGMOID: return isnan(v) ? v : relu6(v + 3) / 6.0;
+    case MGE_OP_EXP: return exp(v);
+    case MGE_OP_LOG: return log(v);
+    case MGE_OP_SQRT: return sqrt(v);
+    case MGE_OP_NEG: return -v;
+    case MGE_OP_ABS: return fabs(v);
+    }
+    return NAN;
+}
+
+static mge_status unary_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                            mge_error *err)
+{
+    mge_status st = same(n, in, out, MGE_F32, err);
+    if (st)
+        return st;
+    const float *x = in[0]->data;
+    float *y = out[0]->data;
+    int64_t cnt = ref_numel(in[0]);
+    double alpha = mge_node_float(n, MGE_KEY_alpha, 0.01);
+    for (int64_t i = 0; i < cnt; i++)
+        y[i] = (float)fop(n->op, x[i], alpha);
+    return MGE_OK;
+}
+
+/* relu, relu6, neg and abs on integers; neg/abs wrap at the minimum value
+ * (as numpy and PyTorch do) through unsigned arithmetic. */
+#define UNARY_INT(NAME, T, UT)                                                                                       \
+    static mge_status NAME(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,    \
+                           mge_error *err)                                                                           \
+    {                                                                                                                \
+        mge_status st = same(n, in, out, in[0]->dtype, err);                                                         \
+        if (st)                                                                                                      \
+            return st;                                                                                               \
+        const T *x = in[0]->data;                                                                                    \
+        T *y = out[0]->data;                                                                                         \
+        int64_t cnt = ref_numel(in[0]);                                                                              \
+        for (int64_t i = 0; i < cnt; i++) {                                                                          \
+            T v = x[i];                                                                                              \
+            switch (n->op) {                                                                                         \
+            case MGE_OP_RELU: y[i] = v < 0 ? 0 : v; break;                                                           \
+            case MGE_OP_RELU6: y[i] = v < 0 ? 0 : v > 6 ? 6 : v; break;                                              \
+            case MGE_OP_NEG: y[i] = (T)(UT)(0u - (UT)v); break;                                                      \
+            case MGE_OP_ABS: y[i] = v < 0 ? (T)(UT)(0u - (UT)v) : v; break;                                          \
+            default: return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no integer kernel", ref_opname(n));        \
+            }                                                                                                        \
+        }                                                                                                            \
+        return MGE_OK;                                                                                               \
+    }
+
+UNARY_INT(unary_i8, int8_t, uint8_t)
+UNARY_INT(unary_i32, int32_t, uint32_t)
+UNARY_INT(unary_i64, int64_t, uint64_t)
+
+/* Dropout: identity outside training; in training each element is kept
+ * with probability 1-p (one uniform draw per element, in order) and scaled
+ * by 1/(1-p). p = 1 drops everything. */
+static mge_status dropout_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                              mge_error *err)
+{
+    mge_status st = same(n, in, out, MGE_F32, err);
+    if (st)
+        return st;
+    const float *x = in[0]->data;
+    float *y = out[0]->data;
+    int64_t cnt = ref_numel(in[0]);
+    double p = mge_node_float(n, MGE_KEY_p, 0.5);
+    if (!(p >= 0 && p <= 1))
+        return mge_error_set(err, MGE_ERR_INVALID, "dropout: p=%g: expected a probability in [0, 1]", p);
+    if (!ctx->training || p == 0) {
+        if (y != x && cnt > 0)
+            memcpy(y, x, (size_t)cnt * sizeof *y);
+        return MGE_OK;
+    }
+    if (!ctx->rng)
+        return mge_error_set(err, MGE_ERR_INVALID, "dropout: training needs a random generator");
+    double scale = p < 1 ? 1.0 / (1.0 - p) : 0.0;
+    for (int64_t i = 0; i < cnt; i++) {
+        float u = mge_rng_uniform(ctx->rng);
+        y[i] = (double)u >= p ? (float)(x[i] * scale) : 0.0f;
+    }
+    return MGE_OK;
+}
+
+/* ---------------------------------------------------------------- cast */
+
+static float load_float(mge_dtype dt, const void *p, int64_t i)
+{
+    switch (dt) {
+    case MGE_F32: return ((const float *)p)[i];
+    case MGE_F16: return mge_f16_to_f32(((const uint16_t *)p)[i]);
+    case MGE_BF16: return mge_bf16_to_f32(((const uint16_t *)p)[i]);
+    default: return 0;
+    }
+}
+
+static int64_t load_int(mge_dtype dt, const void *p, int64_t i)
+{
+    switch (dt) {
+    case MGE_I8: return ((const int8_t *)p)[i];
+    case MGE_U8: return ((const uint8_t *)p)[i];
+    case MGE_I32: return ((const int32_t *)p)[i];
+    case MGE_I64: return ((const int64_t *)p)[i];
+    case MGE_BOOL: return ((const uint8_t *)p)[i] != 0;
+    default: return 0;
+    }
+}
+
+static void store_float(mge_dtype dt, void *p, int64_t i, float v)
+{
+    switch (dt) {
+    case MGE_F32: ((float *)p)[i] = v; break;
+    case MGE_F16: ((uint16_t *)p)[i] = mge_f32_to_f16(v); break;
+    case MGE_BF16: ((uint16_t *)p)[i] = mge_f32_to_bf16(v); break;
+    default: break;
+    }
+}
+
+/* Stores v keeping its low bits (two's complement wrap). */
+static void store_int(mge_dtype dt, void *p, int64_t i, int64_t v)
+{
+    uint64_t u = (uint64_t)v;
+    switch (dt) {
+    case MGE_I8: ((int8_t *)p)[i] = (int8_t)(uint8_t)u; break;
+    case MGE_U8: ((uint8_t *)p)[i] = (uint8_t)u; break;
+    case MGE_I32: ((int32_t *)p)[i] = (int32_t)(uint32_t)u; break;
+    case MGE_I64: ((int64_t *)p)[i] = v; break;
+    case MGE_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+    default: break;
+    }
+}
+
+/* Truncation toward zero without the undefined behaviour of converting an
+ * out-of-range float: saturate at the i64 limits, NaN gives 0. */
+static int64_t float_to_i64(float f)
+{
+    if (isnan(f))
+        return 0;
+    if (f >= 9223372036854775808.0f)
+        return INT64_MAX;
+    if (f < -9223372036854775808.0f)
+        return INT64_MIN;
+    return (int64_t)f;
+}
+
+static mge_status cast_any(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                           mge_error *err)
+{
+    const mge_tensor *x = in[0];
+    mge_tensor *y = out[0];
+    int64_t to = mge_node_int(n, MGE_KEY_dtype, -1);
+    mge_dtype sdt = x->dtype;
+    if (to < 0 || to >= MGE_NDTYPES || to == MGE_QS8 || to == MGE_QS32 || sdt == MGE_QS8 || sdt == MGE_QS32)
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "cast: %s to dtype %lld is not supported",
+                             mge_dtype_name(sdt), (long long)to);
+    mge_dtype ddt = (mge_dtype)to;
+    mge_status st = ref_check_data(n, "x", x, err);
+    if (st || (st = ref_check(n, "output", y, ddt, x->ndim, x->dims, err)))
+        return st;
+    int64_t cnt = ref_numel(x);
+    if (sdt == ddt) {
+        if (y->data != x->data && cnt > 0)
+            memmove(y->data, x->data, (size_t)cnt * mge_dtype_size(sdt));
+        return MGE_OK;
+    }
+    /* Sizes differ or the encoding does, so y never aliases x here except
+     * for same-size pairs (i8/u8/bool, f16/bf16): element i is read before
+     * it is written, which keeps that safe too. */
+    int sf = mge_dtype_is_float(sdt), df = mge_dtype_is_float(ddt);
+    for (int64_t i = 0; i < cnt; i++) {
+        if (sf) {
+            float v = load_float(sdt, x->data, i);
+            if (df)
+                store_float(ddt, y->data, i, v);
+            else if (ddt == MGE_BOOL)
+                ((uint8_t *)y->data)[i] = v != 0; /* NaN is true, as in numpy */
+            else
+                store_int(ddt, y->data, i, float_to_i64(v));
+        } else {
+            int64_t v = load_int(sdt, x->data, i);
+            if (df)
+                store_float(ddt, y->data, i, (float)v);
+            else
+                store_int(ddt, y->data, i, v);
+        }
+    }
+    return MGE_OK;
+}
+
+void mge_ref_register_unary(mge_backend *b)
+{
+    static const int fops[] = {MGE_OP_RELU, MGE_OP_RELU6, MGE_OP_LEAKY_RELU, MGE_OP_SIGMOID, MGE_OP_TANH,
+                               MGE_OP_GELU, MGE_OP_SILU, MGE_OP_HSWISH,     MGE_OP_HSIGMOID, MGE_OP_EXP,
+                               MGE_OP_LOG,  MGE_OP_SQRT, MGE_OP_NEG,        MGE_OP_ABS};
+    for (size_t i = 0; i < sizeof fops / sizeof fops[0]; i++)
+        b->k[fops[i]][MGE_F32].run = unary_f32;
+    static const int iops[] = {MGE_OP_RELU, MGE_OP_RELU6, MGE_OP_NEG, MGE_OP_ABS};
+    for (size_t i = 0; i < sizeof iops / sizeof iops[0]; i++) {
+        b->k[iops[i]][MGE_I8].run = unary_i8;
+        b->k[iops[i]][MGE_I32].run = unary_i32;
+        b->k[iops[i]][MGE_I64].run = unary_i64;
+    }
+    b->k[MGE_OP_DROPOUT][MGE_F32].run = dropout_f32;
+    static const mge_dtype casts[] = {MGE_F32, MGE_F16, MGE_BF16, MGE_I8, MGE_U8, MGE_I32, MGE_I64, MGE_BOOL};
+    for (size_t i = 0; i < sizeof casts / sizeof casts[0]; i++)
+        b->k[MGE_OP_CAST][casts[i]].run = cast_any;
+}

@@ -1,0 +1,153 @@
+/* op_norm.c — batchnorm and layernorm: shape inference, FLOPs, parameters.
+ *
+ * batchnorm(x[N,C,...], weight[C], bias[C], running_mean[C], running_var[C]
+ *           [, num_batches_tracked i64 scalar]) -> x's shape; statistics per
+ * channel (dim 1) as PyTorch's BatchNorm1d/2d/3d.
+ * layernorm(x, weight, bias) normalizes over dims axis..last; weight and
+ * bias have the shape x.dims[axis..].
+ * Parameters follow PyTorch's state_dict keys and order, so a state_dict
+ * loads by name.
+ * FLOPs: batchnorm counts inference, 2 per element (scale and shift folded);
+ * layernorm 8 per element (mean 1, variance 3, normalize 2, affine 2). */
+#include "internal.h"
+
+#include <stdio.h>
+
+/* Element count as a double: FLOP counts never overflow, whatever the dims. */
+static double count(const mge_tdesc *d)
+{
+    double c = 1;
+    for (int i = 0; i < d->ndim; i++)
+        c *= (double)d->dims[i];
+    return c;
+}
+
+static const char *str(const mge_tdesc *d, char *b, size_t n)
+{
+    return mge_shape_str(d->dtype, d->ndim, d->dims, b, n);
+}
+
+/* in[i] must be dtype dt with shape dims[0..nd). */
+static mge_status expect(const char *op, const char *what, const mge_tdesc *t, mge_dtype dt, int nd,
+                         const int64_t *dims, mge_error *err)
+{
+    int ok = t->dtype == dt && t->ndim == nd;
+    for (int i = 0; ok && i < nd; i++)
+        ok = t->dims[i] == dims[i];
+    if (ok)
+        return MGE_OK;
+    char bt[96], be[96];
+    return mge_error_set(err, MGE_ERR_SHAPE, "%s: %s %s: expected %s", op, what, str(t, bt, sizeof bt),
+                         mge_shape_str(dt, nd, dims, be, sizeof be));
+}
+
+static mge_status check_x(const char *op, const mge_tdesc *x, int min_rank, mge_error *err)
+{
+    char b[96];
+    if (x->ndim < min_rank)
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected rank >= %d%s", op, str(x, b, sizeof b),
+                             min_rank, min_rank == 2 ? " [N,C,...]" : "");
+    if (!mge_dtype_is_float(x->dtype))
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected a float dtype (f32, f16, bf16)", op,
+                             str(x, b, sizeof b));
+    return MGE_OK;
+}
+
+/* layernorm's first normalized dim, from an attribute list. */
+static mge_status ln_axis(int nattr, const mge_attr *attrs, const mge_tdesc *x, int *ax, mge_error *err)
+{
+    const mge_attr *a = mge_attrs_find(nattr, attrs, MGE_KEY_axis);
+    int64_t v = a ? a->i[0] : -1;
+    if (a && a->n != 1)
+        return mge_error_set(err, MGE_ERR_INVALID, "layernorm: axis has %d values: expected one", a->n);
+    *ax = mge_axis(v, x->ndim);
+    if (*ax < 0) {
+        char b[96];
+        return mge_error_set(err, MGE_ERR_INVALID, "layernorm: axis=%lld is out of range for x %s", (long long)v,
+                             str(x, b, sizeof b));
+    }
+    return MGE_OK;
+}
+
+mge_status mge_norm_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
+{
+    const mge_tdesc *x = &in[0];
+    mge_status s;
+    if (n->op == MGE_OP_BATCHNORM) {
+        if ((s = check_x("batchnorm", x, 2, err)))
+            return s;
+        double eps = mge_node_float(n, MGE_KEY_eps, 1e-5), mom = mge_node_float(n, MGE_KEY_momentum, 0.1);
+        if (!(eps > 0))
+            return mge_error_set(err, MGE_ERR_INVALID, "batchnorm: eps=%g: expected > 0", eps);
+        if (!(mom >= 0 && mom <= 1))
+            return mge_error_set(err, MGE_ERR_INVALID, "batchnorm: momentum=%g: expected in [0, 1]", mom);
+        static const char *const what[4] = {"weight", "bias", "running_mean", "running_var"};
+        for (int i = 0; i < 4; i++)
+            if ((s = expect("batchnorm", what[i], &in[1 + i], x->dtype, 1, &x->dims[1], err)))
+                return s;
+        if (n->nin == 6 && (s = expect("batchnorm", "num_batches_tracked", &in[5], MGE_I64, 0, NULL, err)))
+            return s;
+    } else {
+        if ((s = check_x("layernorm", x, 1, err)))
+            return s;
+        int ax;
+        if ((s = ln_axis(n->nattr, n->attrs, x, &ax, err)))
+            return s;
+        double eps = mge_node_float(n, MGE_KEY_eps, 1e-5);
+        if (!(eps > 0))
+            return mge_error_set(err, MGE_ERR_INVALID, "layernorm: eps=%g: expected > 0", eps);
+        if ((s = expect("layernorm", "weight", &in[1], x->dtype, x->ndim - ax, &x->dims[ax], err)) ||
+            (s = expect("layernorm", "bias", &in[2], x->dtype, x->ndim - ax, &x->dims[ax], err)))
+            return s;
+    }
+    *out = *x;
+    return MGE_OK;
+}
+
+double mge_norm_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc *out)
+{
+    return (n->op == MGE_OP_BATCHNORM ? 2.0 : 8.0) * count(&out[0]);
+}
+
+static void spec(mge_param_spec *p, const char *suffix, mge_valkind kind, mge_dtype dt, int nd, const int64_t *dims,
+                 const char *init)
+{
+    p->suffix = suffix;
+    p->kind = kind;
+    p->dtype = dt;
+    p->ndim = nd;
+    for (int i = 0; i < nd; i++)
+        p->dims[i] = dims[i];
+    snprintf(p->init, sizeof p->init, "%s", init);
+}
+
+mge_status mge_norm_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x, mge_param_spec *specs,
+                           int *nspecs, mge_error *err)
+{
+    mge_attr full[16];
+    int nfull;
+    mge_status s;
+    if (op != MGE_OP_BATCHNORM && op != MGE_OP_LAYERNORM)
+        return mge_error_set(err, MGE_ERR_INVALID, "%s creates no parameters", mge_op_info(op)->name);
+    if ((s = mge_attrs_complete(op, nattr, attrs, full, &nfull, err)))
+        return s;
+    if (op == MGE_OP_BATCHNORM) {
+        if ((s = check_x("batchnorm", x, 2, err)))
+            return s;
+        const int64_t *c = &x->dims[1];
+        spec(&specs[0], "weight", MGE_VAL_PARAM, x->dtype, 1, c, "ones");
+        spec(&specs[1], "bias", MGE_VAL_PARAM, x->dtype, 1, c, "zeros");
+        spec(&specs[2], "running_mean", MGE_VAL_STATE, x->dtype, 1, c, "zeros");
+        spec(&specs[3], "running_var", MGE_VAL_STATE, x->dtype, 1, c, "ones");
+        spec(&specs[4], "num_batches_tracked", MGE_VAL_STATE, MGE_I64, 0, NULL, "zeros");
+        *nspecs = 5;
+        return MGE_OK;
+    }
+    int ax;
+    if ((s = check_x("layernorm", x, 1, err)) || (s = ln_axis(nfull, full, x, &ax, err)))
+        return s;
+    spec(&specs[0], "weight", MGE_VAL_PARAM, x->dtype, x->ndim - ax, &x->dims[ax], "ones");
+    spec(&specs[1], "bias", MGE_VAL_PARAM, x->dtype, x->ndim - ax, &x->dims[ax], "zeros");
+    *nspecs = 2;
+    return MGE_OK;
+}

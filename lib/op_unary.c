@@ -1,0 +1,68 @@
+/* op_unary.c — shape inference and FLOPs of the elementwise unary ops.
+ *
+ * Output = input shape. Float-only ops (the transcendental ones, leaky_relu,
+ * dropout) need f32/f16/bf16; relu, relu6, neg and abs also take i8/i32/i64;
+ * cast converts to its `dtype` attribute (any pair).
+ * FLOPs: 1 per output element for every op (a transcendental counts 1 too,
+ * as in most profilers); cast is data movement and counts 0. */
+#include "internal.h"
+
+/* Element count as a double: FLOP counts never overflow, whatever the dims. */
+static double count(const mge_tdesc *d)
+{
+    double c = 1;
+    for (int i = 0; i < d->ndim; i++)
+        c *= (double)d->dims[i];
+    return c;
+}
+
+static int int_ok(mge_dtype dt)
+{
+    return dt == MGE_I8 || dt == MGE_I32 || dt == MGE_I64;
+}
+
+mge_status mge_unary_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
+{
+    const char *name = mge_op_info(n->op)->name;
+    const mge_tdesc *x = &in[0];
+    char b[96];
+    *out = *x;
+    switch (n->op) {
+    case MGE_OP_CAST: {
+        const mge_attr *a = mge_node_attr(n, MGE_KEY_dtype);
+        if (!a || a->i[0] < 0 || a->i[0] >= MGE_NDTYPES)
+            return mge_error_set(err, MGE_ERR_INVALID, "cast: needs a valid 'dtype' attribute");
+        if (x->dtype == MGE_QS8 || x->dtype == MGE_QS32 || a->i[0] == MGE_QS8 || a->i[0] == MGE_QS32)
+            return mge_error_set(err, MGE_ERR_INVALID,
+                                 "cast: %s to %s: quantized dtypes carry a scale; use quantize/dequantize",
+                                 mge_dtype_name(x->dtype), mge_dtype_name((mge_dtype)a->i[0]));
+        out->dtype = (mge_dtype)a->i[0];
+        return MGE_OK;
+    }
+    case MGE_OP_RELU:
+    case MGE_OP_RELU6:
+    case MGE_OP_NEG:
+    case MGE_OP_ABS:
+        if (mge_dtype_is_float(x->dtype) || int_ok(x->dtype))
+            return MGE_OK;
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected a float (f32, f16, bf16) or i8/i32/i64 dtype",
+                             name, mge_shape_str(x->dtype, x->ndim, x->dims, b, sizeof b));
+    default:
+        if (n->op == MGE_OP_DROPOUT) {
+            double p = mge_node_float(n, MGE_KEY_p, 0.5);
+            if (!(p >= 0 && p <= 1))
+                return mge_error_set(err, MGE_ERR_INVALID, "dropout: p=%g: expected a probability in [0, 1]", p);
+        }
+        if (mge_dtype_is_float(x->dtype))
+            return MGE_OK;
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected a float dtype (f32, f16, bf16)", name,
+                             mge_shape_str(x->dtype, x->ndim, x->dims, b, sizeof b));
+    }
+}
+
+double mge_unary_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc *out)
+{
+    if (n->op == MGE_OP_CAST)
+        return 0;
+    return count(&out[0]);
+}

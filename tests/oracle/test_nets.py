@@ -1,0 +1,109 @@
+"""Each sample net against PyTorch: random weights in PyTorch (eval mode,
+non-trivial BatchNorm statistics), exported as a state_dict .npz, assembled
+with mge-opt --weights, run with mge-run; outputs equal within 1e-4 relative."""
+import os
+
+import numpy as np
+
+from common import ROOT, need_torch, npy_stream, read_stream, rel_err, run, tmpdir, tool
+
+need_torch()
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+import torchvision  # noqa: E402
+
+torch.set_num_threads(2)
+
+
+class LeNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 3, padding=1)
+        self.conv2 = nn.Conv2d(32, 64, 3, padding=1)
+        self.fc1 = nn.Linear(3136, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        return self.fc2(F.relu(self.fc1(torch.flatten(x, 1))))
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(784, 256)
+        self.fc2 = nn.Linear(256, 128)
+        self.fc3 = nn.Linear(128, 10)
+
+    def forward(self, x):
+        x = torch.flatten(x, 1)
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+
+def randomize_bn(model, gen):
+    """Running stats away from 0/1 so a wrong BatchNorm would show."""
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            c = m.num_features
+            m.running_mean.copy_(torch.randn(c, generator=gen) * 0.1)
+            m.running_var.copy_(torch.rand(c, generator=gen) * 0.5 + 0.75)
+            m.weight.data.copy_(torch.rand(c, generator=gen) * 0.5 + 0.75)
+            m.bias.data.copy_(torch.randn(c, generator=gen) * 0.1)
+
+
+def check_net(name, model, shape, batches=(1, 3)):
+    gen = torch.Generator().manual_seed(1234)
+    torch.manual_seed(1234)
+    with torch.no_grad():
+        randomize_bn(model, gen)
+    model.eval()
+    d = tmpdir()
+    weights = os.path.join(d, "w.npz")
+    np.savez(weights, **{k: v.detach().numpy() for k, v in model.state_dict().items()})
+    mge = os.path.join(d, name + ".mge")
+    run([tool("mge-opt"), os.path.join(ROOT, "samples", "nets", name + ".mgt"), "--weights", weights, "-o", mge])
+    xs = [torch.randn(b, *shape, generator=gen) for b in batches]
+    with torch.no_grad():
+        refs = [model(x).numpy() for x in xs]
+    _, out, _ = run([tool("mge-run"), mge, "--threads", "2"], stdin=npy_stream(*[x.numpy() for x in xs]))
+    got = read_stream(out)
+    assert len(got) == len(refs), f"{len(got)} outputs for {len(refs)} steps"
+    for g, r in zip(got, refs):
+        assert g.shape == r.shape, f"shape {g.shape} != {r.shape}"
+        e = rel_err(g, r)
+        assert e < 1e-4, f"{name}: relative error {e:.3g} >= 1e-4"
+
+
+def test_mlp():
+    check_net("mlp", MLP(), (1, 28, 28))
+
+
+def test_lenet():
+    check_net("lenet", LeNet(), (1, 28, 28))
+
+
+def test_resnet18():
+    check_net("resnet18", torchvision.models.resnet18(), (3, 224, 224), batches=(1, 2))
+
+
+def test_mobilenet_v2():
+    check_net("mobilenet_v2", torchvision.models.mobilenet_v2(), (3, 224, 224), batches=(1, 2))
+
+
+def test_state_dict_names():
+    """Exported parameter names are exactly torchvision's state_dict keys."""
+    for name, model in (("resnet18", torchvision.models.resnet18()),
+                        ("mobilenet_v2", torchvision.models.mobilenet_v2())):
+        d = tmpdir()
+        mge = os.path.join(d, "m.mge")
+        params = os.path.join(d, "p.npz")
+        run([tool("mge-opt"), os.path.join(ROOT, "samples", "nets", name + ".mgt"), "-o", mge])
+        run([tool("mge-dump"), mge, "--params", params])
+        keys = set(np.load(params).keys())
+        want = set(model.state_dict().keys())
+        assert keys == want, f"{name}: extra {sorted(keys - want)[:5]}, missing {sorted(want - keys)[:5]}"
+        # and PyTorch accepts them strictly
+        sd = {k: torch.from_numpy(np.array(v)) for k, v in np.load(params).items()}
+        model.load_state_dict(sd, strict=True)
