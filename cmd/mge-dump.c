@@ -79,7 +79,7 @@ static const char *human(double v, char *buf, size_t n)
         v /= 1000;
         k++;
     }
-    snprintf(buf, n, k ? "%.2f %s" : "%.0f%s", v, u[k]);
+    snprintf(buf, n, k ? "%.2f %sFLOP" : "%.0f FLOP%s", v, u[k]);
     return buf;
 }
 
@@ -191,7 +191,7 @@ static void model_text(const mge_graph *g, const model_info *mi, mge_buf *b)
         mge_buf_printf(b, "# %-*s  %-*s  %-*s  %15.0f\n", wn, nd->name, wo, oi ? oi->name : "?", ws,
                        nd->nout ? vshape(g, mi, nd->out[0], s1, sizeof s1) : "", mi->flops[i]);
     }
-    mge_buf_printf(b, "# %-*s  %15.0f (%s FLOP)\n", wn + wo + ws + 4, "total", mi->total, human(mi->total, h, sizeof h));
+    mge_buf_printf(b, "# %-*s  %15.0f (%s)\n", wn + wo + ws + 4, "total", mi->total, human(mi->total, h, sizeof h));
     if (mi->have_plan) {
         const mge_plan_stats *p = &mi->plan;
         mge_buf_printf(b, "#\n# memory plan (batch %lld): arena %zu bytes, lower bound %zu (ratio %.2f),"
@@ -609,6 +609,8 @@ int main(int argc, char **argv)
         cli_error(where, "the input is empty");
         goto done;
     }
+    if (values)
+        cli_usage("%s is a model: --values applies to tensor streams (export parameters with --params)", where);
     mge_graph *g = NULL;
     char *dir = cli_dirname(in);
     mge_status s = mge_model_load_mem(buf, n, dir, &g, &err);

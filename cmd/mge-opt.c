@@ -90,6 +90,8 @@ int main(int argc, char **argv)
         list_passes();
         return fflush(stdout) ? 1 : 0;
     }
+    if (passes && (!*passes || passes[0] == ',' || passes[strlen(passes) - 1] == ',' || strstr(passes, ",,")))
+        cli_usage("--passes: empty pass name in '%s'", passes);
     if (passes) {
         /* Check the names now so a typo is a usage error before any work. */
         char *copy = strdup(passes);

@@ -521,8 +521,8 @@ static int read_graph(rd *r, gtab *t, mge_graph *g)
 {
     if (!open_section(r, MGEF_TAG_GRAPH, "graph section"))
         return 0;
-    /* smallest records: value 13 bytes, node 4+1+4+1+4+4+4 = 22 bytes */
-    if (!get_count(r, 13, "values", &t->nv))
+    /* smallest records: a value 4+3+4+1 = 12 bytes, a node 4+5+8+8+4 = 29 */
+    if (!get_count(r, 12, "values", &t->nv))
         return 0;
     t->v = calloc(t->nv ? t->nv : 1, sizeof *t->v);
     if (!t->v)
@@ -530,7 +530,7 @@ static int read_graph(rd *r, gtab *t, mge_graph *g)
     for (uint32_t i = 0; i < t->nv; i++)
         if (!read_value(r, &t->v[i]))
             return 0;
-    if (!get_count(r, 22, "nodes", &t->nn))
+    if (!get_count(r, 29, "nodes", &t->nn))
         return 0;
     t->nd = calloc(t->nn ? t->nn : 1, sizeof *t->nd);
     if (!t->nd)

@@ -250,6 +250,10 @@ static mge_status check_inputs(const mge_exec *e, const mge_tensor *const *input
         char want[160], got[160];
         if (!t)
             return mge_error_set(err, MGE_ERR_INVALID, "input '%s': missing", v->name);
+        if (t->ndim < 0 || t->ndim > MGE_MAX_DIMS || (unsigned)t->dtype >= MGE_NDTYPES)
+            return mge_error_set(err, MGE_ERR_SHAPE, "input '%s': expected %s, got a tensor of rank %d, dtype %d",
+                                 v->name, mge_shape_str(v->dtype, v->ndim, v->dims, want, sizeof want), t->ndim,
+                                 (int)t->dtype);
         int ok = t->dtype == v->dtype && t->ndim == v->ndim;
         for (int k = 0; ok && k < v->ndim; k++)
             ok = v->dims[k] == MGE_DIM_N ? t->dims[k] >= 0 : t->dims[k] == v->dims[k];

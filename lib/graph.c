@@ -222,8 +222,17 @@ static mge_status infer_template(const mge_graph *g, const mge_node *n, mge_tdes
             sym |= v->dims[k] == MGE_DIM_N;
     }
     mge_status s = fn(n, in1, o1, err);
-    if (s)
+    if (s) {
+        if (sym) {
+            /* say it at batch 1: a message about the probe batch would puzzle */
+            for (int i = 0; i < n->nin; i++)
+                concrete(&g->values[n->in[i]], 1, &in2[i]);
+            mge_error e1;
+            if (fn(n, in2, o2, &e1))
+                return mge_error_set(err, e1.code, "%s", e1.msg);
+        }
         return s;
+    }
     if (!sym) {
         memcpy(out, o1, sizeof(mge_tdesc) * (size_t)n->nout);
         return MGE_OK;

@@ -265,14 +265,13 @@ int64_t mge_conv_out_dim(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d,
         return 0;
     int64_t span = d * (k - 1) + 1;
     int64_t num = in + 2 * p - span;
+    if (ceil_mode)
+        num += s - 1; /* PyTorch: a window may hang over the padded end */
     if (num < 0)
         return 0;
     int64_t o = num / s + 1;
-    if (ceil_mode) {
-        o = (num + s - 1) / s + 1;
-        /* PyTorch: the last window must start inside the input or left padding */
-        if ((o - 1) * s >= in + p)
-            o--;
-    }
+    /* ceil mode: the last window must start inside the input or left padding */
+    if (ceil_mode && (o - 1) * s >= in + p)
+        o--;
     return o;
 }

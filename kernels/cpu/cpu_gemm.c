@@ -2,8 +2,8 @@
  *
  * conv2d takes one of three paths:
  *   - one input channel per group (depthwise, incl. channel multipliers):
- *     a direct kernel, parallel over output planes, row by row so each
- *     output row stays in L1 while all taps accumulate into it;
+ *     a direct kernel, parallel over output planes, on a zero-padded copy
+ *     of each input plane (see dw_plane);
  *   - 1x1, stride 1, no pad: one sgemm per image and group straight on x;
  *   - otherwise im2col into the workspace (parallel over the pool), then
  *     one sgemm per image and group.
@@ -68,65 +68,90 @@ static void prefill_bias(const mge_kctx *ctx, float *y, const float *b, int64_t 
 
 /* ---------------------------------------------------------------- depthwise */
 
+/* Floats of per-thread scratch: the zero-padded input plane, then the
+ * "wide" output of the stride-1 path (rows of the padded width). */
+static int64_t dw_scratch(const cpu_conv *c)
+{
+    int64_t Hp = c->H + 2 * c->ph, Wp = c->W + 2 * c->pw;
+    return Hp * Wp + c->OH * Wp + 16;
+}
+
+/* One output plane from one input plane. The plane is first copied into a
+ * zero-padded buffer so no tap needs a bounds test. With stride 1 the
+ * output is computed "wide": index k = oh*Wp + ow addresses the padded
+ * input at k + i*dh*Wp + j*dw for tap (i, j), so each tap is one long
+ * contiguous loop over the whole plane (the Wp - OW extra columns per row
+ * are discarded), instead of a short loop per row. */
 CPU_MULTI(dw_plane,
-          (const cpu_conv *c, const float *restrict x, const float *restrict w, float bias, float *restrict y),
-          (c, x, w, bias, y), {
-              const int64_t OH = c->OH, OW = c->OW, H = c->H, W = c->W;
-              const int64_t kh = c->kh, kw = c->kw, sh = c->sh, sw = c->sw;
-              int64_t jlo[64], jhi[64];   /* per-tap valid output columns (kw <= 64 here) */
-              for (int64_t j = 0; j < kw; j++)
-                  cpu_valid_range(OW, W, sw, c->pw, j * c->dw, &jlo[j], &jhi[j]);
+          (const cpu_conv *c, const float *restrict x, const float *restrict w, float bias, float *restrict y,
+           float *restrict pad, float *restrict wide),
+          (c, x, w, bias, y, pad, wide), {
+              const int64_t H = c->H, W = c->W, ph = c->ph, pw = c->pw, OH = c->OH, OW = c->OW;
+              const int64_t Hp = H + 2 * ph, Wp = W + 2 * pw, kh = c->kh, kw = c->kw, dh = c->dh, dw = c->dw;
+              for (int64_t i = 0; i < ph * Wp; i++)
+                  pad[i] = 0.0f;
+              for (int64_t h = 0; h < H; h++) {
+                  float *restrict r = pad + (h + ph) * Wp;
+                  for (int64_t j = 0; j < pw; j++)
+                      r[j] = r[pw + W + j] = 0.0f;
+                  for (int64_t j = 0; j < W; j++)
+                      r[pw + j] = x[h * W + j];
+              }
+              for (int64_t i = (H + ph) * Wp; i < Hp * Wp; i++)
+                  pad[i] = 0.0f;
+              const int fused3 = kh == 3 && kw == 3 && dh == 1 && dw == 1;
+              if (c->sh == 1 && c->sw == 1) {
+                  const int64_t L = (OH - 1) * Wp + OW;
+                  if (fused3) {
+                      const float *restrict p0 = pad, *restrict p1 = pad + Wp, *restrict p2 = pad + 2 * Wp;
+                      for (int64_t k = 0; k < L; k++)
+                          wide[k] = bias + w[0] * p0[k] + w[1] * p0[k + 1] + w[2] * p0[k + 2] + w[3] * p1[k] +
+                                    w[4] * p1[k + 1] + w[5] * p1[k + 2] + w[6] * p2[k] + w[7] * p2[k + 1] +
+                                    w[8] * p2[k + 2];
+                  } else {
+                      for (int64_t k = 0; k < L; k++)
+                          wide[k] = bias;
+                      for (int64_t i = 0; i < kh; i++)
+                          for (int64_t j = 0; j < kw; j++) {
+                              const float wv = w[i * kw + j];
+                              const float *restrict src = pad + i * dh * Wp + j * dw;
+                              for (int64_t k = 0; k < L; k++)
+                                  wide[k] += wv * src[k];
+                          }
+                  }
+                  for (int64_t oh = 0; oh < OH; oh++)
+                      for (int64_t ow = 0; ow < OW; ow++)
+                          y[oh * OW + ow] = wide[oh * Wp + ow];
+                  return;
+              }
+              const int64_t sh = c->sh, sw = c->sw;
               for (int64_t oh = 0; oh < OH; oh++) {
                   float *restrict yr = y + oh * OW;
+                  const float *restrict r0 = pad + oh * sh * Wp;
+                  if (fused3 && sw == 2) {
+                      const float *restrict r1 = r0 + Wp, *restrict r2 = r1 + Wp;
+                      for (int64_t ow = 0; ow < OW; ow++)
+                          yr[ow] = bias + w[0] * r0[2 * ow] + w[1] * r0[2 * ow + 1] + w[2] * r0[2 * ow + 2] +
+                                   w[3] * r1[2 * ow] + w[4] * r1[2 * ow + 1] + w[5] * r1[2 * ow + 2] +
+                                   w[6] * r2[2 * ow] + w[7] * r2[2 * ow + 1] + w[8] * r2[2 * ow + 2];
+                      continue;
+                  }
                   for (int64_t ow = 0; ow < OW; ow++)
                       yr[ow] = bias;
-                  for (int64_t i = 0; i < kh; i++) {
-                      int64_t ih = oh * sh - c->ph + i * c->dh;
-                      if (ih < 0 || ih >= H)
-                          continue;
-                      const float *xr = x + ih * W;
+                  for (int64_t i = 0; i < kh; i++)
                       for (int64_t j = 0; j < kw; j++) {
                           const float wv = w[i * kw + j];
-                          const float *xs = xr + j * c->dw - c->pw;
-                          if (sw == 1) {
-                              for (int64_t ow = jlo[j]; ow < jhi[j]; ow++)
-                                  yr[ow] += wv * xs[ow];
-                          } else if (sw == 2) {
-                              for (int64_t ow = jlo[j]; ow < jhi[j]; ow++)
-                                  yr[ow] += wv * xs[2 * ow];
-                          } else {
-                              for (int64_t ow = jlo[j]; ow < jhi[j]; ow++)
-                                  yr[ow] += wv * xs[ow * sw];
-                          }
+                          const float *restrict src = r0 + i * dh * Wp + j * dw;
+                          for (int64_t ow = 0; ow < OW; ow++)
+                              yr[ow] += wv * src[ow * sw];
                       }
-                  }
               }
           })
-
-/* Same taps, any kernel width: slower, for kw > 64. */
-static void dw_plane_wide(const cpu_conv *c, const float *x, const float *w, float bias, float *y)
-{
-    for (int64_t oh = 0; oh < c->OH; oh++)
-        for (int64_t ow = 0; ow < c->OW; ow++) {
-            float acc = bias;
-            for (int64_t i = 0; i < c->kh; i++) {
-                int64_t ih = oh * c->sh - c->ph + i * c->dh;
-                if (ih < 0 || ih >= c->H)
-                    continue;
-                for (int64_t j = 0; j < c->kw; j++) {
-                    int64_t iw = ow * c->sw - c->pw + j * c->dw;
-                    if (iw >= 0 && iw < c->W)
-                        acc += w[i * c->kw + j] * x[ih * c->W + iw];
-                }
-            }
-            y[oh * c->OW + ow] = acc;
-        }
-}
 
 typedef struct dw_job {
     const cpu_conv *c;
     const float *x, *w, *b;
-    float *y;
+    float *y, *ws;
 } dw_job;
 
 static void dw_task(void *a, int64_t p0, int64_t p1, int thread)
@@ -134,15 +159,13 @@ static void dw_task(void *a, int64_t p0, int64_t p1, int thread)
     const dw_job *j = a;
     const cpu_conv *c = j->c;
     int64_t plane_in = c->H * c->W, plane_out = c->OH * c->OW, ksz = c->kh * c->kw;
+    int64_t Hp = c->H + 2 * c->ph, Wp = c->W + 2 * c->pw;
+    float *pad = j->ws + thread * dw_scratch(c);
     for (int64_t p = p0; p < p1; p++) {
         int64_t img = p / c->O, o = p % c->O;
         int64_t ch = o / c->Og;   /* one input channel per group */
-        const float *x = j->x + (img * c->C + ch) * plane_in;
-        float bias = j->b ? j->b[o] : 0.0f;
-        if (c->kw <= 64)
-            dw_plane(c, x, j->w + o * ksz, bias, j->y + p * plane_out);
-        else
-            dw_plane_wide(c, x, j->w + o * ksz, bias, j->y + p * plane_out);
+        dw_plane(c, j->x + (img * c->C + ch) * plane_in, j->w + o * ksz, j->b ? j->b[o] : 0.0f,
+                 j->y + p * plane_out, pad, pad + Hp * Wp);
     }
 }
 
@@ -191,7 +214,9 @@ static size_t conv_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *cons
 {
     cpu_conv c;
     conv_shape(n, in, out, &c);
-    if (c.Cg == 1 || conv_is_1x1(&c))
+    if (c.Cg == 1)
+        return sizeof(float) * (size_t)dw_scratch(&c) * (size_t)(threads < 1 ? 1 : threads);
+    if (conv_is_1x1(&c))
         return 0;
     return sizeof(float) * (size_t)(c.Cg * c.kh * c.kw) * (size_t)(c.OH * c.OW);
 }
@@ -205,7 +230,12 @@ static mge_status cpu_conv2d(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     const float *b = n->nin > 2 && in[2] ? in[2]->data : NULL;
     float *y = out[0]->data;
     if (c.Cg == 1) {
-        dw_job j = {&c, x, w, b, y};
+        int threads = ctx->pool ? mge_pool_size(ctx->pool) : 1;
+        size_t need = sizeof(float) * (size_t)dw_scratch(&c) * (size_t)threads;
+        if (!ctx->ws || ctx->ws_size < need)
+            return mge_error_set(err, MGE_ERR_INVALID, "conv2d: workspace of %zu bytes, need %zu", ctx->ws_size,
+                                 need);
+        dw_job j = {&c, x, w, b, y, ctx->ws};
         int64_t plane = c.OH * c.OW * c.kh * c.kw;
         cpu_parallel(ctx, c.N * c.O, plane >= 4096 ? 1 : 4096 / (plane ? plane : 1), dw_task, &j);
         return MGE_OK;

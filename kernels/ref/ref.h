@@ -80,4 +80,57 @@ static inline int ref_next(int nd, const int64_t *dims, int64_t *idx)
     return 0;
 }
 
+/* Element i of a float tensor (f32, f16, bf16) as a double, and the
+ * store back (rounded to the dtype). The kernels compute in double and
+ * touch memory only through these, so one loop serves every float dtype. */
+static inline double ref_ld(mge_dtype dt, const void *p, int64_t i)
+{
+    switch (dt) {
+    case MGE_F32: return ((const float *)p)[i];
+    case MGE_F16: return mge_f16_to_f32(((const uint16_t *)p)[i]);
+    case MGE_BF16: return mge_bf16_to_f32(((const uint16_t *)p)[i]);
+    default: return 0;
+    }
+}
+
+static inline void ref_st(mge_dtype dt, void *p, int64_t i, double v)
+{
+    switch (dt) {
+    case MGE_F32: ((float *)p)[i] = (float)v; break;
+    case MGE_F16: ((uint16_t *)p)[i] = mge_f32_to_f16((float)v); break;
+    case MGE_BF16: ((uint16_t *)p)[i] = mge_f32_to_bf16((float)v); break;
+    default: break;
+    }
+}
+
+/* Element i of an integer tensor (i8, u8, i32, i64, bool) as an int64,
+ * and the store back keeping the low bits (two's complement wrap). */
+static inline int64_t ref_ild(mge_dtype dt, const void *p, int64_t i)
+{
+    switch (dt) {
+    case MGE_I8: return ((const int8_t *)p)[i];
+    case MGE_U8: return ((const uint8_t *)p)[i];
+    case MGE_I32: return ((const int32_t *)p)[i];
+    case MGE_I64: return ((const int64_t *)p)[i];
+    case MGE_BOOL: return ((const uint8_t *)p)[i] != 0;
+    default: return 0;
+    }
+}
+
+static inline void ref_ist(mge_dtype dt, void *p, int64_t i, int64_t v)
+{
+    uint64_t u = (uint64_t)v;
+    switch (dt) {
+    case MGE_I8: ((int8_t *)p)[i] = (int8_t)(uint8_t)u; break;
+    case MGE_U8: ((uint8_t *)p)[i] = (uint8_t)u; break;
+    case MGE_I32: ((int32_t *)p)[i] = (int32_t)(uint32_t)u; break;
+    case MGE_I64: ((int64_t *)p)[i] = v; break;
+    case MGE_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+    default: break;
+    }
+}
+
+/* Loops dt over the float dtypes (f32, f16, bf16: the first three of mge_dtype). */
+#define REF_EACH_FLOAT(dt) for (int dt = MGE_F32; dt <= MGE_BF16; dt++)
+
 #endif

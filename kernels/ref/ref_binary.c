@@ -2,7 +2,8 @@
  * broadcasting of any ranks, by plain index arithmetic: each output index
  * maps to an offset in a and in b with stride 0 along broadcast dims.
  * Element i of a is read before element i of the output is written, so the
- * output may be a's buffer (MGE_OPF_INPLACE; then a has the output's shape). */
+ * output may be a's buffer (MGE_OPF_INPLACE; then a has the output's shape).
+ * Float dtypes compute in double; i8, u8, i32, i64 take all but div and pow. */
 #include "ref.h"
 
 #include <math.h>
@@ -54,51 +55,61 @@ static double fop(int op, double x, double y)
     return NAN;
 }
 
-/* Integer add/sub/mul wrap (unsigned arithmetic) instead of overflowing. */
-#define IOP(T, UT, op, x, y)                                                                                         \
-    ((op) == MGE_OP_ADD ? (T)((UT)(x) + (UT)(y)) : (op) == MGE_OP_SUB ? (T)((UT)(x) - (UT)(y))                       \
-     : (op) == MGE_OP_MUL ? (T)((UT)(x) * (UT)(y)) : (op) == MGE_OP_MAXIMUM ? ((x) > (y) ? (x) : (y))                 \
-     : ((x) < (y) ? (x) : (y)))
-
-#define BINARY(NAME, T, EXPR)                                                                                        \
-    static mge_status NAME(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,    \
-                           mge_error *err)                                                                           \
-    {                                                                                                                \
-        const mge_tensor *a = in[0], *b = in[1];                                                                     \
-        mge_tensor *y = out[0];                                                                                      \
-        int64_t sa[MGE_MAX_DIMS], sb[MGE_MAX_DIMS], idx[MGE_MAX_DIMS] = {0};                                         \
-        mge_status st = bcast(n, a, b, y, sa, sb, err);                                                              \
-        if (st)                                                                                                      \
-            return st;                                                                                               \
-        const T *ap = a->data, *bp = b->data;                                                                        \
-        T *yp = y->data;                                                                                             \
-        int nd = y->ndim, op = n->op;                                                                                \
-        int64_t cnt = ref_numel(y);                                                                                  \
-        for (int64_t i = 0; i < cnt; i++) {                                                                          \
-            int64_t oa = 0, ob = 0;                                                                                  \
-            for (int d = 0; d < nd; d++) {                                                                           \
-                oa += idx[d] * sa[d];                                                                                \
-                ob += idx[d] * sb[d];                                                                                \
-            }                                                                                                        \
-            T x_ = ap[oa], y_ = bp[ob];                                                                              \
-            yp[i] = (T)(EXPR);                                                                                       \
-            ref_next(nd, y->dims, idx);                                                                              \
-        }                                                                                                            \
-        return MGE_OK;                                                                                               \
+/* Integer ops are computed on 64 bits (add/sub/mul in unsigned arithmetic,
+ * so they wrap instead of overflowing) and stored keeping the low bits:
+ * the same wrap-around numpy and PyTorch give for the narrow type. */
+static int64_t iop(int op, int64_t x, int64_t y)
+{
+    switch (op) {
+    case MGE_OP_ADD: return (int64_t)((uint64_t)x + (uint64_t)y);
+    case MGE_OP_SUB: return (int64_t)((uint64_t)x - (uint64_t)y);
+    case MGE_OP_MUL: return (int64_t)((uint64_t)x * (uint64_t)y);
+    case MGE_OP_MAXIMUM: return x > y ? x : y;
+    case MGE_OP_MINIMUM: return x < y ? x : y;
     }
+    return 0;
+}
 
-BINARY(binary_f32, float, fop(op, x_, y_))
-BINARY(binary_i32, int32_t, IOP(int32_t, uint32_t, op, x_, y_))
-BINARY(binary_i64, int64_t, IOP(int64_t, uint64_t, op, x_, y_))
+static mge_status binary_any(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                             mge_error *err)
+{
+    const mge_tensor *a = in[0], *b = in[1];
+    mge_tensor *y = out[0];
+    int64_t sa[MGE_MAX_DIMS], sb[MGE_MAX_DIMS], idx[MGE_MAX_DIMS] = {0};
+    mge_status st = bcast(n, a, b, y, sa, sb, err);
+    if (st)
+        return st;
+    mge_dtype dt = a->dtype;
+    int isf = mge_dtype_is_float(dt), op = n->op, nd = y->ndim;
+    if (!isf && (op == MGE_OP_DIV || op == MGE_OP_POW || dt == MGE_BOOL || dt == MGE_QS8 || dt == MGE_QS32))
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(n),
+                             mge_dtype_name(dt));
+    int64_t cnt = ref_numel(y);
+    for (int64_t i = 0; i < cnt; i++) {
+        int64_t oa = 0, ob = 0;
+        for (int d = 0; d < nd; d++) {
+            oa += idx[d] * sa[d];
+            ob += idx[d] * sb[d];
+        }
+        if (isf)
+            ref_st(dt, y->data, i, fop(op, ref_ld(dt, a->data, oa), ref_ld(dt, b->data, ob)));
+        else
+            ref_ist(dt, y->data, i, iop(op, ref_ild(dt, a->data, oa), ref_ild(dt, b->data, ob)));
+        ref_next(nd, y->dims, idx);
+    }
+    return MGE_OK;
+}
 
 void mge_ref_register_binary(mge_backend *b)
 {
     static const int all[] = {MGE_OP_ADD, MGE_OP_SUB, MGE_OP_MUL, MGE_OP_DIV, MGE_OP_POW, MGE_OP_MAXIMUM, MGE_OP_MINIMUM};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        b->k[all[i]][MGE_F32].run = binary_f32;
-    static const int ints[] = {MGE_OP_ADD, MGE_OP_SUB, MGE_OP_MUL, MGE_OP_MAXIMUM, MGE_OP_MINIMUM};
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
-        b->k[ints[i]][MGE_I32].run = binary_i32;
-        b->k[ints[i]][MGE_I64].run = binary_i64;
+    static const mge_dtype idts[] = {MGE_I8, MGE_U8, MGE_I32, MGE_I64};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        REF_EACH_FLOAT(dt)
+            b->k[all[i]][dt].run = binary_any;
+        if (all[i] == MGE_OP_DIV || all[i] == MGE_OP_POW)
+            continue; /* float only, as the inference says */
+        for (size_t j = 0; j < sizeof idts / sizeof idts[0]; j++)
+            b->k[all[i]][idts[j]].run = binary_any;
     }
 }

@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-static mge_status linear_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+static mge_status linear_float(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
                              mge_error *err)
 {
     const mge_tensor *x = in[0], *w = in[1], *b = n->nin >= 3 ? in[2] : NULL;
@@ -18,22 +18,24 @@ static mge_status linear_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     int64_t ew[2] = {O, K}, eb[1] = {O}, ey[MGE_MAX_DIMS];
     memcpy(ey, x->dims, sizeof ey);
     ey[x->ndim - 1] = O;
-    if ((st = ref_check(n, "x", x, MGE_F32, x->ndim, x->dims, err)) ||
-        (st = ref_check(n, "weight", w, MGE_F32, 2, ew, err)) ||
-        (b && (st = ref_check(n, "bias", b, MGE_F32, 1, eb, err))) ||
-        (st = ref_check(n, "output", y, MGE_F32, x->ndim, ey, err)))
+    mge_dtype dt = x->dtype;
+    if (!mge_dtype_is_float(dt))
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "linear: no reference kernel for %s", mge_dtype_name(dt));
+    if ((st = ref_check(n, "x", x, dt, x->ndim, x->dims, err)) || (st = ref_check(n, "weight", w, dt, 2, ew, err)) ||
+        (b && (st = ref_check(n, "bias", b, dt, 1, eb, err))) ||
+        (st = ref_check(n, "output", y, dt, x->ndim, ey, err)))
         return st;
     int64_t M = 1;
     for (int i = 0; i < x->ndim - 1; i++)
         M *= x->dims[i];
-    const float *xp = x->data, *wp = w->data, *bp = b ? b->data : NULL;
-    float *yp = y->data;
+    const void *xp = x->data, *wp = w->data, *bp = b ? b->data : NULL;
+    void *yp = y->data;
     for (int64_t m = 0; m < M; m++)
         for (int64_t o = 0; o < O; o++) {
-            double acc = bp ? bp[o] : 0.0;
+            double acc = bp ? ref_ld(dt, bp, o) : 0.0;
             for (int64_t k = 0; k < K; k++)
-                acc += (double)xp[m * K + k] * (double)wp[o * K + k];
-            yp[m * O + o] = (float)acc;
+                acc += ref_ld(dt, xp, m * K + k) * ref_ld(dt, wp, o * K + k);
+            ref_st(dt, yp, m * O + o, acc);
         }
     return MGE_OK;
 }
@@ -113,7 +115,7 @@ static int64_t batch_offset(const operand *o, int nb, const int64_t *idx)
     return off;
 }
 
-#define MATMUL(NAME, T, ACC)                                                                                         \
+#define MATMUL(NAME, T, ACC, LD, ST)                                                                                         \
     static mge_status NAME(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,    \
                            mge_error *err)                                                                           \
     {                                                                                                                \
@@ -137,19 +139,20 @@ static int64_t batch_offset(const operand *o, int nb, const int64_t *idx)
             return st;                                                                                               \
         const T *ap = a->data, *bp = b->data;                                                                        \
         T *yp = y->data;                                                                                             \
+        mge_dtype dt = y->dtype;                                                                                     \
+        (void)dt;                                                                                                    \
         int64_t M = oa.rows, K = oa.cols, N = ob.cols, idx[MGE_MAX_DIMS] = {0}, nbatch = 1;                          \
         for (int i = 0; i < nb; i++)                                                                                 \
             nbatch *= bdims[i];                                                                                      \
         for (int64_t t = 0; t < nbatch; t++) {                                                                       \
-            const T *am = ap + batch_offset(&oa, nb, idx) * oa.mat;                                                  \
-            const T *bm = bp + batch_offset(&ob, nb, idx) * ob.mat;                                                  \
-            T *ym = yp + t * M * N;                                                                                  \
+            int64_t am = batch_offset(&oa, nb, idx) * oa.mat, bm = batch_offset(&ob, nb, idx) * ob.mat;             \
+            int64_t ym = t * M * N;                                                                                  \
             for (int64_t i = 0; i < M; i++)                                                                          \
                 for (int64_t j = 0; j < N; j++) {                                                                    \
                     ACC acc = 0;                                                                                     \
                     for (int64_t k = 0; k < K; k++)                                                                  \
-                        acc += (ACC)am[i * oa.rs + k * oa.cs] * (ACC)bm[k * ob.rs + j * ob.cs];                      \
-                    ym[i * N + j] = (T)acc;                                                                          \
+                        acc += (ACC)LD(ap, am + i * oa.rs + k * oa.cs) * (ACC)LD(bp, bm + k * ob.rs + j * ob.cs);    \
+                    ST(yp, ym + i * N + j, acc);                                                                     \
                 }                                                                                                    \
             ref_next(nb, bdims, idx);                                                                                \
         }                                                                                                            \
@@ -157,14 +160,20 @@ static int64_t batch_offset(const operand *o, int nb, const int64_t *idx)
     }
 
 /* Integer products wrap (unsigned arithmetic) instead of overflowing. */
-MATMUL(matmul_f32, float, double)
-MATMUL(matmul_i32, int32_t, uint32_t)
-MATMUL(matmul_i64, int64_t, uint64_t)
+#define FLD(p, i) ref_ld(dt, p, i)
+#define FST(p, i, v) ref_st(dt, p, i, v)
+#define ILD(p, i) (p)[i]
+#define IST(p, i, v) ((p)[i] = (v))
+MATMUL(matmul_float, void, double, FLD, FST)
+MATMUL(matmul_i32, int32_t, uint32_t, ILD, IST)
+MATMUL(matmul_i64, int64_t, uint64_t, ILD, IST)
 
 void mge_ref_register_linear(mge_backend *b)
 {
-    b->k[MGE_OP_LINEAR][MGE_F32].run = linear_f32;
-    b->k[MGE_OP_MATMUL][MGE_F32].run = matmul_f32;
+    REF_EACH_FLOAT(dt) {
+        b->k[MGE_OP_LINEAR][dt].run = linear_float;
+        b->k[MGE_OP_MATMUL][dt].run = matmul_float;
+    }
     b->k[MGE_OP_MATMUL][MGE_I32].run = matmul_i32;
     b->k[MGE_OP_MATMUL][MGE_I64].run = matmul_i64;
 }

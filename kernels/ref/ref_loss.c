@@ -1,7 +1,8 @@
 /* ref_loss.c — cross_entropy(logits, integer labels) and mse, each the
  * mean over the batch as a scalar f32 (PyTorch's reduction='mean').
  * cross_entropy takes logits [N,C] with labels [N], or [N,C,d...] with
- * labels [N,d...] (class along dim 1, as PyTorch). */
+ * labels [N,d...] (class along dim 1, as PyTorch). Float inputs of any
+ * float dtype; the loss is always f32 (op_loss's rule). */
 #include "ref.h"
 
 #include <math.h>
@@ -18,13 +19,17 @@ static mge_status scalar_out(const mge_node *n, const mge_tensor *y, mge_error *
     return MGE_OK;
 }
 
-static mge_status cross_entropy_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
+static mge_status cross_entropy_float(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
                                     mge_tensor *const *out, mge_error *err)
 {
     const mge_tensor *x = in[0], *lab = in[1];
-    mge_status st = ref_check_dtype(n, "logits", x, MGE_F32, err);
+    mge_dtype dt = x->dtype;
+    mge_status st = ref_check_data(n, "logits", x, err);
     if (st || (st = ref_check_data(n, "label", lab, err)) || (st = scalar_out(n, out[0], err)))
         return st;
+    if (!mge_dtype_is_float(dt))
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "cross_entropy: no reference kernel for %s logits",
+                             mge_dtype_name(dt));
     if (lab->dtype != MGE_I32 && lab->dtype != MGE_I64)
         return mge_error_set(err, MGE_ERR_SHAPE, "cross_entropy: label is %s: expected i32 or i64",
                              mge_dtype_name(lab->dtype));
@@ -38,7 +43,7 @@ static mge_status cross_entropy_f32(const mge_kctx *ctx, const mge_node *n, mge_
     }
     if ((st = ref_check(n, "label", lab, lab->dtype, x->ndim - 1, ld, err)))
         return st;
-    const float *xp = x->data;
+    const void *xp = x->data;
     double total = 0;
     for (int64_t i = 0; i < N; i++)
         for (int64_t s = 0; s < S; s++) {
@@ -48,32 +53,36 @@ static mge_status cross_entropy_f32(const mge_kctx *ctx, const mge_node *n, mge_
                 return mge_error_set(err, MGE_ERR_INVALID,
                                      "cross_entropy: label[%lld] = %lld is outside the classes [0, %lld)",
                                      (long long)at, (long long)c, (long long)C);
-            const float *row = xp + i * C * S + s; /* class j at row[j * S] */
+            int64_t row = i * C * S + s; /* class j at row + j * S */
             double m = -INFINITY, sum = 0;
+            for (int64_t j = 0; j < C; j++) {
+                double v = ref_ld(dt, xp, row + j * S);
+                if (v > m || isnan(v))
+                    m = v;
+            }
             for (int64_t j = 0; j < C; j++)
-                if (row[j * S] > m || isnan(row[j * S]))
-                    m = row[j * S];
-            for (int64_t j = 0; j < C; j++)
-                sum += exp(row[j * S] - m);
-            total += -(row[c * S] - m - log(sum));
+                sum += exp(ref_ld(dt, xp, row + j * S) - m);
+            total += -(ref_ld(dt, xp, row + c * S) - m - log(sum));
         }
     int64_t cnt = N * S;
     ((float *)out[0]->data)[0] = (float)(cnt ? total / (double)cnt : NAN);
     return MGE_OK;
 }
 
-static mge_status mse_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
-                          mge_error *err)
+static mge_status mse_float(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                            mge_error *err)
 {
     const mge_tensor *a = in[0], *b = in[1];
-    mge_status st = ref_check_dtype(n, "a", a, MGE_F32, err);
-    if (st || (st = ref_check(n, "b", b, MGE_F32, a->ndim, a->dims, err)) || (st = scalar_out(n, out[0], err)))
+    mge_dtype dt = a->dtype;
+    mge_status st = ref_check_data(n, "a", a, err);
+    if (st || (st = ref_check(n, "b", b, dt, a->ndim, a->dims, err)) || (st = scalar_out(n, out[0], err)))
         return st;
-    const float *ap = a->data, *bp = b->data;
+    if (!mge_dtype_is_float(dt))
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "mse: no reference kernel for %s", mge_dtype_name(dt));
     int64_t cnt = ref_numel(a);
     double sum = 0;
     for (int64_t i = 0; i < cnt; i++) {
-        double d = (double)ap[i] - bp[i];
+        double d = ref_ld(dt, a->data, i) - ref_ld(dt, b->data, i);
         sum += d * d;
     }
     ((float *)out[0]->data)[0] = (float)(cnt ? sum / (double)cnt : NAN);
@@ -82,6 +91,8 @@ static mge_status mse_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor *co
 
 void mge_ref_register_loss(mge_backend *b)
 {
-    b->k[MGE_OP_CROSS_ENTROPY][MGE_F32].run = cross_entropy_f32;
-    b->k[MGE_OP_MSE][MGE_F32].run = mse_f32;
+    REF_EACH_FLOAT(dt) {
+        b->k[MGE_OP_CROSS_ENTROPY][dt].run = cross_entropy_float;
+        b->k[MGE_OP_MSE][dt].run = mse_float;
+    }
 }

@@ -1,5 +1,6 @@
 /* ref_norm.c — batchnorm (eval and training, PyTorch's running-statistics
- * rule) and layernorm over dims axis..last. */
+ * rule) and layernorm over dims axis..last; f32, f16 and bf16 (batchnorm's
+ * parameters and statistics may stay f32 under an f16/bf16 x). */
 #include "ref.h"
 
 #include <math.h>
@@ -8,7 +9,7 @@
  * Eval: running statistics. Training: the batch's mean and biased variance
  * normalize; the running statistics take the mean and the unbiased
  * variance with weight momentum, in place (PyTorch's BatchNorm). */
-static mge_status batchnorm_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
+static mge_status batchnorm_float(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
                                 mge_tensor *const *out, mge_error *err)
 {
     const mge_tensor *x = in[0], *w = in[1], *b = in[2];
@@ -19,19 +20,25 @@ static mge_status batchnorm_f32(const mge_kctx *ctx, const mge_node *n, mge_tens
     int64_t N = x->dims[0], C = x->dims[1], S = 1, ec[1] = {C};
     for (int i = 2; i < x->ndim; i++)
         S *= x->dims[i];
-    if ((st = ref_check(n, "x", x, MGE_F32, x->ndim, x->dims, err)) ||
-        (st = ref_check(n, "weight", w, MGE_F32, 1, ec, err)) || (st = ref_check(n, "bias", b, MGE_F32, 1, ec, err)) ||
-        (st = ref_check(n, "running_mean", rm, MGE_F32, 1, ec, err)) ||
-        (st = ref_check(n, "running_var", rv, MGE_F32, 1, ec, err)) ||
-        (st = ref_check(n, "output", y, MGE_F32, x->ndim, x->dims, err)))
+    mge_dtype dt = x->dtype;
+    if (!mge_dtype_is_float(dt))
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "batchnorm: no reference kernel for %s", mge_dtype_name(dt));
+    /* weight, bias and the running statistics are f32 or x's dtype */
+    const mge_tensor *pv[4] = {w, b, rm, rv};
+    static const char *const pn[4] = {"weight", "bias", "running_mean", "running_var"};
+    for (int i = 0; i < 4; i++)
+        if ((st = ref_check(n, pn[i], pv[i], pv[i]->dtype == MGE_F32 ? MGE_F32 : dt, 1, ec, err)))
+            return st;
+    if ((st = ref_check(n, "x", x, dt, x->ndim, x->dims, err)) ||
+        (st = ref_check(n, "output", y, dt, x->ndim, x->dims, err)))
         return st;
     if (nbt && ctx->training && ((st = ref_check_dtype(n, "num_batches_tracked", nbt, MGE_I64, err))))
         return st;
     if (nbt && ctx->training && ref_numel(nbt) != 1)
         return mge_error_set(err, MGE_ERR_SHAPE, "batchnorm: num_batches_tracked must hold one value");
     double eps = mge_node_float(n, MGE_KEY_eps, 1e-5), mom = mge_node_float(n, MGE_KEY_momentum, 0.1);
-    const float *xp = x->data, *wp = w->data, *bp = b->data;
-    float *rmp = rm->data, *rvp = rv->data, *yp = y->data;
+    const void *xp = x->data;
+    void *yp = y->data;
     int64_t cnt = N * S;
     if (ctx->training && cnt < 2)
         return mge_error_set(err, MGE_ERR_SHAPE,
@@ -42,25 +49,25 @@ static mge_status batchnorm_f32(const mge_kctx *ctx, const mge_node *n, mge_tens
             double sum = 0, sq = 0;
             for (int64_t i = 0; i < N; i++)
                 for (int64_t j = 0; j < S; j++)
-                    sum += xp[(i * C + c) * S + j];
+                    sum += ref_ld(dt, xp, (i * C + c) * S + j);
             mean = sum / (double)cnt;
             for (int64_t i = 0; i < N; i++)
                 for (int64_t j = 0; j < S; j++) {
-                    double dlt = xp[(i * C + c) * S + j] - mean;
+                    double dlt = ref_ld(dt, xp, (i * C + c) * S + j) - mean;
                     sq += dlt * dlt;
                 }
             var = sq / (double)cnt;
-            rmp[c] = (float)((1 - mom) * rmp[c] + mom * mean);
-            rvp[c] = (float)((1 - mom) * rvp[c] + mom * sq / (double)(cnt - 1));
+            ref_st(rm->dtype, rm->data, c, (1 - mom) * ref_ld(rm->dtype, rm->data, c) + mom * mean);
+            ref_st(rv->dtype, rv->data, c, (1 - mom) * ref_ld(rv->dtype, rv->data, c) + mom * sq / (double)(cnt - 1));
         } else {
-            mean = rmp[c];
-            var = rvp[c];
+            mean = ref_ld(rm->dtype, rm->data, c);
+            var = ref_ld(rv->dtype, rv->data, c);
         }
-        double inv = 1.0 / sqrt(var + eps), sc = wp[c] * inv, sh = bp[c];
+        double inv = 1.0 / sqrt(var + eps), sc = ref_ld(w->dtype, w->data, c) * inv, sh = ref_ld(b->dtype, b->data, c);
         for (int64_t i = 0; i < N; i++)
             for (int64_t j = 0; j < S; j++) {
                 int64_t at = (i * C + c) * S + j;
-                yp[at] = (float)((xp[at] - mean) * sc + sh);
+                ref_st(dt, yp, at, (ref_ld(dt, xp, at) - mean) * sc + sh);
             }
     }
     if (nbt && ctx->training)
@@ -70,7 +77,7 @@ static mge_status batchnorm_f32(const mge_kctx *ctx, const mge_node *n, mge_tens
 
 /* layernorm(x, weight, bias): each row of the dims axis..last is normalized
  * with its own mean and biased variance, then scaled and shifted. */
-static mge_status layernorm_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
+static mge_status layernorm_float(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
                                 mge_tensor *const *out, mge_error *err)
 {
     const mge_tensor *x = in[0], *w = in[1], *b = in[2];
@@ -82,10 +89,13 @@ static mge_status layernorm_f32(const mge_kctx *ctx, const mge_node *n, mge_tens
         return mge_error_set(err, MGE_ERR_INVALID, "layernorm: axis=%lld is out of range for rank %d",
                              (long long)av, x->ndim);
     int nd = x->ndim - ax;
-    if ((st = ref_check(n, "x", x, MGE_F32, x->ndim, x->dims, err)) ||
-        (st = ref_check(n, "weight", w, MGE_F32, nd, x->dims + ax, err)) ||
-        (st = ref_check(n, "bias", b, MGE_F32, nd, x->dims + ax, err)) ||
-        (st = ref_check(n, "output", y, MGE_F32, x->ndim, x->dims, err)))
+    mge_dtype dt = x->dtype;
+    if (!mge_dtype_is_float(dt))
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "layernorm: no reference kernel for %s", mge_dtype_name(dt));
+    if ((st = ref_check(n, "x", x, dt, x->ndim, x->dims, err)) ||
+        (st = ref_check(n, "weight", w, dt, nd, x->dims + ax, err)) ||
+        (st = ref_check(n, "bias", b, dt, nd, x->dims + ax, err)) ||
+        (st = ref_check(n, "output", y, dt, x->ndim, x->dims, err)))
         return st;
     int64_t rows = 1, D = 1;
     for (int i = 0; i < ax; i++)
@@ -93,26 +103,28 @@ static mge_status layernorm_f32(const mge_kctx *ctx, const mge_node *n, mge_tens
     for (int i = ax; i < x->ndim; i++)
         D *= x->dims[i];
     double eps = mge_node_float(n, MGE_KEY_eps, 1e-5);
-    const float *xp = x->data, *wp = w->data, *bp = b->data;
-    float *yp = y->data;
     for (int64_t r = 0; r < rows; r++) {
-        const float *xr = xp + r * D;
-        float *yr = yp + r * D;
+        int64_t o = r * D;
         double sum = 0, sq = 0;
         for (int64_t j = 0; j < D; j++)
-            sum += xr[j];
+            sum += ref_ld(dt, x->data, o + j);
         double mean = sum / (double)D;
-        for (int64_t j = 0; j < D; j++)
-            sq += (xr[j] - mean) * (xr[j] - mean);
+        for (int64_t j = 0; j < D; j++) {
+            double dlt = ref_ld(dt, x->data, o + j) - mean;
+            sq += dlt * dlt;
+        }
         double inv = 1.0 / sqrt(sq / (double)D + eps);
         for (int64_t j = 0; j < D; j++)
-            yr[j] = (float)((xr[j] - mean) * inv * wp[j] + bp[j]);
+            ref_st(dt, y->data, o + j,
+                   (ref_ld(dt, x->data, o + j) - mean) * inv * ref_ld(dt, w->data, j) + ref_ld(dt, b->data, j));
     }
     return MGE_OK;
 }
 
 void mge_ref_register_norm(mge_backend *b)
 {
-    b->k[MGE_OP_BATCHNORM][MGE_F32].run = batchnorm_f32;
-    b->k[MGE_OP_LAYERNORM][MGE_F32].run = layernorm_f32;
+    REF_EACH_FLOAT(dt) {
+        b->k[MGE_OP_BATCHNORM][dt].run = batchnorm_float;
+        b->k[MGE_OP_LAYERNORM][dt].run = layernorm_float;
+    }
 }

@@ -2,7 +2,7 @@
  * PyTorch's rules: max pads with -inf (padding never wins) and has
  * dilation; average windows are clipped to input+pad for the
  * count_include_pad divisor and to the input for the other one; ceil_mode
- * sizes come from mge_conv_out_dim. */
+ * sizes come from mge_conv_out_dim. Float dtypes; maxpool also i8 and u8. */
 #include "ref.h"
 
 #include <math.h>
@@ -36,56 +36,77 @@ static mge_status geom(const mge_node *n, const mge_tensor *x, const mge_tensor 
     return st ? st : ref_check(n, "output", y, x->dtype, 4, ey, err);
 }
 
+/* maxpool takes i8 and u8 too: their values are exact in a double. */
+static double pool_ld(mge_dtype dt, const void *p, int64_t i)
+{
+    if (dt == MGE_I8)
+        return ((const int8_t *)p)[i];
+    if (dt == MGE_U8)
+        return ((const uint8_t *)p)[i];
+    return ref_ld(dt, p, i);
+}
+
+static void pool_st(mge_dtype dt, void *p, int64_t i, double v)
+{
+    if (dt == MGE_I8)
+        ((int8_t *)p)[i] = (int8_t)v;
+    else if (dt == MGE_U8)
+        ((uint8_t *)p)[i] = (uint8_t)v;
+    else
+        ref_st(dt, p, i, v);
+}
+
 /* Max over the window's real input positions; NaN wins, as in PyTorch.
- * A window with no real position (only when pad is large) gives -inf or
- * the type's minimum. */
-#define MAXPOOL(NAME, T, DT, LOWEST, ISNAN)                                                                              \
-    static mge_status NAME(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,    \
-                           mge_error *err)                                                                           \
-    {                                                                                                                \
-        pool_geom g;                                                                                                 \
-        mge_status st = geom(n, in[0], out[0], &g, err);                                                             \
-        if (st || (st = ref_check_dtype(n, "x", in[0], DT, err)))                                                    \
-            return st;                                                                                               \
-        const T *x = in[0]->data;                                                                                    \
-        T *y = out[0]->data;                                                                                         \
-        for (int64_t nc = 0; nc < g.N * g.C; nc++)                                                                   \
-            for (int64_t oh = 0; oh < g.OH; oh++)                                                                    \
-                for (int64_t ow = 0; ow < g.OW; ow++) {                                                              \
-                    T m = LOWEST;                                                                                    \
-                    for (int64_t kh = 0; kh < g.k[0]; kh++) {                                                        \
-                        int64_t ih = oh * g.s[0] - g.p[0] + kh * g.d[0];                                             \
-                        if (ih < 0 || ih >= g.H)                                                                     \
-                            continue;                                                                                \
-                        for (int64_t kw = 0; kw < g.k[1]; kw++) {                                                    \
-                            int64_t iw = ow * g.s[1] - g.p[1] + kw * g.d[1];                                         \
-                            if (iw < 0 || iw >= g.W)                                                                 \
-                                continue;                                                                            \
-                            T v = x[(nc * g.H + ih) * g.W + iw];                                                     \
-                            if (v > m || ISNAN(v))                                                                   \
-                                m = v;                                                                               \
-                        }                                                                                            \
-                    }                                                                                                \
-                    y[(nc * g.OH + oh) * g.OW + ow] = m;                                                             \
-                }                                                                                                    \
-        return MGE_OK;                                                                                               \
-    }
-
-#define NOT_NAN(v) 0
-MAXPOOL(maxpool_f32, float, MGE_F32, -INFINITY, isnan)
-MAXPOOL(maxpool_i8, int8_t, MGE_I8, INT8_MIN, NOT_NAN)
-MAXPOOL(maxpool_u8, uint8_t, MGE_U8, 0, NOT_NAN)
-
-static mge_status avgpool_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+ * A window with no real position (only when pad is large) gives -inf, or
+ * the type's minimum for integers. */
+static mge_status maxpool_any(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
                               mge_error *err)
 {
     pool_geom g;
+    mge_dtype dt = in[0]->dtype;
     mge_status st = geom(n, in[0], out[0], &g, err);
-    if (st || (st = ref_check_dtype(n, "x", in[0], MGE_F32, err)))
+    if (st)
         return st;
+    if (!mge_dtype_is_float(dt) && dt != MGE_I8 && dt != MGE_U8)
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "maxpool2d: no reference kernel for %s", mge_dtype_name(dt));
+    double lowest = dt == MGE_I8 ? INT8_MIN : dt == MGE_U8 ? 0 : -INFINITY;
+    const void *x = in[0]->data;
+    void *y = out[0]->data;
+    for (int64_t nc = 0; nc < g.N * g.C; nc++)
+        for (int64_t oh = 0; oh < g.OH; oh++)
+            for (int64_t ow = 0; ow < g.OW; ow++) {
+                double m = lowest;
+                for (int64_t kh = 0; kh < g.k[0]; kh++) {
+                    int64_t ih = oh * g.s[0] - g.p[0] + kh * g.d[0];
+                    if (ih < 0 || ih >= g.H)
+                        continue;
+                    for (int64_t kw = 0; kw < g.k[1]; kw++) {
+                        int64_t iw = ow * g.s[1] - g.p[1] + kw * g.d[1];
+                        if (iw < 0 || iw >= g.W)
+                            continue;
+                        double v = pool_ld(dt, x, (nc * g.H + ih) * g.W + iw);
+                        if (v > m || isnan(v))
+                            m = v;
+                    }
+                }
+                pool_st(dt, y, (nc * g.OH + oh) * g.OW + ow, m);
+            }
+    return MGE_OK;
+}
+
+static mge_status avgpool_float(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
+                                mge_tensor *const *out, mge_error *err)
+{
+    pool_geom g;
+    mge_dtype dt = in[0]->dtype;
+    mge_status st = geom(n, in[0], out[0], &g, err);
+    if (st)
+        return st;
+    if (!mge_dtype_is_float(dt))
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "avgpool2d: no reference kernel for %s", mge_dtype_name(dt));
     int incl = (int)mge_node_int(n, MGE_KEY_count_include_pad, 1);
-    const float *x = in[0]->data;
-    float *y = out[0]->data;
+    const void *x = in[0]->data;
+    void *y = out[0]->data;
     for (int64_t nc = 0; nc < g.N * g.C; nc++)
         for (int64_t oh = 0; oh < g.OH; oh++)
             for (int64_t ow = 0; ow < g.OW; ow++) {
@@ -108,41 +129,45 @@ static mge_status avgpool_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor
                 double sum = 0;
                 for (int64_t ih = h0; ih < h1; ih++)
                     for (int64_t iw = w0; iw < w1; iw++)
-                        sum += x[(nc * g.H + ih) * g.W + iw];
+                        sum += ref_ld(dt, x, (nc * g.H + ih) * g.W + iw);
                 int64_t div = incl ? padded : (h1 > h0 && w1 > w0 ? (h1 - h0) * (w1 - w0) : 0);
-                y[(nc * g.OH + oh) * g.OW + ow] = (float)(div > 0 ? sum / (double)div : NAN);
+                ref_st(dt, y, (nc * g.OH + oh) * g.OW + ow, div > 0 ? sum / (double)div : NAN);
             }
     return MGE_OK;
 }
 
-static mge_status global_avgpool_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
-                                     mge_tensor *const *out, mge_error *err)
+static mge_status global_avgpool_float(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
+                                       mge_tensor *const *out, mge_error *err)
 {
     const mge_tensor *x = in[0];
-    mge_status st = ref_check_dtype(n, "x", x, MGE_F32, err);
+    mge_dtype dt = x->dtype;
+    mge_status st = ref_check_data(n, "x", x, err);
     if (st)
         return st;
+    if (!mge_dtype_is_float(dt))
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "global_avgpool: no reference kernel for %s",
+                             mge_dtype_name(dt));
     if (x->ndim != 4)
         return mge_error_set(err, MGE_ERR_SHAPE, "global_avgpool: x has rank %d: expected 4 [N,C,H,W]", x->ndim);
     int64_t ey[4] = {x->dims[0], x->dims[1], 1, 1}, S = x->dims[2] * x->dims[3];
-    if ((st = ref_check(n, "output", out[0], MGE_F32, 4, ey, err)))
+    if ((st = ref_check(n, "output", out[0], dt, 4, ey, err)))
         return st;
-    const float *xp = x->data;
-    float *yp = out[0]->data;
     for (int64_t nc = 0; nc < x->dims[0] * x->dims[1]; nc++) {
         double sum = 0;
         for (int64_t j = 0; j < S; j++)
-            sum += xp[nc * S + j];
-        yp[nc] = (float)(S > 0 ? sum / (double)S : NAN);
+            sum += ref_ld(dt, x->data, nc * S + j);
+        ref_st(dt, out[0]->data, nc, S > 0 ? sum / (double)S : NAN);
     }
     return MGE_OK;
 }
 
 void mge_ref_register_pool(mge_backend *b)
 {
-    b->k[MGE_OP_MAXPOOL2D][MGE_F32].run = maxpool_f32;
-    b->k[MGE_OP_MAXPOOL2D][MGE_I8].run = maxpool_i8;
-    b->k[MGE_OP_MAXPOOL2D][MGE_U8].run = maxpool_u8;
-    b->k[MGE_OP_AVGPOOL2D][MGE_F32].run = avgpool_f32;
-    b->k[MGE_OP_GLOBAL_AVGPOOL][MGE_F32].run = global_avgpool_f32;
+    REF_EACH_FLOAT(dt) {
+        b->k[MGE_OP_MAXPOOL2D][dt].run = maxpool_any;
+        b->k[MGE_OP_AVGPOOL2D][dt].run = avgpool_float;
+        b->k[MGE_OP_GLOBAL_AVGPOOL][dt].run = global_avgpool_float;
+    }
+    b->k[MGE_OP_MAXPOOL2D][MGE_I8].run = maxpool_any;
+    b->k[MGE_OP_MAXPOOL2D][MGE_U8].run = maxpool_any;
 }

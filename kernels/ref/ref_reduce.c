@@ -1,6 +1,7 @@
 /* ref_reduce.c — softmax and log_softmax over one axis (max subtracted
  * first), sum/mean/max over an axis list (absent = all) with keepdim, and
- * argmax (i64, first maximum wins, NaN counts as the maximum as in PyTorch). */
+ * argmax (i64, first maximum wins, NaN counts as the maximum as in PyTorch).
+ * softmax, log_softmax, mean: float dtypes; sum, max, argmax: any numeric. */
 #include "ref.h"
 
 #include <math.h>
@@ -28,34 +29,40 @@ static mge_status one_axis(const mge_node *n, const mge_tensor *x, int *ax, mge_
 }
 
 /* Reads each element before writing it, so y may be x's buffer. */
-static mge_status softmax_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
-                              mge_error *err)
+static mge_status softmax_float(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
+                                mge_tensor *const *out, mge_error *err)
 {
     const mge_tensor *x = in[0];
+    mge_dtype dt = x->dtype;
     int ax;
-    mge_status st = ref_check_dtype(n, "x", x, MGE_F32, err);
-    if (st || (st = one_axis(n, x, &ax, err)) || (st = ref_check(n, "output", out[0], MGE_F32, x->ndim, x->dims, err)))
+    mge_status st = ref_check_data(n, "x", x, err);
+    if (st || (st = one_axis(n, x, &ax, err)) || (st = ref_check(n, "output", out[0], dt, x->ndim, x->dims, err)))
         return st;
+    if (!mge_dtype_is_float(dt))
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(n),
+                             mge_dtype_name(dt));
     int64_t outer, len, inner;
     split(x, ax, &outer, &len, &inner);
-    const float *xp = x->data;
-    float *yp = out[0]->data;
+    const void *xp = x->data;
+    void *yp = out[0]->data;
     int logsm = n->op == MGE_OP_LOG_SOFTMAX;
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < inner; i++) {
             int64_t base = o * len * inner + i;
             double m = -INFINITY, sum = 0;
-            for (int64_t j = 0; j < len; j++)
-                if (xp[base + j * inner] > m || isnan(xp[base + j * inner]))
-                    m = xp[base + j * inner];
+            for (int64_t j = 0; j < len; j++) {
+                double v = ref_ld(dt, xp, base + j * inner);
+                if (v > m || isnan(v))
+                    m = v;
+            }
             if (isinf(m) && m < 0)
                 m = 0; /* all -inf: exp(-inf - 0) = 0, the 0/0 of PyTorch follows */
             for (int64_t j = 0; j < len; j++)
-                sum += exp(xp[base + j * inner] - m);
+                sum += exp(ref_ld(dt, xp, base + j * inner) - m);
             double lse = log(sum);
             for (int64_t j = 0; j < len; j++) {
-                double v = xp[base + j * inner] - m;
-                yp[base + j * inner] = (float)(logsm ? v - lse : exp(v) / sum);
+                double v = ref_ld(dt, xp, base + j * inner) - m;
+                ref_st(dt, yp, base + j * inner, logsm ? v - lse : exp(v) / sum);
             }
         }
     return MGE_OK;
@@ -83,15 +90,21 @@ static mge_status reduced_dims(const mge_node *n, const mge_tensor *x, int *red,
 }
 
 /* sum, mean, max: for each output element (kept dims), walk the reduced
- * dims; double accumulation. max of an empty set is an error (PyTorch). */
-static mge_status reduce_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+ * dims. Floats accumulate in double; integers (sum, max) in 64 bits, sums
+ * wrapping as the output type does. max of an empty set is an error
+ * (PyTorch). */
+static mge_status reduce_any(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
                              mge_error *err)
 {
     const mge_tensor *x = in[0];
-    int red[MGE_MAX_DIMS];
-    mge_status st = ref_check_dtype(n, "x", x, MGE_F32, err);
+    mge_dtype dt = x->dtype;
+    int red[MGE_MAX_DIMS], isf = mge_dtype_is_float(dt);
+    mge_status st = ref_check_data(n, "x", x, err);
     if (st || (st = reduced_dims(n, x, red, err)))
         return st;
+    if (!isf && (n->op == MGE_OP_MEAN || dt == MGE_BOOL || dt == MGE_QS8 || dt == MGE_QS32))
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(n),
+                             mge_dtype_name(dt));
     int keep = (int)mge_node_int(n, MGE_KEY_keepdim, 0), nk = 0, nr = 0, ny = 0;
     int64_t kdims[MGE_MAX_DIMS], kstr[MGE_MAX_DIMS], rdims[MGE_MAX_DIMS], rstr[MGE_MAX_DIMS], ydims[MGE_MAX_DIMS];
     int64_t stride = 1, rcount = 1;
@@ -118,85 +131,112 @@ static mge_status reduce_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     for (int d = 0; d < x->ndim; d++)
         if (!red[d] || keep)
             ydims[ny++] = red[d] ? 1 : x->dims[d];
-    if ((st = ref_check(n, "output", out[0], MGE_F32, ny, ydims, err)))
+    if ((st = ref_check(n, "output", out[0], dt, ny, ydims, err)))
         return st;
     int64_t ycount = ref_numel(out[0]);
     if (n->op == MGE_OP_MAX && rcount == 0 && ycount > 0)
         return mge_error_set(err, MGE_ERR_SHAPE, "max: reduction over an empty dimension");
-    const float *xp = x->data;
-    float *yp = out[0]->data;
+    const void *xp = x->data;
+    void *yp = out[0]->data;
+    int ismax = n->op == MGE_OP_MAX;
     int64_t kidx[MGE_MAX_DIMS] = {0};
     for (int64_t o = 0; o < ycount; o++) {
         int64_t base = 0, ridx[MGE_MAX_DIMS] = {0};
         for (int i = 0; i < nk; i++)
             base += kidx[i] * kstr[i];
-        double acc = n->op == MGE_OP_MAX ? -INFINITY : 0.0;
+        double acc = ismax ? -INFINITY : 0.0;
+        int64_t iacc = ismax ? INT64_MIN : 0;
         for (int64_t r = 0; r < rcount; r++) {
             int64_t off = base;
             for (int i = 0; i < nr; i++)
                 off += ridx[i] * rstr[i];
-            double v = xp[off];
-            if (n->op != MGE_OP_MAX)
-                acc += v;
-            else if (v > acc || isnan(v))
-                acc = v;
+            if (isf) {
+                double v = ref_ld(dt, xp, off);
+                if (!ismax)
+                    acc += v;
+                else if (v > acc || isnan(v))
+                    acc = v;
+            } else {
+                int64_t v = ref_ild(dt, xp, off);
+                if (!ismax)
+                    iacc = (int64_t)((uint64_t)iacc + (uint64_t)v);
+                else if (v > iacc)
+                    iacc = v;
+            }
             ref_next(nr, rdims, ridx);
         }
         if (n->op == MGE_OP_MEAN)
             acc = rcount ? acc / (double)rcount : NAN;
-        yp[o] = (float)acc;
+        if (isf)
+            ref_st(dt, yp, o, acc);
+        else
+            ref_ist(dt, yp, o, iacc);
         ref_next(nk, kdims, kidx);
     }
     return MGE_OK;
 }
 
-#define ARGMAX(NAME, T, DT, ISNAN)                                                                                   \
-    static mge_status NAME(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,    \
-                           mge_error *err)                                                                           \
-    {                                                                                                                \
-        const mge_tensor *x = in[0];                                                                                 \
-        int ax;                                                                                                      \
-        mge_status st = ref_check_dtype(n, "x", x, DT, err);                                                         \
-        if (st || (st = one_axis(n, x, &ax, err)))                                                                   \
-            return st;                                                                                               \
-        int keep = (int)mge_node_int(n, MGE_KEY_keepdim, 0), ny = 0;                                                 \
-        int64_t ydims[MGE_MAX_DIMS];                                                                                 \
-        for (int d = 0; d < x->ndim; d++)                                                                            \
-            if (d != ax || keep)                                                                                     \
-                ydims[ny++] = d == ax ? 1 : x->dims[d];                                                              \
-        if ((st = ref_check(n, "output", out[0], MGE_I64, ny, ydims, err)))                                          \
-            return st;                                                                                               \
-        int64_t outer, len, inner;                                                                                   \
-        split(x, ax, &outer, &len, &inner);                                                                          \
-        if (len == 0 && outer * inner > 0)                                                                           \
-            return mge_error_set(err, MGE_ERR_SHAPE, "argmax: reduction over an empty dimension");                   \
-        const T *xp = x->data;                                                                                       \
-        int64_t *yp = out[0]->data;                                                                                  \
-        for (int64_t o = 0; o < outer; o++)                                                                          \
-            for (int64_t i = 0; i < inner; i++) {                                                                    \
-                const T *row = xp + o * len * inner + i;                                                             \
-                int64_t best = 0;                                                                                    \
-                for (int64_t j = 1; j < len && !ISNAN(row[best * inner]); j++)                                       \
-                    if (row[j * inner] > row[best * inner] || ISNAN(row[j * inner]))                                 \
-                        best = j;                                                                                    \
-                yp[o * inner + i] = best;                                                                            \
-            }                                                                                                        \
-        return MGE_OK;                                                                                               \
-    }
-
-#define NOT_NAN(v) 0
-ARGMAX(argmax_f32, float, MGE_F32, isnan)
-ARGMAX(argmax_i32, int32_t, MGE_I32, NOT_NAN)
-ARGMAX(argmax_i64, int64_t, MGE_I64, NOT_NAN)
+static mge_status argmax_any(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                             mge_error *err)
+{
+    const mge_tensor *x = in[0];
+    mge_dtype dt = x->dtype;
+    int ax, isf = mge_dtype_is_float(dt);
+    mge_status st = ref_check_data(n, "x", x, err);
+    if (st || (st = one_axis(n, x, &ax, err)))
+        return st;
+    if (dt == MGE_BOOL || dt == MGE_QS8 || dt == MGE_QS32)
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "argmax: no reference kernel for %s", mge_dtype_name(dt));
+    int keep = (int)mge_node_int(n, MGE_KEY_keepdim, 0), ny = 0;
+    int64_t ydims[MGE_MAX_DIMS];
+    for (int d = 0; d < x->ndim; d++)
+        if (d != ax || keep)
+            ydims[ny++] = d == ax ? 1 : x->dims[d];
+    if ((st = ref_check(n, "output", out[0], MGE_I64, ny, ydims, err)))
+        return st;
+    int64_t outer, len, inner;
+    split(x, ax, &outer, &len, &inner);
+    if (len == 0 && outer * inner > 0)
+        return mge_error_set(err, MGE_ERR_SHAPE, "argmax: reduction over an empty dimension");
+    int64_t *yp = out[0]->data;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            int64_t base = o * len * inner + i, best = 0;
+            if (isf) {
+                double bv = ref_ld(dt, x->data, base);
+                for (int64_t j = 1; j < len && !isnan(bv); j++) {
+                    double v = ref_ld(dt, x->data, base + j * inner);
+                    if (v > bv || isnan(v)) {
+                        bv = v;
+                        best = j;
+                    }
+                }
+            } else {
+                int64_t bv = ref_ild(dt, x->data, base);
+                for (int64_t j = 1; j < len; j++) {
+                    int64_t v = ref_ild(dt, x->data, base + j * inner);
+                    if (v > bv) {
+                        bv = v;
+                        best = j;
+                    }
+                }
+            }
+            yp[o * inner + i] = best;
+        }
+    return MGE_OK;
+}
 
 void mge_ref_register_reduce(mge_backend *b)
 {
-    b->k[MGE_OP_SOFTMAX][MGE_F32].run = softmax_f32;
-    b->k[MGE_OP_LOG_SOFTMAX][MGE_F32].run = softmax_f32;
-    b->k[MGE_OP_SUM][MGE_F32].run = reduce_f32;
-    b->k[MGE_OP_MEAN][MGE_F32].run = reduce_f32;
-    b->k[MGE_OP_MAX][MGE_F32].run = reduce_f32;
-    b->k[MGE_OP_ARGMAX][MGE_F32].run = argmax_f32;
-    b->k[MGE_OP_ARGMAX][MGE_I32].run = argmax_i32;
-    b->k[MGE_OP_ARGMAX][MGE_I64].run = argmax_i64;
+    REF_EACH_FLOAT(dt) {
+        b->k[MGE_OP_SOFTMAX][dt].run = softmax_float;
+        b->k[MGE_OP_LOG_SOFTMAX][dt].run = softmax_float;
+        b->k[MGE_OP_MEAN][dt].run = reduce_any;
+    }
+    static const mge_dtype numeric[] = {MGE_F32, MGE_F16, MGE_BF16, MGE_I8, MGE_U8, MGE_I32, MGE_I64};
+    for (size_t i = 0; i < sizeof numeric / sizeof numeric[0]; i++) {
+        b->k[MGE_OP_SUM][numeric[i]].run = reduce_any;
+        b->k[MGE_OP_MAX][numeric[i]].run = reduce_any;
+        b->k[MGE_OP_ARGMAX][numeric[i]].run = argmax_any;
+    }
 }

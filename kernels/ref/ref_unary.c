@@ -1,7 +1,8 @@
 /* ref_unary.c — elementwise unary ops, dropout and cast.
  *
  * Every loop reads element i before it writes element i, so the output may
- * be the input's buffer (MGE_OPF_INPLACE). Float math is done in double.
+ * be the input's buffer (MGE_OPF_INPLACE). Float ops (f32, f16, bf16) are
+ * computed in double.
  * cast: float -> int truncates toward zero (numpy's astype); values beyond
  * i64 saturate and NaN gives 0, then narrower integers keep the low bits
  * (the wrap numpy shows on common platforms); -> bool is != 0. */
@@ -48,18 +49,19 @@ static double fop(int op, double v, double alpha)
     return NAN;
 }
 
-static mge_status unary_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
-                            mge_error *err)
+static mge_status unary_float(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
+                              mge_tensor *const *out, mge_error *err)
 {
-    mge_status st = same(n, in, out, MGE_F32, err);
+    mge_dtype dt = in[0]->dtype;
+    mge_status st = same(n, in, out, dt, err);
     if (st)
         return st;
-    const float *x = in[0]->data;
-    float *y = out[0]->data;
+    const void *x = in[0]->data;
+    void *y = out[0]->data;
     int64_t cnt = ref_numel(in[0]);
     double alpha = mge_node_float(n, MGE_KEY_alpha, 0.01);
     for (int64_t i = 0; i < cnt; i++)
-        y[i] = (float)fop(n->op, x[i], alpha);
+        ref_st(dt, y, i, fop(n->op, ref_ld(dt, x, i), alpha));
     return MGE_OK;
 }
 
@@ -95,21 +97,22 @@ UNARY_INT(unary_i64, int64_t, uint64_t)
 /* Dropout: identity outside training; in training each element is kept
  * with probability 1-p (one uniform draw per element, in order) and scaled
  * by 1/(1-p). p = 1 drops everything. */
-static mge_status dropout_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
-                              mge_error *err)
+static mge_status dropout_float(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
+                                mge_tensor *const *out, mge_error *err)
 {
-    mge_status st = same(n, in, out, MGE_F32, err);
+    mge_dtype dt = in[0]->dtype;
+    mge_status st = same(n, in, out, dt, err);
     if (st)
         return st;
-    const float *x = in[0]->data;
-    float *y = out[0]->data;
+    const void *x = in[0]->data;
+    void *y = out[0]->data;
     int64_t cnt = ref_numel(in[0]);
     double p = mge_node_float(n, MGE_KEY_p, 0.5);
     if (!(p >= 0 && p <= 1))
         return mge_error_set(err, MGE_ERR_INVALID, "dropout: p=%g: expected a probability in [0, 1]", p);
     if (!ctx->training || p == 0) {
         if (y != x && cnt > 0)
-            memcpy(y, x, (size_t)cnt * sizeof *y);
+            memcpy(y, x, (size_t)cnt * mge_dtype_size(dt));
         return MGE_OK;
     }
     if (!ctx->rng)
@@ -117,7 +120,7 @@ static mge_status dropout_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor
     double scale = p < 1 ? 1.0 / (1.0 - p) : 0.0;
     for (int64_t i = 0; i < cnt; i++) {
         float u = mge_rng_uniform(ctx->rng);
-        y[i] = (double)u >= p ? (float)(x[i] * scale) : 0.0f;
+        ref_st(dt, y, i, (double)u >= p ? ref_ld(dt, x, i) * scale : 0.0);
     }
     return MGE_OK;
 }
@@ -134,38 +137,12 @@ static float load_float(mge_dtype dt, const void *p, int64_t i)
     }
 }
 
-static int64_t load_int(mge_dtype dt, const void *p, int64_t i)
-{
-    switch (dt) {
-    case MGE_I8: return ((const int8_t *)p)[i];
-    case MGE_U8: return ((const uint8_t *)p)[i];
-    case MGE_I32: return ((const int32_t *)p)[i];
-    case MGE_I64: return ((const int64_t *)p)[i];
-    case MGE_BOOL: return ((const uint8_t *)p)[i] != 0;
-    default: return 0;
-    }
-}
-
 static void store_float(mge_dtype dt, void *p, int64_t i, float v)
 {
     switch (dt) {
     case MGE_F32: ((float *)p)[i] = v; break;
     case MGE_F16: ((uint16_t *)p)[i] = mge_f32_to_f16(v); break;
     case MGE_BF16: ((uint16_t *)p)[i] = mge_f32_to_bf16(v); break;
-    default: break;
-    }
-}
-
-/* Stores v keeping its low bits (two's complement wrap). */
-static void store_int(mge_dtype dt, void *p, int64_t i, int64_t v)
-{
-    uint64_t u = (uint64_t)v;
-    switch (dt) {
-    case MGE_I8: ((int8_t *)p)[i] = (int8_t)(uint8_t)u; break;
-    case MGE_U8: ((uint8_t *)p)[i] = (uint8_t)u; break;
-    case MGE_I32: ((int32_t *)p)[i] = (int32_t)(uint32_t)u; break;
-    case MGE_I64: ((int64_t *)p)[i] = v; break;
-    case MGE_BOOL: ((uint8_t *)p)[i] = v != 0; break;
     default: break;
     }
 }
@@ -215,13 +192,13 @@ static mge_status cast_any(const mge_kctx *ctx, const mge_node *n, mge_tensor *c
             else if (ddt == MGE_BOOL)
                 ((uint8_t *)y->data)[i] = v != 0; /* NaN is true, as in numpy */
             else
-                store_int(ddt, y->data, i, float_to_i64(v));
+                ref_ist(ddt, y->data, i, float_to_i64(v));
         } else {
-            int64_t v = load_int(sdt, x->data, i);
+            int64_t v = ref_ild(sdt, x->data, i);
             if (df)
                 store_float(ddt, y->data, i, (float)v);
             else
-                store_int(ddt, y->data, i, v);
+                ref_ist(ddt, y->data, i, v);
         }
     }
     return MGE_OK;
@@ -232,15 +209,17 @@ void mge_ref_register_unary(mge_backend *b)
     static const int fops[] = {MGE_OP_RELU, MGE_OP_RELU6, MGE_OP_LEAKY_RELU, MGE_OP_SIGMOID, MGE_OP_TANH,
                                MGE_OP_GELU, MGE_OP_SILU, MGE_OP_HSWISH,     MGE_OP_HSIGMOID, MGE_OP_EXP,
                                MGE_OP_LOG,  MGE_OP_SQRT, MGE_OP_NEG,        MGE_OP_ABS};
-    for (size_t i = 0; i < sizeof fops / sizeof fops[0]; i++)
-        b->k[fops[i]][MGE_F32].run = unary_f32;
+    REF_EACH_FLOAT(dt) {
+        for (size_t i = 0; i < sizeof fops / sizeof fops[0]; i++)
+            b->k[fops[i]][dt].run = unary_float;
+        b->k[MGE_OP_DROPOUT][dt].run = dropout_float;
+    }
     static const int iops[] = {MGE_OP_RELU, MGE_OP_RELU6, MGE_OP_NEG, MGE_OP_ABS};
     for (size_t i = 0; i < sizeof iops / sizeof iops[0]; i++) {
         b->k[iops[i]][MGE_I8].run = unary_i8;
         b->k[iops[i]][MGE_I32].run = unary_i32;
         b->k[iops[i]][MGE_I64].run = unary_i64;
     }
-    b->k[MGE_OP_DROPOUT][MGE_F32].run = dropout_f32;
     static const mge_dtype casts[] = {MGE_F32, MGE_F16, MGE_BF16, MGE_I8, MGE_U8, MGE_I32, MGE_I64, MGE_BOOL};
     for (size_t i = 0; i < sizeof casts / sizeof casts[0]; i++)
         b->k[MGE_OP_CAST][casts[i]].run = cast_any;

@@ -46,7 +46,7 @@ setup() {
     run --separate-stderr "$MGE_DUMP" --json "$T/conv.mgt"
     assert_success
     echo "$output" > "$T/d.json"
-    run py 'import json
+    run pyq 'import json
 d = json.load(open(sys.argv[1]))
 assert d["kind"] == "model"
 assert set(d) >= {"inputs", "outputs", "params", "nodes", "flops_total", "batch", "plan", "meta"}, d.keys()
@@ -69,7 +69,7 @@ print(d["batch"], len(d["nodes"]))' "$T/d.json"
     "$MGE_DUMP" --json --batch 4 "$T/mlp.mgt" > "$T/b4.json"
     "$MGE_DUMP" --json --shape x=4x4 "$T/mlp.mgt" > "$T/s4.json"
     cmp "$T/b4.json" "$T/s4.json"
-    run py 'import json
+    run pyq 'import json
 a = json.load(open(sys.argv[1])); b = json.load(open(sys.argv[2]))
 print(b["batch"], b["nodes"][0]["shape"], b["flops_total"] == 4 * a["flops_total"],
       b["plan"]["arena_bytes"] > a["plan"]["arena_bytes"])' "$T/b1.json" "$T/b4.json"
@@ -123,8 +123,7 @@ print(sorted((k, p[k].shape) for k in p.files))' "$T/p.npz"
 
 @test "tensor stream statistics match numpy" {
     need_numpy
-    npy_records "$T/t.npy" "np.arange(12, dtype=np.float32).reshape(3,4) - 5" \
-        "np.array([1, np.nan, np.inf, -np.inf, 2], np.float32)" "np.arange(6, dtype=np.int32)"
+    npy_records "$T/t.npy" "np.arange(12, dtype=np.float32).reshape(3,4) - 5" "np.array([1, np.nan, np.inf, -np.inf, 2], np.float32)" "np.arange(6, dtype=np.int32)"
     run --separate-stderr "$MGE_DUMP" "$T/t.npy"
     assert_success
     assert_line --index 0 --regexp '^# index +shape +min +max +mean +std +nan +inf$'
@@ -156,8 +155,7 @@ print("ok")' "$T/t.json"
 }
 
 @test "--values prints numpy-like values, summarized past 1000 elements unless -v" {
-    need_numpy
-    npy_records "$T/v.npy" "np.arange(6, dtype=np.int32).reshape(2,3)" "np.arange(2000, dtype=np.float32)"
+    npys "$T/v.npy" i32:2x3:arange f32:2000:arange
     run --separate-stderr "$MGE_DUMP" --values "$T/v.npy"
     assert_success
     assert_line "[[0 1 2]"
@@ -170,8 +168,7 @@ print("ok")' "$T/t.json"
 }
 
 @test "a corrupt record in a tensor stream is an error" {
-    need_numpy
-    npy_records "$T/t.npy" "np.ones((100,), np.float32)"
+    npys "$T/t.npy" f32:100:1
     head -c 200 "$T/t.npy" > "$T/cut.npy"
     run "$MGE_DUMP" "$T/cut.npy"
     assert_failure 1
@@ -193,4 +190,16 @@ print("ok")' "$T/t.json"
     run script -qec "'$MGE_DUMP' '$T/mlp.mgt'" /dev/null
     assert_success
     assert_output --partial "summary"
+}
+
+@test "--values on a model and model options on a tensor stream are usage errors" {
+    write_mlp
+    run "$MGE_DUMP" --values "$T/mlp.mgt"
+    assert_failure 2
+    npys "$T/t.npy" f32:2:1
+    for opt in --dot "--params=$T/p.npz" --batch=2 --shape=x=1x4; do
+        run "$MGE_DUMP" "$opt" "$T/t.npy"
+        assert_failure 2
+    done
+    [ ! -e "$T/p.npz" ]
 }

@@ -12,7 +12,7 @@ setup() {
 
 # damage IN OUT 'python statement on bytearray d'
 damage() {
-    py 'd = bytearray(open(sys.argv[1], "rb").read())
+    pyq 'd = bytearray(open(sys.argv[1], "rb").read())
 import struct, zlib
 exec(sys.argv[3])
 open(sys.argv[2], "wb").write(d)' "$@"
@@ -44,7 +44,6 @@ all_tools_reject() {
 }
 
 @test "a bit-flipped .mge fails its checksum" {
-    need_numpy
     damage "$T/good.mge" "$T/flip.mge" 'd[len(d) - 100] ^= 0x10'
     all_tools_reject "$T/flip.mge" "checksum"
     damage "$T/good.mge" "$T/flip2.mge" 'd[40] ^= 0x01'
@@ -52,13 +51,11 @@ all_tools_reject() {
 }
 
 @test "a wrong signature is not taken for a .mge" {
-    need_numpy
     damage "$T/good.mge" "$T/sig.mge" 'd[3] = ord("X")'
     all_tools_reject "$T/sig.mge" ""
 }
 
 @test "a newer format version is refused with a clear message" {
-    need_numpy
     damage "$T/good.mge" "$T/ver.mge" 'd[8:12] = struct.pack("<I", 99); d[32:36] = struct.pack("<I", zlib.crc32(bytes(d[:32])))'
     all_tools_reject "$T/ver.mge" "version 99"
 }
@@ -147,8 +144,7 @@ all_tools_reject() {
 }
 
 @test "--device cpu and --threads are accepted everywhere" {
-    need_numpy
-    npy_records "$T/x.npy" "np.ones((1,1,8,8), np.float32)"
+    npys "$T/x.npy" f32:1x1x8x8:1
     "$MGE_OPT" --device cpu --threads 2 "$T/conv.mgt" -o "$T/a.mge"
     "$MGE_DUMP" --device cpu --threads 2 "$T/a.mge" > /dev/null
     "$MGE_RUN" --device cpu --threads 2 "$T/a.mge" < "$T/x.npy" > "$T/y.npy"
@@ -156,9 +152,8 @@ all_tools_reject() {
 }
 
 @test "an interrupted tool leaves no temporary or partial file" {
-    need_numpy
     make_mlp_mge
-    py 'np.save(sys.stdout.buffer, np.ones((2,4), np.float32))' > "$T/step.npy"
+    npys "$T/step.npy" f32:2x4:1
     mkfifo "$T/fifo"
     "$MGE_RUN" "$T/mlp.mge" -o "$T/out.npy" < "$T/fifo" 3>&- &
     pid=$!
@@ -182,9 +177,8 @@ all_tools_reject() {
 }
 
 @test "a failed run with -o removes the partial file but keeps complete steps on stdout" {
-    need_numpy
     write_mlp
-    npy_records "$T/x.npy" "np.ones((2,4), np.float32)" "np.ones((2,5), np.float32)"
+    npys "$T/x.npy" f32:2x4:1 f32:2x5:1
     run "$MGE_RUN" "$T/mlp.mgt" -o "$T/out.npy" < "$T/x.npy"
     assert_failure 1
     [ ! -e "$T/out.npy" ]
@@ -201,8 +195,7 @@ all_tools_reject() {
 }
 
 @test "binary .mge on stdin works for every tool" {
-    need_numpy
-    npy_records "$T/x.npy" "np.ones((1,1,8,8), np.float32)"
+    npys "$T/x.npy" f32:1x1x8x8:1
     "$MGE_DUMP" < "$T/good.mge" | grep -q '^# ---- summary'
     "$MGE_OPT" -S < "$T/good.mge" | grep -q '^input x'
     "$MGE_RUN" --input "$T/x.npy" < "$T/good.mge" > "$T/y.npy"

@@ -24,6 +24,14 @@ py() {
 $code" "$@"
 }
 
+# pyq 'code' ARGS...: python without numpy (fast start).
+pyq() {
+    local code=$1
+    shift
+    "$PY" -c "import sys
+$code" "$@"
+}
+
 # A small MLP: x f32[N,4] -> fc2 f32[N,3].
 write_mlp() {
     cat > "${1:-$T/mlp.mgt}" <<'NET'
@@ -80,13 +88,16 @@ for e in sys.argv[2:]:
 f.close()' "$f" "$@"
 }
 
-# Number of NPY records in a file.
+# Without numpy (tests/cli/npy.py starts fast):
+# npys FILE DTYPE:DIMS:FILL ...: one record per spec (FILL: number, arange, rand).
+npys() {
+    "$PY" "$BATS_TEST_DIRNAME/npy.py" save "$@"
+}
+# Number of complete NPY records in a file (fails on a truncated one).
 npy_count() {
-    py 'import os
-f = open(sys.argv[1], "rb")
-n = 0
-while f.tell() < os.path.getsize(sys.argv[1]):
-    np.load(f)
-    n += 1
-print(n)' "$1"
+    "$PY" "$BATS_TEST_DIRNAME/npy.py" count "$1"
+}
+# Per record: dtype, shape (2x3), first value.
+npy_show() {
+    "$PY" "$BATS_TEST_DIRNAME/npy.py" show "$1"
 }

@@ -204,3 +204,15 @@ del d["bogus.weight"]; del d["fc2.bias"]; np.savez(sys.argv[3], **d)' "$T/w.npz"
     assert_success
     [ -z "$stderr" ]
 }
+
+@test "empty pass names are usage errors; a pass may run twice" {
+    write_conv
+    for bad in "" "dce," ",dce" "dce,,dce"; do
+        run "$MGE_OPT" --passes="$bad" "$T/conv.mgt" -o "$T/x.mge"
+        assert_failure 2
+    done
+    [ ! -e "$T/x.mge" ]
+    "$MGE_OPT" -S --passes=dce,dce "$T/conv.mgt" > "$T/twice.mgt"
+    "$MGE_OPT" -S --passes=dce "$T/conv.mgt" > "$T/once.mgt"
+    cmp "$T/twice.mgt" "$T/once.mgt"
+}

@@ -30,8 +30,7 @@ g.close()' "$@"
     need_numpy
     make_mlp_mge
     "$MGE_DUMP" "$T/mlp.mge" --params "$T/w.npz" > /dev/null
-    npy_records "$T/x.npy" "np.random.rand(2,4).astype(np.float32)" \
-        "np.random.rand(5,4).astype(np.float32)" "np.random.rand(1,4).astype(np.float32)"
+    npys "$T/x.npy" f32:2x4:rand f32:5x4:rand f32:1x4:rand
     "$MGE_RUN" "$T/mlp.mge" < "$T/x.npy" > "$T/y.npy"
     mlp_ref "$T/w.npz" "$T/x.npy" "$T/ref.npy"
     run py 'f = open(sys.argv[1], "rb"); g = open(sys.argv[2], "rb")
@@ -45,9 +44,8 @@ print(len(f.read()), len(g.read()))' "$T/y.npy" "$T/ref.npy"
 }
 
 @test "the text form runs directly and gives the same result as its .mge" {
-    need_numpy
     make_mlp_mge
-    npy_records "$T/x.npy" "np.ones((3,4), np.float32)"
+    npys "$T/x.npy" f32:3x4:1
     "$MGE_RUN" "$T/mlp.mgt" < "$T/x.npy" > "$T/a.npy"
     "$MGE_RUN" "$T/mlp.mge" < "$T/x.npy" > "$T/b.npy"
     cmp "$T/a.npy" "$T/b.npy"
@@ -57,7 +55,7 @@ print(len(f.read()), len(g.read()))' "$T/y.npy" "$T/ref.npy"
     need_numpy
     make_mlp_mge
     "$MGE_DUMP" "$T/mlp.mge" --params "$T/w.npz" > /dev/null
-    npy_records "$T/x.npy" "np.random.rand(4,4).astype(np.float32)" "np.random.rand(3,4).astype(np.float32)"
+    npys "$T/x.npy" f32:4x4:rand f32:3x4:rand
     mlp_ref "$T/w.npz" "$T/x.npy" "$T/ref.npy"
     run --separate-stderr "$MGE_RUN" "$T/mlp.mge" --check "$T/ref.npy" < "$T/x.npy"
     assert_success
@@ -77,9 +75,8 @@ g = open(sys.argv[2], "wb"); np.save(g, a); np.save(g, b)' "$T/ref.npy" "$T/bad.
 }
 
 @test "--check with -o still writes the outputs" {
-    need_numpy
     make_mlp_mge
-    npy_records "$T/x.npy" "np.ones((2,4), np.float32)"
+    npys "$T/x.npy" f32:2x4:1
     "$MGE_RUN" "$T/mlp.mge" < "$T/x.npy" > "$T/ref.npy"
     run "$MGE_RUN" "$T/mlp.mge" --check "$T/ref.npy" -o "$T/out.npy" < "$T/x.npy"
     assert_success
@@ -87,25 +84,23 @@ g = open(sys.argv[2], "wb"); np.save(g, a); np.save(g, b)' "$T/ref.npy" "$T/bad.
 }
 
 @test "--check fails when the reference has too few or too many records" {
-    need_numpy
     make_mlp_mge
-    npy_records "$T/x.npy" "np.ones((2,4), np.float32)" "np.ones((2,4), np.float32)"
+    npys "$T/x.npy" f32:2x4:1 f32:2x4:1
     "$MGE_RUN" "$T/mlp.mge" < "$T/x.npy" > "$T/ref.npy"
-    npy_records "$T/x1.npy" "np.ones((2,4), np.float32)"
+    npys "$T/x1.npy" f32:2x4:1
     run "$MGE_RUN" "$T/mlp.mge" --check "$T/ref.npy" < "$T/x1.npy"
     assert_failure 1
     assert_output --partial "more records"
-    npy_records "$T/x3.npy" "np.ones((2,4), np.float32)" "np.ones((2,4), np.float32)" "np.ones((2,4), np.float32)"
+    npys "$T/x3.npy" f32:2x4:1 f32:2x4:1 f32:2x4:1
     run "$MGE_RUN" "$T/mlp.mge" --check "$T/ref.npy" < "$T/x3.npy"
     assert_failure 1
     assert_output --partial "ends before"
 }
 
 @test "--check with a shape that does not fit fails" {
-    need_numpy
     make_mlp_mge
-    npy_records "$T/x.npy" "np.ones((2,4), np.float32)"
-    npy_records "$T/ref.npy" "np.ones((2,5), np.float32)"
+    npys "$T/x.npy" f32:2x4:1
+    npys "$T/ref.npy" f32:2x5:1
     run "$MGE_RUN" "$T/mlp.mge" --check "$T/ref.npy" < "$T/x.npy"
     assert_failure 1
     assert_output --partial "f32[2,5]"
@@ -128,36 +123,29 @@ g = open(sys.argv[2], "wb"); np.save(g, a); np.save(g, b)' "$T/ref.npy" "$T/bad.
 }
 
 @test "two inputs are read in input order and two outputs written in output order" {
-    need_numpy
     write_two
-    npy_records "$T/in.npy" "np.full((2,3), 2, np.float32)" "np.full((2,3), 5, np.float32)" \
-        "np.full((1,3), 1, np.float32)" "np.full((1,3), 3, np.float32)"
+    npys "$T/in.npy" f32:2x3:2 f32:2x3:5 f32:1x3:1 f32:1x3:3
     "$MGE_RUN" "$T/two.mgt" < "$T/in.npy" > "$T/out.npy"
-    run py 'f = open(sys.argv[1], "rb")
-print([float(np.load(f)[0, 0]) for i in range(4)])' "$T/out.npy"
-    assert_output "[7.0, 10.0, 4.0, 3.0]"
+    run npy_show "$T/out.npy"
+    assert_output "$(printf 'f32 2x3 7.0\nf32 2x3 10.0\nf32 1x3 4.0\nf32 1x3 3.0')"
 }
 
 @test "--input NAME=FILE reads each input from its own file" {
-    need_numpy
     write_two
-    npy_records "$T/a.npy" "np.full((2,3), 2, np.float32)" "np.full((1,3), 1, np.float32)"
-    npy_records "$T/b.npy" "np.full((2,3), 5, np.float32)" "np.full((1,3), 3, np.float32)"
+    npys "$T/a.npy" f32:2x3:2 f32:1x3:1
+    npys "$T/b.npy" f32:2x3:5 f32:1x3:3
     "$MGE_RUN" "$T/two.mgt" --input b="$T/b.npy" -i a="$T/a.npy" --output prod > "$T/out.npy"
-    run py 'f = open(sys.argv[1], "rb")
-print([float(np.load(f)[0, 0]) for i in range(2)], len(f.read()))' "$T/out.npy"
-    assert_output "[10.0, 3.0] 0"
+    run npy_show "$T/out.npy"
+    assert_output "$(printf 'f32 2x3 10.0\nf32 1x3 3.0')"
     # one named, the other from stdin
     "$MGE_RUN" "$T/two.mgt" --input b="$T/b.npy" --output sum < "$T/a.npy" > "$T/out2.npy"
-    run py 'f = open(sys.argv[1], "rb")
-print([float(np.load(f)[0, 0]) for i in range(2)])' "$T/out2.npy"
-    assert_output "[7.0, 4.0]"
+    run npy_show "$T/out2.npy"
+    assert_output "$(printf 'f32 2x3 7.0\nf32 1x3 4.0')"
 }
 
 @test "--input FILE replaces stdin and the model may come from stdin" {
-    need_numpy
     make_mlp_mge
-    npy_records "$T/x.npy" "np.ones((2,4), np.float32)"
+    npys "$T/x.npy" f32:2x4:1
     "$MGE_RUN" "$T/mlp.mge" < "$T/x.npy" > "$T/a.npy"
     "$MGE_RUN" --input "$T/x.npy" < "$T/mlp.mge" > "$T/b.npy"
     cmp "$T/a.npy" "$T/b.npy"
@@ -167,10 +155,9 @@ print([float(np.load(f)[0, 0]) for i in range(2)])' "$T/out2.npy"
 }
 
 @test "--input files with different record counts are an error" {
-    need_numpy
     write_two
-    npy_records "$T/a.npy" "np.ones((2,3), np.float32)" "np.ones((2,3), np.float32)"
-    npy_records "$T/b.npy" "np.ones((2,3), np.float32)"
+    npys "$T/a.npy" f32:2x3:1 f32:2x3:1
+    npys "$T/b.npy" f32:2x3:1
     run "$MGE_RUN" "$T/two.mgt" --input a="$T/a.npy" --input b="$T/b.npy" -o "$T/out.npy"
     assert_failure 1
     assert_output --partial "'b'"
@@ -188,13 +175,13 @@ print([float(np.load(f)[0, 0]) for i in range(2)])' "$T/out2.npy"
 }
 
 @test "--output selects values, including intermediate ones" {
-    need_numpy
     make_mlp_mge
-    npy_records "$T/x.npy" "np.full((2,4), -1, np.float32)"
+    npys "$T/x.npy" f32:2x4:-1
     "$MGE_RUN" "$T/mlp.mge" --output act1,fc2 < "$T/x.npy" > "$T/o.npy"
-    run py 'f = open(sys.argv[1], "rb"); a = np.load(f); b = np.load(f)
-print(a.shape, b.shape, bool((a >= 0).all()), len(f.read()))' "$T/o.npy"
-    assert_output "(2, 8) (2, 3) True 0"
+    run npy_show "$T/o.npy"
+    assert_line --index 0 --regexp '^f32 2x8 [0-9.e-]+$'
+    assert_line --index 1 --regexp '^f32 2x3 -?[0-9.e-]+$'
+    [ "${#lines[@]}" = 2 ]
     run "$MGE_RUN" "$T/mlp.mge" --output nosuch < "$T/x.npy"
     assert_failure 1
     assert_output --partial "nosuch"
@@ -203,15 +190,14 @@ print(a.shape, b.shape, bool((a >= 0).all()), len(f.read()))' "$T/o.npy"
 }
 
 @test "a record with the wrong dtype or shape names the input, expected and got" {
-    need_numpy
     make_mlp_mge
-    npy_records "$T/i.npy" "np.ones((2,4), np.int32)"
+    npys "$T/i.npy" i32:2x4:1
     run "$MGE_RUN" "$T/mlp.mge" < "$T/i.npy"
     assert_failure 1
     assert_output --partial "'x'"
     assert_output --partial "f32"
     assert_output --partial "i32"
-    npy_records "$T/s.npy" "np.ones((2,5), np.float32)"
+    npys "$T/s.npy" f32:2x5:1
     run "$MGE_RUN" "$T/mlp.mge" < "$T/s.npy"
     assert_failure 1
     assert_output --partial "x"
@@ -220,9 +206,8 @@ print(a.shape, b.shape, bool((a >= 0).all()), len(f.read()))' "$T/o.npy"
 }
 
 @test "a stream ending inside a record fails after writing the complete steps" {
-    need_numpy
     make_mlp_mge
-    npy_records "$T/x.npy" "np.ones((2,4), np.float32)" "np.ones((3,4), np.float32)" "np.ones((4,4), np.float32)"
+    npys "$T/x.npy" f32:2x4:1 f32:3x4:1 f32:4x4:1
     size=$(stat -c %s "$T/x.npy")
     head -c $((size - 10)) "$T/x.npy" > "$T/cut.npy"
     run --separate-stderr bash -c "'$MGE_RUN' '$T/mlp.mge' < '$T/cut.npy' > '$T/out.npy'"
@@ -237,9 +222,8 @@ print(a.shape, b.shape, bool((a >= 0).all()), len(f.read()))' "$T/o.npy"
 }
 
 @test "a stream ending in the middle of a step is an error" {
-    need_numpy
     write_two
-    npy_records "$T/in.npy" "np.ones((2,3), np.float32)" "np.ones((2,3), np.float32)" "np.ones((2,3), np.float32)"
+    npys "$T/in.npy" f32:2x3:1 f32:2x3:1 f32:2x3:1
     run --separate-stderr bash -c "'$MGE_RUN' '$T/two.mgt' < '$T/in.npy' > '$T/out.npy'"
     assert_failure 1
     [[ "$stderr" == *"middle of step 1"* ]]
@@ -256,9 +240,9 @@ print(a.shape, b.shape, bool((a >= 0).all()), len(f.read()))' "$T/o.npy"
 }
 
 @test "an NPY header claiming 2^60 elements is refused" {
-    need_numpy
     make_mlp_mge
-    py 'h = "{\"descr\": \"<f4\", \"fortran_order\": False, \"shape\": (1073741824, 1073741824), }"
+    "$PY" -c 'import sys
+h = "{\"descr\": \"<f4\", \"fortran_order\": False, \"shape\": (1073741824, 1073741824), }"
 h = h.replace(chr(34), chr(39))
 h += " " * (63 - (10 + len(h)) % 64) + "\n"
 open(sys.argv[1], "wb").write(b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little") + h.encode() + b"\0" * 64)' "$T/huge.npy"
@@ -268,21 +252,19 @@ open(sys.argv[1], "wb").write(b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little"
 }
 
 @test "results do not depend on --threads" {
-    need_numpy
     [ -f "$SAMPLES/lenet.mgt" ] || skip "samples/nets/lenet.mgt missing"
     "$MGE_OPT" "$SAMPLES/lenet.mgt" -o "$T/lenet.mge"
-    npy_records "$T/x.npy" "np.random.RandomState(1).rand(3,1,28,28).astype(np.float32)"
+    npys "$T/x.npy" f32:3x1x28x28:rand
     "$MGE_RUN" --threads 1 "$T/lenet.mge" < "$T/x.npy" > "$T/a.npy"
-    "$MGE_RUN" --threads 2 "$T/lenet.mge" -o "$T/b.npy" < "$T/x.npy"
-    run py 'a = np.load(sys.argv[1]); b = np.load(sys.argv[2])
-print(a.shape, np.allclose(a, b, atol=1e-5, rtol=1e-4))' "$T/a.npy" "$T/b.npy"
-    assert_output "(3, 10) True"
+    run npy_show "$T/a.npy"
+    assert_output --regexp '^f32 3x10 '
+    run "$MGE_RUN" --threads 2 "$T/lenet.mge" --check "$T/a.npy" < "$T/x.npy"
+    assert_success
 }
 
 @test "parameters without values are initialized from --seed, with a -v note" {
-    need_numpy
     write_mlp
-    npy_records "$T/x.npy" "np.ones((2,4), np.float32)"
+    npys "$T/x.npy" f32:2x4:1
     run --separate-stderr bash -c "'$MGE_RUN' -v '$T/mlp.mgt' < '$T/x.npy' > '$T/a.npy'"
     assert_success
     [[ "$stderr" == *"note:"*"seed 0"* ]]
@@ -293,9 +275,8 @@ print(a.shape, np.allclose(a, b, atol=1e-5, rtol=1e-4))' "$T/a.npy" "$T/b.npy"
 }
 
 @test "mge-run refuses to write NPY to a terminal unless -f" {
-    need_numpy
     make_mlp_mge
-    npy_records "$T/x.npy" "np.ones((2,4), np.float32)"
+    npys "$T/x.npy" f32:2x4:1
     run script -qec "'$MGE_RUN' '$T/mlp.mge' < '$T/x.npy'" /dev/null
     assert_failure 1
     assert_output --partial "terminal"

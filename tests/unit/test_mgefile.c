@@ -179,6 +179,102 @@ static mge_graph *small_model(void)
     return g;
 }
 
+static mge_attr AI(int key, int n, const int64_t *v)
+{
+    mge_attr a = A(key, v[0]);
+    a.n = n;
+    for (int i = 0; i < n; i++)
+        a.i[i] = v[i];
+    return a;
+}
+
+/* Every op of ops.def at least once, so each attribute of each schema
+ * travels through the file (also the richest fuzzing seed). */
+static mge_graph *all_ops(void)
+{
+    mge_graph *g = mge_graph_new();
+    int64_t xd[4] = {MGE_DIM_N, 4, 6, 6};
+    int x = mge_graph_add_value(g, "x", MGE_VAL_INPUT, MGE_F32, 4, xd, &err);
+    int ok = x >= 0;
+    mge_attr eps = A(MGE_KEY_eps, 0);
+    eps.f = 1e-3;
+    int bn = layer(g, "bn", MGE_OP_BATCHNORM, x, 1, &eps);
+    int64_t m1[1] = {-1}, p0231[4] = {0, 2, 3, 1}, r2[2] = {0, -1}, ax1[1] = {1}, k2[2] = {2, 2};
+    mge_attr lna = AI(MGE_KEY_axis, 1, m1);
+    int ln = layer(g, "ln", MGE_OP_LAYERNORM, bn, 1, &lna);
+    static const int unary[] = {MGE_OP_RELU, MGE_OP_RELU6, MGE_OP_SIGMOID, MGE_OP_TANH, MGE_OP_GELU, MGE_OP_SILU,
+                                MGE_OP_HSWISH, MGE_OP_HSIGMOID, MGE_OP_EXP, MGE_OP_LOG, MGE_OP_SQRT, MGE_OP_NEG,
+                                MGE_OP_ABS, MGE_OP_GLOBAL_AVGPOOL};
+    int h = ln;
+    char nm[32];
+    for (size_t i = 0; i < sizeof unary / sizeof *unary; i++) {
+        snprintf(nm, sizeof nm, "u%zu", i);
+        if (unary[i] != MGE_OP_GLOBAL_AVGPOOL)
+            ok &= (h = un(g, nm, unary[i], h)) >= 0;
+        else
+            ok &= un(g, nm, unary[i], h) >= 0;
+    }
+    static const int binary[] = {MGE_OP_ADD, MGE_OP_SUB, MGE_OP_MUL, MGE_OP_DIV, MGE_OP_POW, MGE_OP_MAXIMUM,
+                                 MGE_OP_MINIMUM};
+    for (size_t i = 0; i < sizeof binary / sizeof *binary; i++) {
+        int in[2] = {h, x};
+        snprintf(nm, sizeof nm, "b%zu", i);
+        ok &= (h = node(g, nm, binary[i], 2, in, 0, NULL)) >= 0;
+    }
+    mge_attr dp = A(MGE_KEY_p, 0);
+    dp.f = 0.25;
+    ok &= (h = node(g, "drop", MGE_OP_DROPOUT, 1, &h, 1, &dp)) >= 0;
+    mge_attr ap[3] = {AI(MGE_KEY_kernel, 2, k2), A(MGE_KEY_ceil_mode, 1), A(MGE_KEY_count_include_pad, 0)};
+    ok &= node(g, "avg", MGE_OP_AVGPOOL2D, 1, &h, 3, ap) >= 0;
+    mge_attr ax = AI(MGE_KEY_axis, 1, ax1);
+    ok &= node(g, "sm", MGE_OP_SOFTMAX, 1, &h, 1, &ax) >= 0;
+    ok &= node(g, "lsm", MGE_OP_LOG_SOFTMAX, 1, &h, 1, &ax) >= 0;
+    mge_attr kd[2] = {ax, A(MGE_KEY_keepdim, 1)};
+    ok &= node(g, "sum", MGE_OP_SUM, 1, &h, 2, kd) >= 0;
+    ok &= node(g, "mean", MGE_OP_MEAN, 1, &h, 0, NULL) >= 0;
+    ok &= node(g, "max", MGE_OP_MAX, 1, &h, 1, &ax) >= 0;
+    ok &= node(g, "am", MGE_OP_ARGMAX, 1, &h, 1, &ax) >= 0;
+    mge_attr rs = AI(MGE_KEY_shape, 2, r2);
+    int r = node(g, "rs", MGE_OP_RESHAPE, 1, &h, 1, &rs);
+    ok &= r >= 0;
+    mge_attr tp = AI(MGE_KEY_perm, 4, p0231);
+    ok &= node(g, "tp", MGE_OP_TRANSPOSE, 1, &h, 1, &tp) >= 0;
+    int cin[3] = {h, x, h};
+    mge_attr ca = AI(MGE_KEY_axis, 1, ax1);
+    ok &= node(g, "cat", MGE_OP_CONCAT, 3, cin, 1, &ca) >= 0;
+    mge_attr sa[4] = {AI(MGE_KEY_axis, 1, ax1), A(MGE_KEY_start, 1), A(MGE_KEY_end, 3), A(MGE_KEY_step, 2)};
+    ok &= node(g, "sl", MGE_OP_SLICE, 1, &h, 4, sa) >= 0;
+    int min[2] = {r, r};
+    mge_attr tb = A(MGE_KEY_transpose_b, 1);
+    ok &= node(g, "mm", MGE_OP_MATMUL, 2, min, 1, &tb) >= 0;
+    mge_attr ct = A(MGE_KEY_dtype, MGE_BF16);
+    ok &= node(g, "cast", MGE_OP_CAST, 1, &h, 1, &ct) >= 0;
+    mge_attr lr = A(MGE_KEY_alpha, 0);
+    lr.f = -0.0;
+    ok &= node(g, "lrelu", MGE_OP_LEAKY_RELU, 1, &h, 1, &lr) >= 0;
+    mge_attr mp[4] = {AI(MGE_KEY_kernel, 2, k2), A(MGE_KEY_stride, 1), A(MGE_KEY_dilation, 2),
+                      A(MGE_KEY_pad, 1)};
+    ok &= node(g, "mp", MGE_OP_MAXPOOL2D, 1, &h, 4, mp) >= 0;
+    int fl = un(g, "fl", MGE_OP_FLATTEN, h);
+    int fc = linear(g, "fc", fl, 3);
+    int64_t ld[1] = {MGE_DIM_N};
+    int label = mge_graph_add_value(g, "label", MGE_VAL_INPUT, MGE_I64, 1, ld, &err);
+    int ce_in[2] = {fc, label};
+    int ce = node(g, "ce", MGE_OP_CROSS_ENTROPY, 2, ce_in, 0, NULL);
+    mge_attr cva[4] = {A(MGE_KEY_out, 8), A(MGE_KEY_kernel, 3), A(MGE_KEY_groups, 4), A(MGE_KEY_bias, 0)};
+    int c = layer(g, "gconv", MGE_OP_CONV2D, x, 4, cva);
+    ok &= fl >= 0 && fc >= 0 && label >= 0 && ce >= 0 && c >= 0;
+    if (!ok) {
+        mge_graph_free(g);
+        return NULL;
+    }
+    CHECK_OK(mge_graph_add_output(g, fc, &err), err);
+    CHECK_OK(mge_graph_add_output(g, c, &err), err);
+    g->loss = ce;
+    CHECK_OK(mge_graph_init_params(g, 11, &err), err);
+    return g;
+}
+
 /* ---------------------------------------------------------------- helpers */
 
 static int write_graph(const mge_graph *g, int compress, int no_state, mge_buf *b)
@@ -425,6 +521,28 @@ static void test_small_roundtrip(void)
                   strcmp(g2->values[later].init, "normal(0.5)") == 0);
             CHECK(write_graph(g2, compress, 0, &b2));
             CHECK_MSG(b1.n == b2.n && memcmp(b1.p, b2.p, b1.n) == 0, "compress=%d: rewrite differs", compress);
+            mge_buf_free(&b2);
+        }
+        mge_graph_free(g2);
+        mge_buf_free(&b1);
+    }
+    mge_graph_free(g);
+}
+
+static void test_all_ops_roundtrip(void)
+{
+    mge_graph *g = all_ops();
+    CHECK_MSG(g != NULL, "building the all-ops graph: %s", err.msg);
+    if (!g)
+        return;
+    mge_buf b1, b2;
+    if (write_graph(g, 0, 0, &b1)) {
+        mge_graph *g2 = NULL;
+        CHECK_OK(read_copy(b1.p, b1.n, &g2, &err), err);
+        if (g2) {
+            same_graph(g, g2, 0);
+            CHECK(write_graph(g2, 0, 0, &b2));
+            CHECK(b1.n == b2.n && memcmp(b1.p, b2.p, b1.n) == 0);
             mge_buf_free(&b2);
         }
         mge_graph_free(g2);
@@ -853,6 +971,20 @@ static void test_model_load(void)
     }
     mge_graph_free(r);
 
+    /* "-": standard input is read into memory even when it is a regular file */
+    int fd = open(path, O_RDONLY), saved = dup(0);
+    CHECK(fd >= 0 && saved >= 0 && dup2(fd, 0) == 0);
+    r = NULL;
+    CHECK_OK(mge_model_load("-", &r, &err), err);
+    CHECK(dup2(saved, 0) == 0);
+    close(fd);
+    close(saved);
+    if (r) {
+        CHECK(r->mapping == NULL);
+        same_graph(g, r, 0);
+    }
+    mge_graph_free(r);
+
     /* from memory */
     r = NULL;
     CHECK_OK(mge_model_load_mem(b.p, b.n, NULL, &r, &err), err);
@@ -936,6 +1068,13 @@ static void write_seeds(void)
         CHECK(write_file(path, b.p, b.n));
         mge_buf_free(&b);
     }
+    mge_graph *a = all_ops();
+    if (a && write_graph(a, 0, 0, &b)) {
+        snprintf(path, sizeof path, "%s/all-ops.mge", dir);
+        CHECK(write_file(path, b.p, b.n));
+        mge_buf_free(&b);
+    }
+    mge_graph_free(a);
     if (e && write_graph(e, 0, 0, &b)) {
         snprintf(path, sizeof path, "%s/empty.mge", dir);
         CHECK(write_file(path, b.p, b.n));
@@ -949,6 +1088,7 @@ int main(void)
 {
     RUN(test_lenet_roundtrip);
     RUN(test_small_roundtrip);
+    RUN(test_all_ops_roundtrip);
     RUN(test_truncation);
     RUN(test_byte_flips);
     RUN(test_version_and_signature);

@@ -433,6 +433,34 @@ static void test_resnet18(void)
     mge_graph_free(g);
 }
 
+/* The bundled sample nets (run from the repository root, as make check does). */
+static void test_sample_nets(void)
+{
+    const char *paths[3] = {"samples/nets/resnet18.mgt", "samples/nets/mobilenet_v2.mgt", "samples/nets/lenet.mgt"};
+    for (int i = 0; i < 3; i++) {
+        mge_graph *g = NULL;
+        CHECK_OK(mge_model_load(paths[i], &g, &err), err);
+        if (!g)
+            continue;
+        char *need = calloc((size_t)g->nnodes, 1);
+        for (int64_t batch = 1; batch <= 16; batch *= 16) {
+            mge_plan p;
+            if (!plan(g, batch, &p, need))
+                break;
+            printf("%s batch %lld: arena %.2f MiB, lower bound %.2f MiB (%.3fx), no reuse %.2f MiB, %d in place\n",
+                   paths[i], (long long)batch, p.st.arena_bytes / 1048576.0, p.st.lower_bound / 1048576.0,
+                   (double)p.st.arena_bytes / (double)p.st.lower_bound, p.st.no_reuse_bytes / 1048576.0,
+                   p.st.ninplace);
+            CHECK((double)p.st.arena_bytes <= 1.10 * (double)p.st.lower_bound);
+            CHECK(p.st.ninplace > 0);
+            check_plan(g, need, &p);
+            mge_plan_free(&p);
+        }
+        free(need);
+        mge_graph_free(g);
+    }
+}
+
 /* Planning fails cleanly on shapes that do not fit at the given batch. */
 static void test_errors(void)
 {
@@ -457,6 +485,7 @@ int main(void)
     RUN(test_inplace_refusals);
     RUN(test_random_dags);
     RUN(test_resnet18);
+    RUN(test_sample_nets);
     RUN(test_errors);
     return unit_done();
 }

@@ -599,6 +599,11 @@ static void test_pool(void)
         for (int i = 0; i < 4; i++)
             CHECK_NEAR(F(&ry)[i], cip ? excl[i] : incl[i], 1e-6);
     }
+    /* NaN wins a max window, as in PyTorch */
+    F(&x)[6] = NAN;
+    run_ok(mk(&t, MGE_OP_MAXPOOL2D, 1, 3, a2), (mge_tensor *[]){&x}, (mge_tensor *[]){&y});
+    CHECK(isnan(F(&y)[0]) && isnan(F(&y)[1]) && !isnan(F(&y)[2]) && F(&y)[8] == 24);
+    F(&x)[6] = 6;
     /* global average */
     mge_tensor g;
     tens(&g, MGE_F32, 4, (int64_t[]){1, 1, 1, 1});
@@ -812,6 +817,122 @@ static void test_losses(void)
         mge_tensor_free(all[i]);
 }
 
+/* ---------------------------------------------------------------- f16, bf16 */
+
+/* Casts t (f32) to dt into a new tensor. */
+static void to_dtype(mge_tensor *t, mge_dtype dt, mge_tensor *out)
+{
+    tnode c;
+    tens(out, dt, t->ndim, t->dims);
+    run_ok(cast_node(&c, dt), (mge_tensor *[]){t}, (mge_tensor *[]){out});
+}
+
+/* Runs op on f32 inputs, then on the same inputs cast to f16 and bf16; the
+ * low-precision results, cast back, stay within tol (relative to the
+ * largest f32 output) of the f32 ones. Integer inputs are passed as they are. */
+static void half_case(mge_node *n, int nin, mge_tensor **in, mge_tensor *y32, double tol)
+{
+    run_ok(n, in, (mge_tensor *[]){y32});
+    double big = 1e-3;
+    for (int64_t i = 0; i < mge_tensor_numel(y32); i++)
+        big = fabs(F(y32)[i]) > big ? fabs(F(y32)[i]) : big;
+    const mge_dtype dts[2] = {MGE_F16, MGE_BF16};
+    for (int k = 0; k < 2; k++) {
+        mge_tensor hin[8], hy, back;
+        mge_tensor *hp[8];
+        for (int i = 0; i < nin; i++) {
+            if (in[i]->dtype == MGE_F32)
+                to_dtype(in[i], dts[k], &hin[i]);
+            else
+                mge_tensor_copy(&hin[i], in[i], NULL);
+            hp[i] = &hin[i];
+        }
+        mge_dtype ydt = y32->dtype == MGE_F32 && n->op != MGE_OP_CROSS_ENTROPY ? dts[k] : y32->dtype;
+        tens(&hy, ydt, y32->ndim, y32->dims);
+        run_ok(n, hp, (mge_tensor *[]){&hy});
+        if (ydt != MGE_F32)
+            to_dtype(&hy, MGE_F32, &back);
+        else
+            mge_tensor_copy(&back, &hy, NULL);
+        double maxerr = 0;
+        for (int64_t i = 0; i < mge_tensor_numel(y32); i++) {
+            double e = fabs(F(&back)[i] - F(y32)[i]);
+            maxerr = e > maxerr ? e : maxerr;
+        }
+        CHECK_MSG(maxerr <= tol * big, "%s in %s: max error %g (scale %g)", mge_op_info(n->op)->name,
+                  mge_dtype_name(dts[k]), maxerr, big);
+        for (int i = 0; i < nin; i++)
+            mge_tensor_free(&hin[i]);
+        mge_tensor_free(&hy);
+        mge_tensor_free(&back);
+    }
+}
+
+static void test_half_dtypes(void)
+{
+    tnode t;
+    mge_tensor x, w, b, y, a2, lab;
+    tens(&x, MGE_F32, 4, (int64_t[]){2, 3, 6, 5});
+    tens(&w, MGE_F32, 4, (int64_t[]){4, 3, 3, 3});
+    tens(&b, MGE_F32, 1, (int64_t[]){4});
+    fill_rand(&x, 11);
+    fill_rand(&w, 12);
+    fill_rand(&b, 13);
+    tens(&y, MGE_F32, 4, (int64_t[]){2, 4, 6, 5});
+    mge_attr ca[] = {A_int(MGE_KEY_out, 4), A_ints(MGE_KEY_kernel, 1, 3), A_ints(MGE_KEY_pad, 1, 1)};
+    half_case(mk(&t, MGE_OP_CONV2D, 3, 3, ca), 3, (mge_tensor *[]){&x, &w, &b}, &y, 0.02);
+    mge_tensor_free(&y);
+    tens(&y, MGE_F32, 4, (int64_t[]){2, 3, 6, 5});
+    half_case(mk(&t, MGE_OP_SOFTMAX, 1, 1, (mge_attr[]){A_ints(MGE_KEY_axis, 1, 1)}), 1, (mge_tensor *[]){&x}, &y,
+              0.01);
+    half_case(mk(&t, MGE_OP_GELU, 1, 0, NULL), 1, (mge_tensor *[]){&x}, &y, 0.01);
+    tens(&a2, MGE_F32, 2, (int64_t[]){6, 1});
+    fill_rand(&a2, 14);
+    half_case(mk(&t, MGE_OP_MUL, 2, 0, NULL), 2, (mge_tensor *[]){&x, &a2}, &y, 0.01);
+    mge_tensor_free(&y);
+    tens(&y, MGE_F32, 4, (int64_t[]){2, 3, 3, 3});
+    half_case(mk(&t, MGE_OP_MAXPOOL2D, 1, 2, (mge_attr[]){A_ints(MGE_KEY_kernel, 1, 2), A_int(MGE_KEY_ceil_mode, 1)}),
+              1, (mge_tensor *[]){&x}, &y, 0.01);
+    half_case(mk(&t, MGE_OP_AVGPOOL2D, 1, 2, (mge_attr[]){A_ints(MGE_KEY_kernel, 1, 2), A_int(MGE_KEY_ceil_mode, 1)}),
+              1, (mge_tensor *[]){&x}, &y, 0.01);
+    mge_tensor_free(&y);
+    /* cross_entropy: f16 logits, i32 labels, an f32 loss */
+    mge_tensor lg;
+    tens(&lg, MGE_F32, 2, (int64_t[]){4, 5});
+    fill_rand(&lg, 15);
+    tens(&lab, MGE_I32, 1, (int64_t[]){4});
+    for (int i = 0; i < 4; i++)
+        ((int32_t *)lab.data)[i] = i;
+    tens(&y, MGE_F32, 0, NULL);
+    half_case(mk(&t, MGE_OP_CROSS_ENTROPY, 2, 0, NULL), 2, (mge_tensor *[]){&lg, &lab}, &y, 0.01);
+    mge_tensor *all[] = {&x, &w, &b, &y, &a2, &lab, &lg};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        mge_tensor_free(all[i]);
+}
+
+/* Integer sum wraps like the dtype; max and argmax of integers. */
+static void test_int_reduce(void)
+{
+    mge_tensor x, s, m, am;
+    tens(&x, MGE_I8, 2, (int64_t[]){2, 3});
+    int8_t xv[6] = {100, 100, -5, -128, 7, 7};
+    memcpy(x.data, xv, 6);
+    tens(&s, MGE_I8, 1, (int64_t[]){2});
+    tens(&m, MGE_I8, 1, (int64_t[]){2});
+    tens(&am, MGE_I64, 1, (int64_t[]){2});
+    tnode t;
+    mge_attr ax[] = {A_ints(MGE_KEY_axis, 1, 1)};
+    run_ok(mk(&t, MGE_OP_SUM, 1, 1, ax), (mge_tensor *[]){&x}, (mge_tensor *[]){&s});
+    CHECK(((int8_t *)s.data)[0] == (int8_t)(uint8_t)195 && ((int8_t *)s.data)[1] == -114);
+    run_ok(mk(&t, MGE_OP_MAX, 1, 1, ax), (mge_tensor *[]){&x}, (mge_tensor *[]){&m});
+    CHECK(((int8_t *)m.data)[0] == 100 && ((int8_t *)m.data)[1] == 7);
+    run_ok(mk(&t, MGE_OP_ARGMAX, 1, 0, NULL), (mge_tensor *[]){&x}, (mge_tensor *[]){&am});
+    CHECK(((int64_t *)am.data)[0] == 0 && ((int64_t *)am.data)[1] == 1);
+    mge_tensor *all[] = {&x, &s, &m, &am};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        mge_tensor_free(all[i]);
+}
+
 /* ---------------------------------------------------------------- backends */
 
 /* Every op has an f32 ref kernel (cast and cross_entropy under their
@@ -848,6 +969,8 @@ int main(void)
     RUN(test_reduce);
     RUN(test_shape_ops);
     RUN(test_losses);
+    RUN(test_half_dtypes);
+    RUN(test_int_reduce);
     RUN(test_backends);
     return unit_done();
 }
