@@ -128,3 +128,6 @@ clean:
 	rm -rf build bin
 
 .PHONY: all check unit fuzz fuzz-build demo bench install clean
+
+# keep objects that pattern rules chain through (cmd/*.o), so rebuilds stay incremental
+.SECONDARY:

@@ -102,6 +102,10 @@ void cli_note(const char *where, const char *fmt, ...)
 void cli_mge_error(const char *where, const mge_error *err)
 {
     const char *msg = err && err->msg[0] ? err->msg : "failed";
+    /* Library messages about a file may name it already. */
+    size_t wl = where ? strlen(where) : 0;
+    if (wl && strncmp(msg, where, wl) == 0 && msg[wl] == ':' && msg[wl + 1] == ' ')
+        msg += wl + 2;
     if (err && err->line > 0) {
         char loc[PATH_MAX + 64];
         if (err->col > 0)
@@ -222,6 +226,7 @@ int cli_common_opt(int c, const char *arg, cli_common *co, void (*help)(void))
         printf("%s (mge) %s\n", cli_prog, MGE_VERSION_STRING);
         exit(fflush(stdout) ? 1 : 0);
     case CLI_OPT_HELP:
+    case 'h':
         help();
         exit(fflush(stdout) ? 1 : 0);
     case 'q':
@@ -261,6 +266,32 @@ int cli_out_open(cli_out *o, const char *path, int binary, int force)
             return -1;
         }
         o->f = stdout;
+        return 0;
+    }
+    /* Devices, pipes and the like (-o /dev/null, a FIFO) are written in
+     * place: renaming a file over them would replace the device node. */
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        if (S_ISDIR(sb.st_mode)) {
+            cli_error(path, "is a directory");
+            return -1;
+        }
+        if (binary && !force && S_ISCHR(sb.st_mode)) {
+            int fd = open(path, O_WRONLY | O_NOCTTY);
+            int tty = fd >= 0 && isatty(fd);
+            if (fd >= 0)
+                close(fd);
+            if (tty) {
+                cli_error(path, "refusing to write binary output to a terminal (use -f)");
+                return -1;
+            }
+        }
+        o->f = fopen(path, "wb");
+        if (!o->f) {
+            cli_error(path, "%s", strerror(errno));
+            return -1;
+        }
+        o->path = path;
         return 0;
     }
     int slot = -1;
@@ -324,6 +355,18 @@ int cli_out_commit(cli_out *o)
         }
         return 0;
     }
+    if (o->slot < 0) { /* written in place */
+        int bad = fflush(o->f) != 0 || ferror(o->f);
+        int e = errno;
+        if (fclose(o->f) != 0 && !bad) {
+            bad = 1;
+            e = errno;
+        }
+        o->f = NULL;
+        if (bad)
+            cli_error(o->path, "write failed: %s", strerror(e));
+        return bad ? -1 : 0;
+    }
     int bad = fflush(o->f) != 0 || ferror(o->f);
     int e = errno;
     if (!bad && fsync(fileno(o->f)) != 0 && errno != EINVAL) {
@@ -351,7 +394,9 @@ void cli_out_abort(cli_out *o)
 {
     if (!o->f)
         return;
-    if (o->path) {
+    if (o->path && o->slot < 0) {
+        fclose(o->f);
+    } else if (o->path) {
         fclose(o->f);
         unlink(o->tmp);
         tmp_used[o->slot] = 0;
@@ -383,7 +428,21 @@ int cli_model_load(const char *path, mge_graph **g)
     mge_error err;
     mge_error_clear(&err);
     if (mge_model_load(path, g, &err)) {
-        cli_mge_error(cli_name(path), &err);
+        /* A tensor file given where a model belongs: say so rather than
+         * report the text parser's complaint about its first byte. */
+        unsigned char head[16];
+        size_t n = 0;
+        FILE *f = path && strcmp(path, "-") != 0 ? fopen(path, "rb") : NULL;
+        if (f) {
+            n = fread(head, 1, sizeof head, f);
+            fclose(f);
+        }
+        if (n && mge_npy_is_npy(head, n))
+            cli_error(path, "this is an NPY tensor stream, not a model");
+        else if (n && mge_npz_is_zip(head, n))
+            cli_error(path, "this is an .npz archive, not a model (bind weights with mge-opt --weights)");
+        else
+            cli_mge_error(cli_name(path), &err);
         return -1;
     }
     if ((*g)->nvalues == 0) {

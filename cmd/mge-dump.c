@@ -24,7 +24,7 @@ static void help(void)
            "  -v, --verbose        more detail\n"
            "      --threads N      worker threads (1..256)\n"
            "      --device DEV     cpu (cuda[:N] needs a CUDA build)\n"
-           "      --help           show this help and exit\n"
+           "  -h, --help           show this help and exit\n"
            "      --version        show the version and exit\n"
            "\n"
            "Exit status: 0 success, 1 failure, 2 usage error.\n", cli_prog);
@@ -533,11 +533,13 @@ int main(int argc, char **argv)
     cli_common co = {0};
     const char *out = NULL, *params = NULL;
     const char **shapes = calloc((size_t)argc + 1, sizeof *shapes);
+    if (!shapes)
+        return 1;
     int nshapes = 0, json = 0, dot = 0, values = 0;
     int64_t batch = -1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":o:fqv", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":o:fqvh", longs, NULL)) != -1) {
         switch (c) {
         case 'o': out = optarg; break;
         case OPT_JSON: json = 1; break;

@@ -13,7 +13,7 @@ static void help(void)
            "passes, and write it as .mge (or as text with -S).\n"
            "\n"
            "  -o FILE             write to FILE (default: stdout)\n"
-           "  -S                  write the text form instead of .mge\n"
+           "  -S, --text          write the text form instead of .mge\n"
            "      --weights W.npz bind parameter values by name (all must match)\n"
            "      --seed S        seed for parameters without values (default 0)\n"
            "  -O0 -O1 -O2 -O3     pass presets (-O0: none)\n"
@@ -24,7 +24,7 @@ static void help(void)
            "  -v, --verbose       more detail on stderr\n"
            "      --threads N     worker threads (1..256)\n"
            "      --device DEV    cpu (cuda[:N] needs a CUDA build)\n"
-           "      --help          show this help and exit\n"
+           "  -h, --help          show this help and exit\n"
            "      --version       show the version and exit\n"
            "\n"
            "Exit status: 0 success, 1 failure, 2 usage error.\n", cli_prog);
@@ -63,7 +63,7 @@ int main(int argc, char **argv)
     uint64_t seed = 0;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":o:SO:fqv", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":o:SO:fqvh", longs, NULL)) != -1) {
         switch (c) {
         case 'o': out = optarg; break;
         case 'S': text = 1; break;
@@ -128,12 +128,13 @@ int main(int argc, char **argv)
             goto done;
         }
         s = mge_params_bind(g, &l, 0, &err);
+        int nbound = l.n;
         mge_tlist_free(&l);
         if (s) {
             cli_mge_error(cli_name(weights), &err);
             goto done;
         }
-        cli_note(cli_name(weights), "bound %d parameter tensors", l.n);
+        cli_note(cli_name(weights), "bound %d parameter tensors", nbound);
     }
     int uninit = 0;
     for (int v = 0; v < g->nvalues; v++)
@@ -157,6 +158,8 @@ int main(int argc, char **argv)
     mge_buf b = {0};
     mge_status s;
     if (text) {
+        if (weights)
+            cli_warn(cli_name(weights), "the text form does not carry parameter values (write .mge to keep them)");
         s = mge_text_print(g, &b, &err);
     } else {
         mge_write_opts wo = {0};

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void help(void)
 {
@@ -25,12 +26,12 @@ static void help(void)
            "      --check REF.npy    compare outputs with reference records; exit 1 on mismatch\n"
            "      --atol A           absolute tolerance for --check (default 1e-5)\n"
            "      --rtol R           relative tolerance for --check (default 1e-4)\n"
-           "  -f, --force            write binary output to a terminal\n"
+           "  -f, --force            allow NPY records to or from a terminal\n"
            "  -q, --quiet            only errors\n"
            "  -v, --verbose          more detail on stderr\n"
            "      --threads N        worker threads (1..256; default: all CPUs)\n"
            "      --device DEV       cpu (cuda[:N] needs a CUDA build)\n"
-           "      --help             show this help and exit\n"
+           "  -h, --help             show this help and exit\n"
            "      --version          show the version and exit\n"
            "\n"
            "Exit status: 0 success, 1 failure, 2 usage error.\n", cli_prog);
@@ -161,6 +162,8 @@ int main(int argc, char **argv)
     cli_common co = {0};
     const char *out = NULL, *outputs = NULL;
     const char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
+    if (!inputs)
+        return 1;
     int ninputs_arg = 0;
     uint64_t seed = 0;
     check ck = {0};
@@ -169,7 +172,7 @@ int main(int argc, char **argv)
     ck.worst = -1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":i:o:fqv", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":i:o:fqvh", longs, NULL)) != -1) {
         switch (c) {
         case 'i': inputs[ninputs_arg++] = optarg; break;
         case 'o': out = optarg; break;
@@ -284,6 +287,8 @@ int main(int argc, char **argv)
             st[0].path = arg;
             continue;
         }
+        if (!eq[1] || eq == arg)
+            cli_usage("--input %s: expected NAME=FILE", arg);
         char *name = strndup(arg, (size_t)(eq - arg));
         int v = name ? mge_graph_find(g, name) : -1;
         if (v < 0 || g->values[v].kind != MGE_VAL_INPUT) {
@@ -319,6 +324,10 @@ int main(int argc, char **argv)
         use_default |= in_stream[i] == 0;
     if (use_default && strcmp(st[0].path, "-") == 0 && strcmp(model, "-") == 0) {
         cli_error(NULL, "the model was read from stdin: give the input tensors with --input");
+        goto done;
+    }
+    if (use_default && strcmp(st[0].path, "-") == 0 && isatty(STDIN_FILENO) && !co.force) {
+        cli_error(NULL, "NPY records are not read from a terminal: redirect stdin or use --input FILE (-f to force)");
         goto done;
     }
     for (int s = 0; s < nst; s++) {

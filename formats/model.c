@@ -1,10 +1,11 @@
 /* model.c — loading a model by content (.mge signature or text form) and
  * the whole-file helpers the tools share.
  *
- * Regular files are mmapped read-only; a .mge loaded from a mapping borrows
- * its uncompressed weights from it, and the graph takes the mapping over
- * (g->mapping, released by mge_graph_free). Stdin and pipes are read into
- * memory, and their weights are copied. */
+ * Regular files are mmapped privately (copy-on-write: the file itself is
+ * never written); a .mge loaded from a mapping borrows its uncompressed
+ * weights from it, and the graph takes the mapping over (g->mapping,
+ * released by mge_graph_free). Stdin and pipes are read into memory, and
+ * their weights are copied. */
 #include "internal.h"
 
 #include <errno.h>
@@ -81,7 +82,10 @@ mge_status mge_file_slurp(const char *path, void **buf, size_t *n, int *mapped, 
             close(fd);
             return mge_error_set(err, MGE_ERR_NOMEM, "%s: file too large", path);
         }
-        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        /* private and writable: the file is never changed, and code that
+         * updates borrowed weights in place (training) gets copy-on-write
+         * pages instead of a fault */
+        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
         if (p != MAP_FAILED) {
             *buf = p;
             *n = (size_t)st.st_size;

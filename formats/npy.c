@@ -134,7 +134,7 @@ static mge_status parse_shape(lex *x, npy_hdr *h, mge_error *err)
     if (lex_char(x, ')'))
         return MGE_OK;
     for (;;) {
-        int64_t d;
+        int64_t d = 0;
         mge_status s = lex_dim(x, &d, err);
         if (s)
             return s;
@@ -523,7 +523,7 @@ mge_status mge_npy_read(FILE *f, mge_tensor *t, mge_error *err)
     free(hdr);
     if (s)
         return s;
-    unsigned char *data;
+    unsigned char *data = NULL;
     if ((s = read_data(f, &h, &data, err)))
         return s;
     return finish(&h, data, t, err);

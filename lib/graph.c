@@ -353,7 +353,9 @@ mge_status mge_graph_layer_params(mge_graph *g, const char *node, int op, int x,
         return s;
     for (int i = 0; i < ns; i++) {
         char nm[512];
-        snprintf(nm, sizeof nm, "%s.%s", node, specs[i].suffix);
+        if ((size_t)snprintf(nm, sizeof nm, "%s.%s", node, specs[i].suffix) >= sizeof nm)
+            return mge_error_set(err, MGE_ERR_INVALID, "node name too long for its parameter names (%zu bytes)",
+                                 strlen(node));
         int v = mge_graph_add_value(g, nm, specs[i].kind, specs[i].dtype, specs[i].ndim, specs[i].dims, err);
         if (v < 0)
             return err ? err->code : MGE_ERR_INVALID;

@@ -5,7 +5,11 @@
  * ntasks. Idle workers spin briefly on the generation (runs come in bursts,
  * one per kernel) and then sleep on a condition variable, so an idle pool
  * costs no CPU. The caller waits until every worker has left the run before
- * returning, so the next run may reuse the same fields. */
+ * returning, so the next run may reuse the same fields.
+ *
+ * One caller at a time per pool (each executor owns its pool). A run
+ * started from inside a task (a kernel calling a helper that is itself
+ * parallel) runs serially on that thread instead of deadlocking. */
 #include "internal.h"
 
 #include <pthread.h>
@@ -33,6 +37,9 @@ struct mge_pool {
     mge_task_fn fn;
     void *arg;
 };
+
+/* Set while this thread runs pool tasks: nested runs go serial. */
+static _Thread_local int pool_inside;
 
 typedef struct pool_worker {
     mge_pool *p;
@@ -62,6 +69,7 @@ static void *pool_main(void *argp)
     mge_pool *p = w->p;
     int id = w->id;
     free(w);
+    pool_inside = 1;
     uint64_t seen = 0;
     for (;;) {
         uint64_t g = atomic_load_explicit(&p->gen, memory_order_acquire);
@@ -153,7 +161,7 @@ void mge_pool_run(mge_pool *p, int64_t ntasks, mge_task_fn fn, void *arg)
 {
     if (ntasks <= 0)
         return;
-    if (!p || p->n <= 1 || ntasks == 1) {
+    if (!p || p->n <= 1 || ntasks == 1 || pool_inside) {
         for (int64_t t = 0; t < ntasks; t++)
             fn(arg, t, 0);
         return;
@@ -170,7 +178,9 @@ void mge_pool_run(mge_pool *p, int64_t ntasks, mge_task_fn fn, void *arg)
         pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
 
+    pool_inside = 1;
     pool_drain(p, 0);
+    pool_inside = 0;
 
     for (int i = 0; i < POOL_SPIN && atomic_load_explicit(&p->busy, memory_order_acquire) > 0; i++)
         pool_relax();

@@ -5,6 +5,7 @@
 
 #include "internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* Hot loops are compiled twice: once for AVX2+FMA and once for the baseline
@@ -34,8 +35,11 @@ static inline int cpu_isa_avx2(void)
 #if CPU_X86
     static int cached = -1;
     if (cached < 0) {
+        /* MGE_CPU_ISA=baseline forces the portable loops (tests use it). */
+        const char *isa = getenv("MGE_CPU_ISA");
         __builtin_cpu_init();
-        cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        cached = !(isa && strcmp(isa, "baseline") == 0) && __builtin_cpu_supports("avx2") &&
+                 __builtin_cpu_supports("fma");
     }
     return cached;
 #else
@@ -64,19 +68,20 @@ static inline int cpu_isa_avx2(void)
  * branches before inlining. */
 static inline CPU_BASE float cpu_expf(float x)
 {
-    float c = x < -87.0f ? -87.0f : x;   /* 2^-126 is the smallest normal */
-    c = c > 88.0f ? 88.0f : c;
+    float c = x > -87.0f ? x : -87.0f;   /* 2^-126 is the smallest normal; NaN -> -87 */
+    c = c < 88.0f ? c : 88.0f;
     float t = c * 1.44269504088896341f;
     float n = (t + 12582912.0f) - 12582912.0f;   /* round to nearest (1.5 * 2^23) */
     float r = c - n * 0.693359375f;
     r = r - n * -2.12194440e-4f;
     float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
-    int32_t bits = ((int32_t)n + 127) * (1 << 23);
+    uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;   /* n in [-126, 127] */
     float s;
     memcpy(&s, &bits, sizeof s);
     float e = p * s;
     e = x > 88.72283905f ? __builtin_inff() : e;
-    return x < -103.97f ? 0.0f : e;
+    e = x < -103.97f ? 0.0f : e;
+    return x != x ? x : e;
 }
 
 /* Range over the pool: fn(arg, begin, end, thread) on disjoint chunks of

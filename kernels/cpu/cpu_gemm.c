@@ -13,6 +13,7 @@
 #include "cpu.h"
 
 #include <cblas.h>
+#include <limits.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- shapes */
@@ -38,6 +39,12 @@ static void conv_shape(const mge_node *n, mge_tensor *const *in, mge_tensor *con
 static int conv_is_1x1(const cpu_conv *c)
 {
     return c->kh == 1 && c->kw == 1 && c->sh == 1 && c->sw == 1 && c->ph == 0 && c->pw == 0;
+}
+
+/* Every size and leading dimension handed to BLAS fits its int. */
+static int blas_fits(int64_t a, int64_t b, int64_t c)
+{
+    return a >= 0 && b >= 0 && c >= 0 && a <= INT_MAX && b <= INT_MAX && c <= INT_MAX;
 }
 
 /* ---------------------------------------------------------------- bias prefill */
@@ -68,12 +75,14 @@ static void prefill_bias(const mge_kctx *ctx, float *y, const float *b, int64_t 
 
 /* ---------------------------------------------------------------- depthwise */
 
-/* Floats of per-thread scratch: the zero-padded input plane, then the
- * "wide" output of the stride-1 path (rows of the padded width). */
+/* Floats of per-thread scratch: the zero-padded input plane, then either
+ * the "wide" output of the stride-1 path (rows of the padded width) or the
+ * de-interleaved plane of the stride-2 path. */
 static int64_t dw_scratch(const cpu_conv *c)
 {
     int64_t Hp = c->H + 2 * c->ph, Wp = c->W + 2 * c->pw;
-    return Hp * Wp + c->OH * Wp + 16;
+    int64_t wide = c->OH * Wp, de = Hp * (Wp + 1);
+    return Hp * Wp + (wide > de ? wide : de) + 16;
 }
 
 /* One output plane from one input plane. The plane is first copied into a
@@ -125,17 +134,53 @@ CPU_MULTI(dw_plane,
                   return;
               }
               const int64_t sh = c->sh, sw = c->sw;
+              if (sw == 2) {
+                  /* Each padded row split into its even and odd columns, so
+                   * the taps read contiguous memory: column 2*ow + t is
+                   * E[ow + t/2] for even t, O[ow + t/2] for odd t. */
+                  const int64_t We = (Wp + 1) / 2;
+                  float *restrict de = wide;   /* de-interleaved rows, 2*We each */
+                  for (int64_t r = 0; r < Hp; r++) {
+                      const float *restrict src = pad + r * Wp;
+                      float *restrict e = de + r * 2 * We, *restrict o = e + We;
+                      for (int64_t k = 0; k < Wp / 2; k++) {
+                          e[k] = src[2 * k];
+                          o[k] = src[2 * k + 1];
+                      }
+                      if (Wp % 2) {
+                          e[We - 1] = src[Wp - 1];
+                          o[We - 1] = 0.0f;
+                      }
+                  }
+                  for (int64_t oh = 0; oh < OH; oh++) {
+                      float *restrict yr = y + oh * OW;
+                      const float *restrict r0 = de + oh * sh * 2 * We;
+                      if (fused3) {
+                          const float *restrict e0 = r0, *restrict o0 = r0 + We;
+                          const float *restrict e1 = e0 + 2 * We, *restrict o1 = o0 + 2 * We;
+                          const float *restrict e2 = e1 + 2 * We, *restrict o2 = o1 + 2 * We;
+                          for (int64_t ow = 0; ow < OW; ow++)
+                              yr[ow] = bias + w[0] * e0[ow] + w[1] * o0[ow] + w[2] * e0[ow + 1] + w[3] * e1[ow] +
+                                       w[4] * o1[ow] + w[5] * e1[ow + 1] + w[6] * e2[ow] + w[7] * o2[ow] +
+                                       w[8] * e2[ow + 1];
+                          continue;
+                      }
+                      for (int64_t ow = 0; ow < OW; ow++)
+                          yr[ow] = bias;
+                      for (int64_t i = 0; i < kh; i++)
+                          for (int64_t j = 0; j < kw; j++) {
+                              const float wv = w[i * kw + j];
+                              int64_t t = j * dw;
+                              const float *restrict src = r0 + i * dh * 2 * We + (t % 2 ? We : 0) + t / 2;
+                              for (int64_t ow = 0; ow < OW; ow++)
+                                  yr[ow] += wv * src[ow];
+                          }
+                  }
+                  return;
+              }
               for (int64_t oh = 0; oh < OH; oh++) {
                   float *restrict yr = y + oh * OW;
                   const float *restrict r0 = pad + oh * sh * Wp;
-                  if (fused3 && sw == 2) {
-                      const float *restrict r1 = r0 + Wp, *restrict r2 = r1 + Wp;
-                      for (int64_t ow = 0; ow < OW; ow++)
-                          yr[ow] = bias + w[0] * r0[2 * ow] + w[1] * r0[2 * ow + 1] + w[2] * r0[2 * ow + 2] +
-                                   w[3] * r1[2 * ow] + w[4] * r1[2 * ow + 1] + w[5] * r1[2 * ow + 2] +
-                                   w[6] * r2[2 * ow] + w[7] * r2[2 * ow + 1] + w[8] * r2[2 * ow + 2];
-                      continue;
-                  }
                   for (int64_t ow = 0; ow < OW; ow++)
                       yr[ow] = bias;
                   for (int64_t i = 0; i < kh; i++)
@@ -214,11 +259,13 @@ static size_t conv_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *cons
 {
     cpu_conv c;
     conv_shape(n, in, out, &c);
+    size_t own = 0;
     if (c.Cg == 1)
-        return sizeof(float) * (size_t)dw_scratch(&c) * (size_t)(threads < 1 ? 1 : threads);
-    if (conv_is_1x1(&c))
-        return 0;
-    return sizeof(float) * (size_t)(c.Cg * c.kh * c.kw) * (size_t)(c.OH * c.OW);
+        own = sizeof(float) * (size_t)dw_scratch(&c) * (size_t)(threads < 1 ? 1 : threads);
+    else if (!conv_is_1x1(&c))
+        own = sizeof(float) * (size_t)(c.Cg * c.kh * c.kw) * (size_t)(c.OH * c.OW);
+    size_t ref = cpu_ref_ws(n, in, out, threads);   /* shapes too large for BLAS fall back */
+    return own > ref ? own : ref;
 }
 
 static mge_status cpu_conv2d(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
@@ -241,6 +288,8 @@ static mge_status cpu_conv2d(const mge_kctx *ctx, const mge_node *n, mge_tensor 
         return MGE_OK;
     }
     const int64_t P = c.OH * c.OW, K = c.Cg * c.kh * c.kw;
+    if (!blas_fits(c.Og, P, K))
+        return cpu_fallback(ctx, n, in, out, err);
     float beta = 0.0f;
     if (b) {
         prefill_bias(ctx, y, b, c.N, c.O, P);
@@ -277,6 +326,8 @@ static mge_status cpu_linear(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     int64_t M = K ? mge_tensor_numel(x) / K : 0;
     if (M == 0 || O == 0)
         return MGE_OK;
+    if (!blas_fits(M, O, K))
+        return cpu_fallback(ctx, n, in, out, err);
     float *y = out[0]->data;
     float beta = 0.0f;
     if (b) {
@@ -288,8 +339,17 @@ static mge_status cpu_linear(const mge_kctx *ctx, const mge_node *n, mge_tensor 
             memset(y, 0, sizeof(float) * (size_t)(M * O));
         return MGE_OK;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)M, (blasint)O, (blasint)K, 1.0f, x->data,
-                (blasint)K, w->data, (blasint)K, beta, y, (blasint)O);
+    const float *xd = x->data;
+    if (M <= 4) {
+        /* A few rows (batch-1 classifier heads): sgemv streams the weight
+         * once per row, while sgemm would first pack all of it. */
+        for (int64_t m = 0; m < M; m++)
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, (blasint)O, (blasint)K, 1.0f, w->data, (blasint)K, xd + m * K, 1,
+                        beta, y + m * O, 1);
+        return MGE_OK;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)M, (blasint)O, (blasint)K, 1.0f, xd, (blasint)K,
+                w->data, (blasint)K, beta, y, (blasint)O);
     return MGE_OK;
 }
 
@@ -311,6 +371,8 @@ static mge_status cpu_matmul(const mge_kctx *ctx, const mge_node *n, mge_tensor 
         batch *= y->dims[i];
     if (batch == 0 || M == 0 || N == 0)
         return MGE_OK;
+    if (!blas_fits(batch * M, N, K) || !blas_fits(lda, ldb, 0))
+        return cpu_fallback(ctx, n, in, out, err);
     float *yd = y->data;
     if (K == 0) {
         memset(yd, 0, sizeof(float) * (size_t)(batch * M * N));
@@ -360,6 +422,6 @@ static mge_status cpu_matmul(const mge_kctx *ctx, const mge_node *n, mge_tensor 
 void mge_cpu_register_gemm(mge_backend *b)
 {
     b->k[MGE_OP_CONV2D][MGE_F32] = (mge_kernel){cpu_conv2d, conv_ws};
-    b->k[MGE_OP_LINEAR][MGE_F32] = (mge_kernel){cpu_linear, NULL};
+    b->k[MGE_OP_LINEAR][MGE_F32] = (mge_kernel){cpu_linear, cpu_ref_ws};
     b->k[MGE_OP_MATMUL][MGE_F32] = (mge_kernel){cpu_matmul, cpu_ref_ws};
 }

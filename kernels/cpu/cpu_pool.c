@@ -1,10 +1,12 @@
 /* cpu_pool.c — maxpool2d, avgpool2d and global_avgpool (f32, NCHW),
  * parallel over the N*C planes.
  *
- * The windowed pools work row by row like the depthwise conv: for each
- * output row, every tap of the window is folded into the row with a
- * contiguous (or fixed-stride) inner loop over the output columns whose
- * input column is real, so the loops vectorize and padding costs no tests.
+ * The windowed pools first copy each plane into a padded buffer (-inf for
+ * max, 0 for average, whose divisor is computed apart), so no tap needs a
+ * bounds test, then fold every tap of the window into the output with one
+ * contiguous loop: over the whole plane at stride 1 ("wide" rows of the
+ * padded width, as the depthwise conv), over each output row on even/odd
+ * de-interleaved rows at stride 2, strided otherwise.
  * Semantics are PyTorch's (and kernels/ref's): max ignores padding and lets
  * NaN win; average divides by the window clipped to input+pad
  * (count_include_pad) or to the input. */
@@ -14,6 +16,7 @@
 
 typedef struct pool_geom {
     int64_t H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw;
+    int64_t Hp, Wp;   /* padded plane: covers the input and every window */
     int incl;
 } pool_geom;
 
@@ -27,71 +30,122 @@ static void pool_geometry(const mge_node *n, const mge_tensor *x, const mge_tens
     g->dh = dil ? mge_node_ints(n, MGE_KEY_dilation, 0, 1) : 1;
     g->dw = dil ? mge_node_ints(n, MGE_KEY_dilation, 1, 1) : 1;
     g->incl = (int)mge_node_int(n, MGE_KEY_count_include_pad, 1);
+    /* with ceil_mode the last window may reach past the right/bottom pad */
+    int64_t hr = (g->OH - 1) * g->sh + (g->kh - 1) * g->dh + 1, wr = (g->OW - 1) * g->sw + (g->kw - 1) * g->dw + 1;
+    g->Hp = g->H + g->ph > hr ? g->H + g->ph : hr;
+    g->Wp = g->W + g->pw > wr ? g->W + g->pw : wr;
 }
 
+/* Floats of per-thread scratch: the padded plane, then the wide output
+ * (stride 1) or the de-interleaved plane (stride 2). */
+static int64_t pool_scratch(const pool_geom *g)
+{
+    int64_t wide = g->OH * g->Wp, de = g->Hp * (g->Wp + 1);
+    return g->Hp * g->Wp + (wide > de ? wide : de) + 16;
+}
+
+/* acc op v: sum, or max where NaN wins (as ref and PyTorch). */
+#define POOL_ACC(acc, v) ((avg) ? (acc) + (v) : ((v) > (acc) || (v) != (v) ? (v) : (acc)))
+
 /* One output plane. avg: 0 max, 1 average. */
-CPU_MULTI(pool_plane, (const pool_geom *g, int avg, const float *restrict x, float *restrict y),
-          (g, avg, x, y), {
-              const int64_t OW = g->OW, sw = g->sw;
-              for (int64_t oh = 0; oh < g->OH; oh++) {
-                  float *restrict yr = y + oh * OW;
-                  const float init = avg ? 0.0f : -__builtin_inff();
-                  for (int64_t ow = 0; ow < OW; ow++)
-                      yr[ow] = init;
-                  for (int64_t i = 0; i < g->kh; i++) {
-                      int64_t ih = oh * g->sh - g->ph + i * g->dh;
-                      if (ih < 0 || ih >= g->H)
-                          continue;
-                      for (int64_t j = 0; j < g->kw; j++) {
-                          int64_t lo, hi;
-                          cpu_valid_range(OW, g->W, sw, g->pw, j * g->dw, &lo, &hi);
-                          const float *xs = x + ih * g->W + j * g->dw - g->pw;
-                          if (avg) {
-                              if (sw == 1)
-                                  for (int64_t ow = lo; ow < hi; ow++)
-                                      yr[ow] += xs[ow];
-                              else
-                                  for (int64_t ow = lo; ow < hi; ow++)
-                                      yr[ow] += xs[ow * sw];
-                          } else if (sw == 1) {
-                              for (int64_t ow = lo; ow < hi; ow++) {
-                                  float v = xs[ow], m = yr[ow];
-                                  yr[ow] = v > m || v != v ? v : m;
-                              }
-                          } else if (sw == 2) {
-                              for (int64_t ow = lo; ow < hi; ow++) {
-                                  float v = xs[2 * ow], m = yr[ow];
-                                  yr[ow] = v > m || v != v ? v : m;
-                              }
-                          } else {
-                              for (int64_t ow = lo; ow < hi; ow++) {
-                                  float v = xs[ow * sw], m = yr[ow];
-                                  yr[ow] = v > m || v != v ? v : m;
-                              }
-                          }
+CPU_MULTI(pool_plane,
+          (const pool_geom *g, int avg, const float *restrict x, float *restrict y, float *restrict pad,
+           float *restrict wide),
+          (g, avg, x, y, pad, wide), {
+              const int64_t H = g->H, W = g->W, OH = g->OH, OW = g->OW, Hp = g->Hp, Wp = g->Wp;
+              const int64_t kh = g->kh, kw = g->kw, sh = g->sh, sw = g->sw, dh = g->dh, dw = g->dw;
+              const float padv = avg ? 0.0f : -__builtin_inff();
+              for (int64_t i = 0; i < g->ph * Wp; i++)
+                  pad[i] = padv;
+              for (int64_t h = 0; h < H; h++) {
+                  float *restrict r = pad + (h + g->ph) * Wp;
+                  for (int64_t j = 0; j < g->pw; j++)
+                      r[j] = padv;
+                  for (int64_t j = 0; j < W; j++)
+                      r[g->pw + j] = x[h * W + j];
+                  for (int64_t j = g->pw + W; j < Wp; j++)
+                      r[j] = padv;
+              }
+              for (int64_t i = (H + g->ph) * Wp; i < Hp * Wp; i++)
+                  pad[i] = padv;
+              if (sh == 1 && sw == 1) {
+                  const int64_t L = (OH - 1) * Wp + OW;
+                  for (int64_t k = 0; k < L; k++)
+                      wide[k] = pad[k];   /* tap (0, 0) */
+                  for (int64_t i = 0; i < kh; i++)
+                      for (int64_t j = i ? 0 : 1; j < kw; j++) {
+                          const float *restrict src = pad + i * dh * Wp + j * dw;
+                          for (int64_t k = 0; k < L; k++)
+                              wide[k] = POOL_ACC(wide[k], src[k]);
+                      }
+                  for (int64_t oh = 0; oh < OH; oh++)
+                      for (int64_t ow = 0; ow < OW; ow++)
+                          y[oh * OW + ow] = wide[oh * Wp + ow];
+              } else if (sw == 2) {
+                  /* column 2*ow + t is E[ow + t/2] for even t, O[ow + t/2] for odd t */
+                  const int64_t We = (Wp + 1) / 2;
+                  for (int64_t r = 0; r < Hp; r++) {
+                      const float *restrict src = pad + r * Wp;
+                      float *restrict e = wide + r * 2 * We, *restrict o = e + We;
+                      for (int64_t k = 0; k < Wp / 2; k++) {
+                          e[k] = src[2 * k];
+                          o[k] = src[2 * k + 1];
+                      }
+                      if (Wp % 2) {
+                          e[We - 1] = src[Wp - 1];
+                          o[We - 1] = padv;
                       }
                   }
-                  if (!avg)
-                      continue;
-                  /* divisor: the window clipped to input+pad, or to the input */
-                  int64_t h0 = oh * g->sh - g->ph, h1 = h0 + g->kh;
-                  if (h1 > g->H + g->ph)
-                      h1 = g->H + g->ph;
+                  for (int64_t oh = 0; oh < OH; oh++) {
+                      float *restrict yr = y + oh * OW;
+                      const float *restrict r0 = wide + oh * sh * 2 * We;
+                      for (int64_t ow = 0; ow < OW; ow++)
+                          yr[ow] = r0[ow];   /* tap (0, 0) */
+                      for (int64_t i = 0; i < kh; i++)
+                          for (int64_t j = i ? 0 : 1; j < kw; j++) {
+                              int64_t t = j * dw;
+                              const float *restrict src = r0 + i * dh * 2 * We + (t % 2 ? We : 0) + t / 2;
+                              for (int64_t ow = 0; ow < OW; ow++)
+                                  yr[ow] = POOL_ACC(yr[ow], src[ow]);
+                          }
+                  }
+              } else {
+                  for (int64_t oh = 0; oh < OH; oh++) {
+                      float *restrict yr = y + oh * OW;
+                      const float *restrict r0 = pad + oh * sh * Wp;
+                      for (int64_t ow = 0; ow < OW; ow++)
+                          yr[ow] = r0[ow * sw];
+                      for (int64_t i = 0; i < kh; i++)
+                          for (int64_t j = i ? 0 : 1; j < kw; j++) {
+                              const float *restrict src = r0 + i * dh * Wp + j * dw;
+                              for (int64_t ow = 0; ow < OW; ow++)
+                                  yr[ow] = POOL_ACC(yr[ow], src[ow * sw]);
+                          }
+                  }
+              }
+              if (!avg)
+                  return;
+              /* divisor: the window clipped to input+pad, or to the input */
+              for (int64_t oh = 0; oh < OH; oh++) {
+                  float *restrict yr = y + oh * OW;
+                  int64_t h0 = oh * sh - g->ph, h1 = h0 + kh;
+                  if (h1 > H + g->ph)
+                      h1 = H + g->ph;
                   int64_t hp = h1 - h0;
                   if (h0 < 0)
                       h0 = 0;
-                  if (h1 > g->H)
-                      h1 = g->H;
+                  if (h1 > H)
+                      h1 = H;
                   int64_t hc = h1 > h0 ? h1 - h0 : 0;
                   for (int64_t ow = 0; ow < OW; ow++) {
-                      int64_t w0 = ow * sw - g->pw, w1 = w0 + g->kw;
-                      if (w1 > g->W + g->pw)
-                          w1 = g->W + g->pw;
+                      int64_t w0 = ow * sw - g->pw, w1 = w0 + kw;
+                      if (w1 > W + g->pw)
+                          w1 = W + g->pw;
                       int64_t wp = w1 - w0;
                       if (w0 < 0)
                           w0 = 0;
-                      if (w1 > g->W)
-                          w1 = g->W;
+                      if (w1 > W)
+                          w1 = W;
                       int64_t wc = w1 > w0 ? w1 - w0 : 0;
                       int64_t div = g->incl ? hp * wp : hc * wc;
                       yr[ow] = div > 0 ? yr[ow] / (float)div : __builtin_nanf("");
@@ -103,15 +157,23 @@ typedef struct pool_job {
     const pool_geom *g;
     int avg;
     const float *x;
-    float *y;
+    float *y, *ws;
 } pool_job;
 
 static void pool_task(void *a, int64_t p0, int64_t p1, int thread)
 {
     const pool_job *j = a;
     const pool_geom *g = j->g;
+    float *pad = j->ws + thread * pool_scratch(g);
     for (int64_t p = p0; p < p1; p++)
-        pool_plane(g, j->avg, j->x + p * g->H * g->W, j->y + p * g->OH * g->OW);
+        pool_plane(g, j->avg, j->x + p * g->H * g->W, j->y + p * g->OH * g->OW, pad, pad + g->Hp * g->Wp);
+}
+
+static size_t pool_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int threads)
+{
+    pool_geom g;
+    pool_geometry(n, in[0], out[0], &g);
+    return sizeof(float) * (size_t)pool_scratch(&g) * (size_t)(threads < 1 ? 1 : threads);
 }
 
 static mge_status cpu_pool2d(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
@@ -120,7 +182,12 @@ static mge_status cpu_pool2d(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     const mge_tensor *x = in[0], *y = out[0];
     pool_geom g;
     pool_geometry(n, x, y, &g);
-    pool_job j = {&g, n->op == MGE_OP_AVGPOOL2D, x->data, y->data};
+    int threads = ctx->pool ? mge_pool_size(ctx->pool) : 1;
+    size_t need = sizeof(float) * (size_t)pool_scratch(&g) * (size_t)threads;
+    if (!ctx->ws || ctx->ws_size < need)
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: workspace of %zu bytes, need %zu", mge_op_info(n->op)->name,
+                             ctx->ws_size, need);
+    pool_job j = {&g, n->op == MGE_OP_AVGPOOL2D, x->data, y->data, ctx->ws};
     int64_t work = g.OH * g.OW * g.kh * g.kw;
     cpu_parallel(ctx, x->dims[0] * x->dims[1], work >= CPU_GRAIN ? 1 : CPU_GRAIN / (work ? work : 1), pool_task, &j);
     return MGE_OK;
@@ -170,7 +237,7 @@ static mge_status cpu_global_avgpool(const mge_kctx *ctx, const mge_node *n, mge
 
 void mge_cpu_register_pool(mge_backend *b)
 {
-    b->k[MGE_OP_MAXPOOL2D][MGE_F32] = (mge_kernel){cpu_pool2d, NULL};
-    b->k[MGE_OP_AVGPOOL2D][MGE_F32] = (mge_kernel){cpu_pool2d, NULL};
+    b->k[MGE_OP_MAXPOOL2D][MGE_F32] = (mge_kernel){cpu_pool2d, pool_ws};
+    b->k[MGE_OP_AVGPOOL2D][MGE_F32] = (mge_kernel){cpu_pool2d, pool_ws};
     b->k[MGE_OP_GLOBAL_AVGPOOL][MGE_F32] = (mge_kernel){cpu_global_avgpool, NULL};
 }

@@ -102,7 +102,8 @@ static mge_status binary_any(const mge_kctx *ctx, const mge_node *n, mge_tensor 
 
 void mge_ref_register_binary(mge_backend *b)
 {
-    static const int all[] = {MGE_OP_ADD, MGE_OP_SUB, MGE_OP_MUL, MGE_OP_DIV, MGE_OP_POW, MGE_OP_MAXIMUM, MGE_OP_MINIMUM};
+    static const int all[] = {MGE_OP_ADD, MGE_OP_SUB,     MGE_OP_MUL,    MGE_OP_DIV,
+                              MGE_OP_POW, MGE_OP_MAXIMUM, MGE_OP_MINIMUM};
     static const mge_dtype idts[] = {MGE_I8, MGE_U8, MGE_I32, MGE_I64};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         REF_EACH_FLOAT(dt)

@@ -10,10 +10,13 @@ static void pair(const mge_node *n, int key, int64_t def, int64_t v[2])
     v[1] = mge_node_ints(n, key, 1, def);
 }
 
+/* Shapes of one call, checked by the caller. */
 typedef struct conv_geom {
     int64_t N, C, H, W, O, KH, KW, OH, OW, g, s[2], p[2], d[2];
 } conv_geom;
 
+/* y[n,o,oh,ow] = bias[o] + sum over c in o's group, kh, kw of
+ * x[n,c,oh*s-p+kh*d, ow*s-p+kw*d] * w[o,c,kh,kw], taps in the padding skipped. */
 static inline __attribute__((always_inline)) void conv_loops(mge_dtype dt, const conv_geom *q, const void *xp,
                                                              const void *wp, const void *bp, void *yp)
 {
@@ -47,8 +50,8 @@ static inline __attribute__((always_inline)) void conv_loops(mge_dtype dt, const
         }
 }
 
-static mge_status conv2d_float(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
-                             mge_error *err)
+static mge_status conv2d_float(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
+                               mge_tensor *const *out, mge_error *err)
 {
     const mge_tensor *x = in[0], *w = in[1], *b = n->nin >= 3 ? in[2] : NULL;
     mge_tensor *y = out[0];

@@ -1,12 +1,13 @@
 /* ref_linear.c — linear (y = x W^T + b over all leading dims) and matmul
  * (numpy.matmul: 1-D operands promoted and the added dim dropped, batch
- * dims broadcast, transpose_a/transpose_b on the last two dims). */
+ * dims broadcast, transpose_a/transpose_b on the last two dims). linear:
+ * float dtypes; matmul: float, i32, i64. */
 #include "ref.h"
 
 #include <string.h>
 
-static mge_status linear_float(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
-                             mge_error *err)
+static mge_status linear_float(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
+                               mge_tensor *const *out, mge_error *err)
 {
     const mge_tensor *x = in[0], *w = in[1], *b = n->nin >= 3 ? in[2] : NULL;
     mge_tensor *y = out[0];
@@ -49,7 +50,8 @@ typedef struct operand {
     int64_t mat;                   /* elements per stored matrix */
 } operand;
 
-/* vec_row: a 1-D operand is a row [1,k] (left) or a column [k,1] (right). */
+/* A 1-D operand is a row [1,k] on the left, a column [k,1] on the right;
+ * transposing it changes nothing (numpy). */
 static void make_operand(const mge_tensor *t, int transpose, int left, operand *o)
 {
     if (t->ndim == 1) {
@@ -115,65 +117,64 @@ static int64_t batch_offset(const operand *o, int nb, const int64_t *idx)
     return off;
 }
 
-#define MATMUL(NAME, T, ACC, LD, ST)                                                                                         \
-    static mge_status NAME(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,    \
-                           mge_error *err)                                                                           \
-    {                                                                                                                \
-        const mge_tensor *a = in[0], *b = in[1];                                                                     \
-        mge_tensor *y = out[0];                                                                                      \
-        mge_status st;                                                                                               \
-        if ((st = ref_check_dtype(n, "a", a, y->dtype, err)) || (st = ref_check_dtype(n, "b", b, y->dtype, err)))    \
-            return st;                                                                                               \
-        if (a->ndim < 1 || b->ndim < 1)                                                                              \
-            return mge_error_set(err, MGE_ERR_SHAPE, "matmul: operands of rank %d and %d: expected >= 1", a->ndim,   \
-                                 b->ndim);                                                                           \
-        operand oa, ob;                                                                                              \
-        make_operand(a, (int)mge_node_int(n, MGE_KEY_transpose_a, 0), 1, &oa);                                       \
-        make_operand(b, (int)mge_node_int(n, MGE_KEY_transpose_b, 0), 0, &ob);                                       \
-        int nb, nd;                                                                                                  \
-        int64_t bdims[MGE_MAX_DIMS], dims[MGE_MAX_DIMS + 2];                                                         \
-        if (!matmul_shape(a, b, &oa, &ob, &nb, bdims, &nd, dims) || nd > MGE_MAX_DIMS)                               \
-            return mge_error_set(err, MGE_ERR_SHAPE, "matmul: operands of rank %d and %d do not fit", a->ndim,       \
-                                 b->ndim);                                                                           \
-        if ((st = ref_check(n, "output", y, a->dtype, nd, dims, err)))                                               \
-            return st;                                                                                               \
-        const T *ap = a->data, *bp = b->data;                                                                        \
-        T *yp = y->data;                                                                                             \
-        mge_dtype dt = y->dtype;                                                                                     \
-        (void)dt;                                                                                                    \
-        int64_t M = oa.rows, K = oa.cols, N = ob.cols, idx[MGE_MAX_DIMS] = {0}, nbatch = 1;                          \
-        for (int i = 0; i < nb; i++)                                                                                 \
-            nbatch *= bdims[i];                                                                                      \
-        for (int64_t t = 0; t < nbatch; t++) {                                                                       \
-            int64_t am = batch_offset(&oa, nb, idx) * oa.mat, bm = batch_offset(&ob, nb, idx) * ob.mat;             \
-            int64_t ym = t * M * N;                                                                                  \
-            for (int64_t i = 0; i < M; i++)                                                                          \
-                for (int64_t j = 0; j < N; j++) {                                                                    \
-                    ACC acc = 0;                                                                                     \
-                    for (int64_t k = 0; k < K; k++)                                                                  \
-                        acc += (ACC)LD(ap, am + i * oa.rs + k * oa.cs) * (ACC)LD(bp, bm + k * ob.rs + j * ob.cs);    \
-                    ST(yp, ym + i * N + j, acc);                                                                     \
-                }                                                                                                    \
-            ref_next(nb, bdims, idx);                                                                                \
-        }                                                                                                            \
-        return MGE_OK;                                                                                               \
+/* Floats accumulate in double; integers in 64-bit unsigned arithmetic,
+ * whose low bits are the wrapped result of the narrower type. */
+static mge_status matmul_any(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                             mge_error *err)
+{
+    const mge_tensor *a = in[0], *b = in[1];
+    mge_tensor *y = out[0];
+    mge_dtype dt = a->dtype;
+    int isf = mge_dtype_is_float(dt);
+    mge_status st;
+    if ((st = ref_check_data(n, "a", a, err)) || (st = ref_check_dtype(n, "b", b, dt, err)))
+        return st;
+    if (!isf && dt != MGE_I32 && dt != MGE_I64)
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "matmul: no reference kernel for %s", mge_dtype_name(dt));
+    if (a->ndim < 1 || b->ndim < 1)
+        return mge_error_set(err, MGE_ERR_SHAPE, "matmul: operands of rank %d and %d: expected >= 1", a->ndim,
+                             b->ndim);
+    operand oa, ob;
+    make_operand(a, (int)mge_node_int(n, MGE_KEY_transpose_a, 0), 1, &oa);
+    make_operand(b, (int)mge_node_int(n, MGE_KEY_transpose_b, 0), 0, &ob);
+    int nb, nd;
+    int64_t bdims[MGE_MAX_DIMS], dims[MGE_MAX_DIMS + 2];
+    if (!matmul_shape(a, b, &oa, &ob, &nb, bdims, &nd, dims) || nd > MGE_MAX_DIMS)
+        return mge_error_set(err, MGE_ERR_SHAPE, "matmul: operands of rank %d and %d do not fit", a->ndim, b->ndim);
+    if ((st = ref_check(n, "output", y, dt, nd, dims, err)))
+        return st;
+    int64_t M = oa.rows, K = oa.cols, N = ob.cols, idx[MGE_MAX_DIMS] = {0}, nbatch = 1;
+    for (int i = 0; i < nb; i++)
+        nbatch *= bdims[i];
+    for (int64_t t = 0; t < nbatch; t++) {
+        int64_t am = batch_offset(&oa, nb, idx) * oa.mat, bm = batch_offset(&ob, nb, idx) * ob.mat;
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double acc = 0;
+                uint64_t iacc = 0;
+                for (int64_t k = 0; k < K; k++) {
+                    int64_t ia = am + i * oa.rs + k * oa.cs, ib = bm + k * ob.rs + j * ob.cs;
+                    if (isf)
+                        acc += ref_ld(dt, a->data, ia) * ref_ld(dt, b->data, ib);
+                    else
+                        iacc += (uint64_t)ref_ild(dt, a->data, ia) * (uint64_t)ref_ild(dt, b->data, ib);
+                }
+                if (isf)
+                    ref_st(dt, y->data, (t * M + i) * N + j, acc);
+                else
+                    ref_ist(dt, y->data, (t * M + i) * N + j, (int64_t)iacc);
+            }
+        ref_next(nb, bdims, idx);
     }
-
-/* Integer products wrap (unsigned arithmetic) instead of overflowing. */
-#define FLD(p, i) ref_ld(dt, p, i)
-#define FST(p, i, v) ref_st(dt, p, i, v)
-#define ILD(p, i) (p)[i]
-#define IST(p, i, v) ((p)[i] = (v))
-MATMUL(matmul_float, void, double, FLD, FST)
-MATMUL(matmul_i32, int32_t, uint32_t, ILD, IST)
-MATMUL(matmul_i64, int64_t, uint64_t, ILD, IST)
+    return MGE_OK;
+}
 
 void mge_ref_register_linear(mge_backend *b)
 {
     REF_EACH_FLOAT(dt) {
         b->k[MGE_OP_LINEAR][dt].run = linear_float;
-        b->k[MGE_OP_MATMUL][dt].run = matmul_float;
+        b->k[MGE_OP_MATMUL][dt].run = matmul_any;
     }
-    b->k[MGE_OP_MATMUL][MGE_I32].run = matmul_i32;
-    b->k[MGE_OP_MATMUL][MGE_I64].run = matmul_i64;
+    b->k[MGE_OP_MATMUL][MGE_I32].run = matmul_any;
+    b->k[MGE_OP_MATMUL][MGE_I64].run = matmul_any;
 }

@@ -2,7 +2,7 @@
  * PyTorch's rules: max pads with -inf (padding never wins) and has
  * dilation; average windows are clipped to input+pad for the
  * count_include_pad divisor and to the input for the other one; ceil_mode
- * sizes come from mge_conv_out_dim. Float dtypes; maxpool also i8 and u8. */
+ * sizes come from mge_conv_out_dim. Float dtypes; maxpool also i8, u8, qs8. */
 #include "ref.h"
 
 #include <math.h>
@@ -36,10 +36,12 @@ static mge_status geom(const mge_node *n, const mge_tensor *x, const mge_tensor 
     return st ? st : ref_check(n, "output", y, x->dtype, 4, ey, err);
 }
 
-/* maxpool takes i8 and u8 too: their values are exact in a double. */
+/* maxpool takes i8, u8 and qs8 too: their values are exact in a double,
+ * and max commutes with a quantized tensor's positive scale, so qs8 is
+ * pooled on its integers (the output keeps the input's scale). */
 static double pool_ld(mge_dtype dt, const void *p, int64_t i)
 {
-    if (dt == MGE_I8)
+    if (dt == MGE_I8 || dt == MGE_QS8)
         return ((const int8_t *)p)[i];
     if (dt == MGE_U8)
         return ((const uint8_t *)p)[i];
@@ -48,7 +50,7 @@ static double pool_ld(mge_dtype dt, const void *p, int64_t i)
 
 static void pool_st(mge_dtype dt, void *p, int64_t i, double v)
 {
-    if (dt == MGE_I8)
+    if (dt == MGE_I8 || dt == MGE_QS8)
         ((int8_t *)p)[i] = (int8_t)v;
     else if (dt == MGE_U8)
         ((uint8_t *)p)[i] = (uint8_t)v;
@@ -67,9 +69,9 @@ static mge_status maxpool_any(const mge_kctx *ctx, const mge_node *n, mge_tensor
     mge_status st = geom(n, in[0], out[0], &g, err);
     if (st)
         return st;
-    if (!mge_dtype_is_float(dt) && dt != MGE_I8 && dt != MGE_U8)
+    if (!mge_dtype_is_float(dt) && dt != MGE_I8 && dt != MGE_U8 && dt != MGE_QS8)
         return mge_error_set(err, MGE_ERR_UNSUPPORTED, "maxpool2d: no reference kernel for %s", mge_dtype_name(dt));
-    double lowest = dt == MGE_I8 ? INT8_MIN : dt == MGE_U8 ? 0 : -INFINITY;
+    double lowest = dt == MGE_I8 || dt == MGE_QS8 ? INT8_MIN : dt == MGE_U8 ? 0 : -INFINITY;
     const void *x = in[0]->data;
     void *y = out[0]->data;
     for (int64_t nc = 0; nc < g.N * g.C; nc++)
@@ -170,4 +172,5 @@ void mge_ref_register_pool(mge_backend *b)
     }
     b->k[MGE_OP_MAXPOOL2D][MGE_I8].run = maxpool_any;
     b->k[MGE_OP_MAXPOOL2D][MGE_U8].run = maxpool_any;
+    b->k[MGE_OP_MAXPOOL2D][MGE_QS8].run = maxpool_any;
 }

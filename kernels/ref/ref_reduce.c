@@ -107,26 +107,21 @@ static mge_status reduce_any(const mge_kctx *ctx, const mge_node *n, mge_tensor 
                              mge_dtype_name(dt));
     int keep = (int)mge_node_int(n, MGE_KEY_keepdim, 0), nk = 0, nr = 0, ny = 0;
     int64_t kdims[MGE_MAX_DIMS], kstr[MGE_MAX_DIMS], rdims[MGE_MAX_DIMS], rstr[MGE_MAX_DIMS], ydims[MGE_MAX_DIMS];
-    int64_t stride = 1, rcount = 1;
+    int64_t xstr[MGE_MAX_DIMS], stride = 1, rcount = 1;
     for (int d = x->ndim - 1; d >= 0; d--) {
+        xstr[d] = stride;
+        stride *= x->dims[d];
+    }
+    /* split the dims, in order, into kept ones (output index) and reduced ones */
+    for (int d = 0; d < x->ndim; d++) {
         if (red[d]) {
             rdims[nr] = x->dims[d];
-            rstr[nr++] = stride;
+            rstr[nr++] = xstr[d];
             rcount *= x->dims[d];
         } else {
             kdims[nk] = x->dims[d];
-            kstr[nk++] = stride;
+            kstr[nk++] = xstr[d];
         }
-        stride *= x->dims[d];
-    }
-    /* collected innermost first: reverse to row-major order */
-    for (int i = 0; i < nk / 2; i++) {
-        int64_t t = kdims[i]; kdims[i] = kdims[nk - 1 - i]; kdims[nk - 1 - i] = t;
-        t = kstr[i]; kstr[i] = kstr[nk - 1 - i]; kstr[nk - 1 - i] = t;
-    }
-    for (int i = 0; i < nr / 2; i++) {
-        int64_t t = rdims[i]; rdims[i] = rdims[nr - 1 - i]; rdims[nr - 1 - i] = t;
-        t = rstr[i]; rstr[i] = rstr[nr - 1 - i]; rstr[nr - 1 - i] = t;
     }
     for (int d = 0; d < x->ndim; d++)
         if (!red[d] || keep)

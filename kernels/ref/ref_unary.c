@@ -65,34 +65,33 @@ static mge_status unary_float(const mge_kctx *ctx, const mge_node *n, mge_tensor
     return MGE_OK;
 }
 
-/* relu, relu6, neg and abs on integers; neg/abs wrap at the minimum value
- * (as numpy and PyTorch do) through unsigned arithmetic. */
-#define UNARY_INT(NAME, T, UT)                                                                                       \
-    static mge_status NAME(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,    \
-                           mge_error *err)                                                                           \
-    {                                                                                                                \
-        mge_status st = same(n, in, out, in[0]->dtype, err);                                                         \
-        if (st)                                                                                                      \
-            return st;                                                                                               \
-        const T *x = in[0]->data;                                                                                    \
-        T *y = out[0]->data;                                                                                         \
-        int64_t cnt = ref_numel(in[0]);                                                                              \
-        for (int64_t i = 0; i < cnt; i++) {                                                                          \
-            T v = x[i];                                                                                              \
-            switch (n->op) {                                                                                         \
-            case MGE_OP_RELU: y[i] = v < 0 ? 0 : v; break;                                                           \
-            case MGE_OP_RELU6: y[i] = v < 0 ? 0 : v > 6 ? 6 : v; break;                                              \
-            case MGE_OP_NEG: y[i] = (T)(UT)(0u - (UT)v); break;                                                      \
-            case MGE_OP_ABS: y[i] = v < 0 ? (T)(UT)(0u - (UT)v) : v; break;                                          \
-            default: return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no integer kernel", ref_opname(n));        \
-            }                                                                                                        \
-        }                                                                                                            \
-        return MGE_OK;                                                                                               \
+/* relu, relu6, neg and abs on integers, computed on 64 bits and stored
+ * keeping the low bits: neg/abs of the minimum value wrap back to it, as
+ * numpy and PyTorch give. */
+static mge_status unary_int(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                            mge_error *err)
+{
+    mge_dtype dt = in[0]->dtype;
+    mge_status st = same(n, in, out, dt, err);
+    if (st)
+        return st;
+    if (dt != MGE_I8 && dt != MGE_I32 && dt != MGE_I64)
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(n),
+                             mge_dtype_name(dt));
+    int64_t cnt = ref_numel(in[0]);
+    for (int64_t i = 0; i < cnt; i++) {
+        int64_t v = ref_ild(dt, in[0]->data, i), r;
+        switch (n->op) {
+        case MGE_OP_RELU: r = v < 0 ? 0 : v; break;
+        case MGE_OP_RELU6: r = v < 0 ? 0 : v > 6 ? 6 : v; break;
+        case MGE_OP_NEG: r = (int64_t)(0u - (uint64_t)v); break;
+        case MGE_OP_ABS: r = v < 0 ? (int64_t)(0u - (uint64_t)v) : v; break;
+        default: return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no integer kernel", ref_opname(n));
+        }
+        ref_ist(dt, out[0]->data, i, r);
     }
-
-UNARY_INT(unary_i8, int8_t, uint8_t)
-UNARY_INT(unary_i32, int32_t, uint32_t)
-UNARY_INT(unary_i64, int64_t, uint64_t)
+    return MGE_OK;
+}
 
 /* Dropout: identity outside training; in training each element is kept
  * with probability 1-p (one uniform draw per element, in order) and scaled
@@ -216,9 +215,9 @@ void mge_ref_register_unary(mge_backend *b)
     }
     static const int iops[] = {MGE_OP_RELU, MGE_OP_RELU6, MGE_OP_NEG, MGE_OP_ABS};
     for (size_t i = 0; i < sizeof iops / sizeof iops[0]; i++) {
-        b->k[iops[i]][MGE_I8].run = unary_i8;
-        b->k[iops[i]][MGE_I32].run = unary_i32;
-        b->k[iops[i]][MGE_I64].run = unary_i64;
+        b->k[iops[i]][MGE_I8].run = unary_int;
+        b->k[iops[i]][MGE_I32].run = unary_int;
+        b->k[iops[i]][MGE_I64].run = unary_int;
     }
     static const mge_dtype casts[] = {MGE_F32, MGE_F16, MGE_BF16, MGE_I8, MGE_U8, MGE_I32, MGE_I64, MGE_BOOL};
     for (size_t i = 0; i < sizeof casts / sizeof casts[0]; i++)

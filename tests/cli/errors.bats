@@ -136,6 +136,9 @@ all_tools_reject() {
         assert_success
         [[ "$output" == "Usage: $tool"* ]]
         [ -z "$stderr" ]
+        run --separate-stderr "$MGE_BIN/$tool" -h
+        assert_success
+        [[ "$output" == "Usage: $tool"* ]]
     done
     run "$MGE_RUN" --seed -3
     assert_failure 2
@@ -200,4 +203,40 @@ all_tools_reject() {
     "$MGE_OPT" -S < "$T/good.mge" | grep -q '^input x'
     "$MGE_RUN" --input "$T/x.npy" < "$T/good.mge" > "$T/y.npy"
     [ "$(npy_count "$T/y.npy")" = 1 ]
+}
+
+@test "-o /dev/null and a FIFO are written in place, not replaced" {
+    "$MGE_OPT" "$T/conv.mgt" -o /dev/null
+    [ -c /dev/null ]
+    "$MGE_DUMP" "$T/good.mge" -o /dev/null
+    [ -c /dev/null ]
+    mkfifo "$T/pipe"
+    cat "$T/pipe" > "$T/fromfifo.mge" &
+    "$MGE_OPT" "$T/conv.mgt" -o "$T/pipe"
+    wait $!
+    [ -p "$T/pipe" ]
+    cmp "$T/fromfifo.mge" "$T/good.mge"
+    run "$MGE_OPT" "$T/conv.mgt" -o "$T"
+    assert_failure 1
+    assert_output --partial "directory"
+}
+
+@test "a tensor file given as a model says what it is" {
+    npys "$T/x.npy" f32:2x4:1
+    run "$MGE_RUN" "$T/x.npy" < /dev/null
+    assert_failure 1
+    assert_output --partial "NPY tensor stream, not a model"
+    run "$MGE_OPT" "$T/x.npy" -o "$T/out.mge"
+    assert_failure 1
+    assert_output --partial "not a model"
+    [ ! -e "$T/out.mge" ]
+}
+
+@test "mge-dump refuses an NPY header claiming 2^60 elements" {
+    pyq 'h = "{\"descr\": \"<f4\", \"fortran_order\": False, \"shape\": (1073741824, 1073741824), }".replace(chr(34), chr(39))
+h += " " * (63 - (10 + len(h)) % 64) + "\n"
+open(sys.argv[1], "wb").write(b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little") + h.encode() + b"\0" * 64)' "$T/huge.npy"
+    run timeout 20 "$MGE_DUMP" "$T/huge.npy"
+    assert_failure 1
+    assert_output --partial "mge-dump: $T/huge.npy: error:"
 }

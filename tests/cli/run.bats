@@ -295,3 +295,53 @@ open(sys.argv[1], "wb").write(b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little"
     run "$MGE_RUN" --device gpu
     assert_failure 2
 }
+
+@test "--rtol scales with the reference and -q silences a passing --check" {
+    make_mlp_mge
+    npys "$T/x.npy" f32:2x4:rand
+    "$MGE_RUN" "$T/mlp.mge" --output fc1 < "$T/x.npy" > "$T/ref.npy"
+    run --separate-stderr "$MGE_RUN" -q "$T/mlp.mge" --output fc1 --check "$T/ref.npy" < "$T/x.npy"
+    assert_success
+    [ -z "$stderr" ]
+    # a reference off by 1% of its value: rtol 2e-2 accepts, the default rejects
+    pyq 'import struct
+d = bytearray(open(sys.argv[1], "rb").read())
+hl = struct.unpack_from("<H", d, 8)[0]; off = 10 + hl
+n = (len(d) - off) // 4
+vals = struct.unpack_from("<%df" % n, d, off)
+struct.pack_into("<%df" % n, d, off, *[v * 1.01 for v in vals])
+open(sys.argv[2], "wb").write(d)' "$T/ref.npy" "$T/ref101.npy"
+    run "$MGE_RUN" "$T/mlp.mge" --output fc1 --check "$T/ref101.npy" --atol 0 --rtol 2e-2 < "$T/x.npy"
+    assert_success
+    run "$MGE_RUN" "$T/mlp.mge" --output fc1 --check "$T/ref101.npy" --atol 0 < "$T/x.npy"
+    assert_failure 1
+    assert_output --partial "max rel err 0.0099"
+}
+
+@test "every sample net runs end to end at batch 2" {
+    ls "$SAMPLES"/*.mgt > /dev/null 2>&1 || skip "no samples/nets/*.mgt"
+    for net in "$SAMPLES"/*.mgt; do
+        name=$(basename "$net" .mgt)
+        "$MGE_OPT" -O1 "$net" -o "$T/$name.mge"
+        # one record per input the outputs need, shaped from the declarations
+        spec=$("$MGE_DUMP" --json "$T/$name.mge" | pyq 'import json
+d = json.load(sys.stdin)
+i = d["inputs"][0]
+print("%s:%s:rand" % (i["dtype"], "x".join("2" if s == "N" else str(s) for s in i["shape"])))')
+        npys "$T/$name.in.npy" "$spec"
+        run "$MGE_RUN" "$T/$name.mge" -o "$T/$name.out.npy" < "$T/$name.in.npy"
+        assert_success
+        run npy_show "$T/$name.out.npy"
+        assert_success
+        assert_line --index 0 --regexp '^[a-z0-9]+ 2(x[0-9]+)* '
+        refute_output --partial nan
+    done
+}
+
+@test "mge-run does not wait for NPY records typed on a terminal" {
+    make_mlp_mge
+    run script -qec "'$MGE_RUN' '$T/mlp.mge' -o '$T/out.npy'" /dev/null
+    assert_failure 1
+    assert_output --partial "terminal"
+    [ ! -e "$T/out.npy" ]
+}

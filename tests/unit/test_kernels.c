@@ -6,6 +6,8 @@
 #include "unit.h"
 
 #include <stdatomic.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static mge_rng rng;
 static mge_pool *pools[2];   /* NULL (serial) and 2 threads */
@@ -553,6 +555,23 @@ static void probe(mge_pool *pool, int64_t ntasks)
     CHECK(!atomic_load(&p.bad_thread));
 }
 
+/* A task that runs the pool again (nested): must not deadlock. */
+typedef struct nest_probe {
+    mge_pool *pool;
+    _Atomic int inner;
+} nest_probe;
+
+static void nest_inner(void *a, int64_t task, int thread)
+{
+    atomic_fetch_add(&((nest_probe *)a)->inner, 1);
+}
+
+static void nest_outer(void *a, int64_t task, int thread)
+{
+    nest_probe *p = a;
+    mge_pool_run(p->pool, 5, nest_inner, p);
+}
+
 static void test_thread_pool(void)
 {
     CHECK(mge_pool_size(NULL) == 1);
@@ -576,10 +595,16 @@ static void test_thread_pool(void)
         mge_pool_free(p);
     }
     mge_pool_free(NULL);
+    mge_pool *p = mge_pool_create(2);
+    nest_probe np = {p, 0};
+    mge_pool_run(p, 7, nest_outer, &np);
+    CHECK(atomic_load(&np.inner) == 35);
+    mge_pool_free(p);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    (void)argc;
     mge_rng_seed(&rng, 20261129);
     pools[0] = NULL;
     pools[1] = mge_pool_create(2);
@@ -594,5 +619,23 @@ int main(void)
     RUN(test_softmax);
     RUN(test_coverage);
     mge_pool_free(pools[1]);
-    return unit_done();
+    int rc = unit_done();
+    /* Once more with the portable (non-AVX2) loops of the cpu kernels, in a
+     * child, since the ISA is picked once per process. */
+    if (!getenv("MGE_CPU_ISA")) {
+        printf("test_kernels: again with MGE_CPU_ISA=baseline (portable loops)\n");
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+            setenv("MGE_CPU_ISA", "baseline", 1);
+            execv("/proc/self/exe", argv);
+            _exit(127);
+        }
+        int st = 0;
+        if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            fprintf(stderr, "test_kernels: the run with MGE_CPU_ISA=baseline failed\n");
+            rc = 1;
+        }
+    }
+    return rc;
 }

@@ -274,6 +274,25 @@ static void test_linear_matmul(void)
     }
     run_ok(mk(&t, MGE_OP_MATMUL, 2, 0, NULL), (mge_tensor *[]){&v, &u}, (mge_tensor *[]){&d});
     CHECK_NEAR(F(&d)[0], 1 * -1 + 2 * 1 + 3 * 3, 1e-6);
+
+    /* i32: [[1,2],[3,4]] @ [[5,6],[7,8]] = [[19,22],[43,50]]; products wrap */
+    mge_tensor ia, ib, iy;
+    int64_t d22[2] = {2, 2};
+    tens(&ia, MGE_I32, 2, d22);
+    tens(&ib, MGE_I32, 2, d22);
+    tens(&iy, MGE_I32, 2, d22);
+    int32_t av[4] = {1, 2, 3, 4}, bv[4] = {5, 6, 7, 8};
+    memcpy(ia.data, av, sizeof av);
+    memcpy(ib.data, bv, sizeof bv);
+    run_ok(mk(&t, MGE_OP_MATMUL, 2, 0, NULL), (mge_tensor *[]){&ia, &ib}, (mge_tensor *[]){&iy});
+    int32_t *yv = iy.data;
+    CHECK(yv[0] == 19 && yv[1] == 22 && yv[2] == 43 && yv[3] == 50);
+    ((int32_t *)ia.data)[0] = INT32_MAX;
+    run_ok(mk(&t, MGE_OP_MATMUL, 2, 0, NULL), (mge_tensor *[]){&ia, &ib}, (mge_tensor *[]){&iy});
+    CHECK(yv[0] == (int32_t)(uint32_t)(5u * (uint32_t)INT32_MAX + 14u));
+    mge_tensor_free(&ia);
+    mge_tensor_free(&ib);
+    mge_tensor_free(&iy);
     mge_tensor *all[] = {&x, &w, &b, &y, &A, &B, &Y, &v, &u, &d};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         mge_tensor_free(all[i]);
@@ -933,6 +952,116 @@ static void test_int_reduce(void)
         mge_tensor_free(all[i]);
 }
 
+/* ---------------------------------------------------------------- agreement with inference */
+
+#define AI1(k, v) {.key = MGE_KEY_##k, .n = 1, .i = {v}}
+#define AIN(k, n_, ...) {.key = MGE_KEY_##k, .n = n_, .i = {__VA_ARGS__}}
+#define AFL(k, v) {.key = MGE_KEY_##k, .n = 1, .f = v}
+
+typedef struct icase {
+    int op, nin;
+    mge_dtype dt[6];
+    int nd[6];
+    int64_t d[6][5];
+    int nattr;
+    mge_attr a[6];
+} icase;
+
+/* Valid configurations: the shape inference (lib/op_*.c) sizes the output
+ * and the ref kernel must accept it, in eval and in training mode. */
+static const icase icases[] = {
+    {MGE_OP_CONV2D, 3, {MGE_F32, MGE_F32, MGE_F32}, {4, 4, 1}, {{2, 4, 9, 7}, {6, 2, 3, 2}, {6}}, 6,
+     {AI1(out, 6), AIN(kernel, 2, 3, 2), AIN(stride, 2, 2, 1), AIN(pad, 2, 1, 0), AI1(dilation, 2), AI1(groups, 2)}},
+    {MGE_OP_CONV2D, 2, {MGE_F32, MGE_F32}, {4, 4}, {{1, 3, 5, 5}, {2, 3, 1, 1}}, 3,
+     {AI1(out, 2), AI1(kernel, 1), AI1(bias, 0)}},
+    {MGE_OP_LINEAR, 3, {MGE_F32, MGE_F32, MGE_F32}, {3, 2, 1}, {{2, 3, 5}, {4, 5}, {4}}, 1, {AI1(out, 4)}},
+    {MGE_OP_MATMUL, 2, {MGE_F32, MGE_F32}, {3, 2}, {{2, 3, 4}, {5, 4}}, 1, {AI1(transpose_b, 1)}},
+    {MGE_OP_MATMUL, 2, {MGE_F32, MGE_F32}, {1, 3}, {{4}, {2, 4, 3}}, 0, {{0}}},
+    {MGE_OP_MATMUL, 2, {MGE_I32, MGE_I32}, {2, 1}, {{3, 4}, {4}}, 0, {{0}}},
+    {MGE_OP_BATCHNORM, 5, {MGE_F32, MGE_F32, MGE_F32, MGE_F32, MGE_F32}, {4, 1, 1, 1, 1},
+     {{2, 3, 2, 2}, {3}, {3}, {3}, {3}}, 0, {{0}}},
+    {MGE_OP_BATCHNORM, 6, {MGE_F32, MGE_F32, MGE_F32, MGE_F32, MGE_F32, MGE_I64}, {2, 1, 1, 1, 1, 0},
+     {{5, 2}, {2}, {2}, {2}, {2}, {0}}, 1, {AFL(momentum, 0.3)}},
+    {MGE_OP_LAYERNORM, 3, {MGE_F32, MGE_F32, MGE_F32}, {3, 2, 2}, {{2, 3, 4}, {3, 4}, {3, 4}}, 1, {AI1(axis, -2)}},
+    {MGE_OP_LEAKY_RELU, 1, {MGE_F32}, {2}, {{3, 4}}, 1, {AFL(alpha, 0.2)}},
+    {MGE_OP_DROPOUT, 1, {MGE_F32}, {2}, {{3, 4}}, 1, {AFL(p, 0.3)}},
+    {MGE_OP_RELU, 1, {MGE_I64}, {1}, {{5}}, 0, {{0}}},
+    {MGE_OP_CAST, 1, {MGE_F32}, {2}, {{2, 3}}, 1, {AI1(dtype, MGE_BF16)}},
+    {MGE_OP_CAST, 1, {MGE_I64}, {2}, {{2, 3}}, 1, {AI1(dtype, MGE_U8)}},
+    {MGE_OP_ADD, 2, {MGE_F32, MGE_F32}, {3, 2}, {{2, 1, 3}, {4, 1}}, 0, {{0}}},
+    {MGE_OP_POW, 2, {MGE_F32, MGE_F32}, {1, 0}, {{3}, {0}}, 0, {{0}}},
+    {MGE_OP_MINIMUM, 2, {MGE_I32, MGE_I32}, {2, 2}, {{1, 3}, {2, 1}}, 0, {{0}}},
+    {MGE_OP_MAXPOOL2D, 1, {MGE_F32}, {4}, {{1, 2, 7, 6}}, 5,
+     {AI1(kernel, 3), AI1(stride, 2), AI1(pad, 1), AI1(dilation, 2), AI1(ceil_mode, 1)}},
+    {MGE_OP_AVGPOOL2D, 1, {MGE_F32}, {4}, {{1, 2, 7, 6}}, 4,
+     {AI1(kernel, 3), AI1(stride, 2), AI1(pad, 1), AI1(ceil_mode, 1)}},
+    {MGE_OP_GLOBAL_AVGPOOL, 1, {MGE_F32}, {4}, {{2, 3, 4, 4}}, 0, {{0}}},
+    {MGE_OP_LOG_SOFTMAX, 1, {MGE_F32}, {3}, {{2, 3, 4}}, 1, {AI1(axis, 1)}},
+    {MGE_OP_SUM, 1, {MGE_F32}, {3}, {{2, 3, 4}}, 2, {AIN(axis, 2, 0, 2), AI1(keepdim, 1)}},
+    {MGE_OP_MEAN, 1, {MGE_F32}, {3}, {{2, 3, 4}}, 0, {{0}}},
+    {MGE_OP_MAX, 1, {MGE_I32}, {3}, {{2, 3, 4}}, 1, {AI1(axis, -1)}},
+    {MGE_OP_ARGMAX, 1, {MGE_F32}, {3}, {{2, 3, 4}}, 2, {AI1(axis, 1), AI1(keepdim, 1)}},
+    {MGE_OP_RESHAPE, 1, {MGE_F32}, {3}, {{2, 3, 4}}, 1, {AIN(shape, 2, -1, 6)}},
+    {MGE_OP_FLATTEN, 1, {MGE_U8}, {3}, {{2, 3, 4}}, 0, {{0}}},
+    {MGE_OP_TRANSPOSE, 1, {MGE_BOOL}, {3}, {{2, 3, 4}}, 1, {AIN(perm, 3, 2, 0, 1)}},
+    {MGE_OP_CONCAT, 3, {MGE_F16, MGE_F16, MGE_F16}, {2, 2, 2}, {{2, 3}, {2, 1}, {2, 4}}, 1, {AI1(axis, 1)}},
+    {MGE_OP_SLICE, 1, {MGE_I64}, {2}, {{3, 10}}, 4, {AI1(axis, 1), AI1(start, -8), AI1(end, 9), AI1(step, 3)}},
+    {MGE_OP_SLICE, 1, {MGE_F32}, {2}, {{3, 10}}, 1, {AI1(axis, 0)}},
+    {MGE_OP_CROSS_ENTROPY, 2, {MGE_F32, MGE_I64}, {2, 1}, {{4, 3}, {4}}, 0, {{0}}},
+    {MGE_OP_MSE, 2, {MGE_F32, MGE_F32}, {2, 2}, {{4, 3}, {4, 3}}, 0, {{0}}},
+};
+
+static void test_infer_agrees(void)
+{
+    for (size_t ci = 0; ci < sizeof icases / sizeof icases[0]; ci++) {
+        const icase *c = &icases[ci];
+        mge_error err = {0};
+        mge_graph *g = mge_graph_new();
+        int ins[6];
+        mge_tensor t[6], y;
+        mge_tensor *tp[6];
+        int nin = c->nin;
+        mge_rng r;
+        mge_rng_seed(&r, ci + 100);
+        for (int i = 0; i < nin; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "in%d", i);
+            ins[i] = mge_graph_add_value(g, name, MGE_VAL_INPUT, c->dt[i], c->nd[i], c->d[i], &err);
+            CHECK_MSG(ins[i] >= 0, "%s", err.msg);
+            tens(&t[i], c->dt[i], c->nd[i], c->d[i]);
+            tp[i] = &t[i];
+            for (int64_t j = 0; j < mge_tensor_numel(&t[i]); j++) {
+                if (c->dt[i] == MGE_F32)
+                    F(&t[i])[j] = c->op == MGE_OP_BATCHNORM && i == 4 ? 0.5f + mge_rng_uniform(&r)
+                                                                        : mge_rng_normal(&r);
+                else if (c->dt[i] == MGE_I64)
+                    ((int64_t *)t[i].data)[j] = (int64_t)(mge_rng_next(&r) % 3);
+                else if (c->dt[i] == MGE_I32)
+                    ((int32_t *)t[i].data)[j] = (int32_t)(mge_rng_next(&r) % 7) - 3;
+            }
+        }
+        const char *outname = "y";
+        int node = mge_graph_add_node(g, "n", c->op, nin, ins, c->nattr, c->a, 1, &outname, &err);
+        CHECK_MSG(node >= 0, "case %zu (%s): %s", ci, mge_op_info(c->op)->name, err.msg);
+        if (node >= 0) {
+            const mge_value *v = &g->values[g->nodes[node].out[0]];
+            tens(&y, v->dtype, v->ndim, v->dims);
+            for (int training = 0; training < 2; training++) {
+                mge_kctx ctx = ctx0;
+                ctx.training = training;
+                ctx.rng = &r;
+                mge_status st = runk(&ctx, &g->nodes[node], tp, (mge_tensor *[]){&y}, &err);
+                CHECK_MSG(st == MGE_OK, "case %zu (%s)%s: %s", ci, mge_op_info(c->op)->name,
+                          training ? " training" : "", err.msg);
+            }
+            mge_tensor_free(&y);
+        }
+        for (int i = 0; i < nin; i++)
+            mge_tensor_free(&t[i]);
+        mge_graph_free(g);
+    }
+}
+
 /* ---------------------------------------------------------------- backends */
 
 /* Every op has an f32 ref kernel (cast and cross_entropy under their
@@ -971,6 +1100,7 @@ int main(void)
     RUN(test_losses);
     RUN(test_half_dtypes);
     RUN(test_int_reduce);
+    RUN(test_infer_agrees);
     RUN(test_backends);
     return unit_done();
 }
