@@ -68,19 +68,22 @@ static inline int cpu_isa_avx2(void)
  * branches before inlining. */
 static inline CPU_BASE float cpu_expf(float x)
 {
-    float c = x > -87.0f ? x : -87.0f;   /* 2^-126 is the smallest normal; NaN -> -87 */
-    c = c < 88.0f ? c : 88.0f;
+    /* clamp so that n is in [-125, 128]; NaN becomes -86.6 here and is
+     * put back at the end */
+    float c = x > -86.6f ? x : -86.6f;
+    c = c < 88.7228394f ? c : 88.7228394f;
     float t = c * 1.44269504088896341f;
     float n = (t + 12582912.0f) - 12582912.0f;   /* round to nearest (1.5 * 2^23) */
     float r = c - n * 0.693359375f;
     r = r - n * -2.12194440e-4f;
     float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
-    uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;   /* n in [-126, 127] */
+    /* 2^n as 2^(n-1) * 2, so n = 128 (x near ln FLT_MAX) needs no inf exponent */
+    uint32_t bits = (uint32_t)((int32_t)n + 126) << 23;
     float s;
     memcpy(&s, &bits, sizeof s);
-    float e = p * s;
-    e = x > 88.72283905f ? __builtin_inff() : e;
-    e = x < -103.97f ? 0.0f : e;
+    float e = p * s * 2.0f;
+    e = x > 88.7228394f ? __builtin_inff() : e;
+    e = x < -103.97f ? 0.0f : e;   /* below the smallest denormal */
     return x != x ? x : e;
 }
 

@@ -290,6 +290,7 @@ static mge_status cpu_binary(const mge_kctx *ctx, const mge_node *n, mge_tensor 
 
 void mge_cpu_register_elemwise(mge_backend *b)
 {
+    cpu_isa_avx2();   /* decided once, before any kernel runs on pool threads */
     static const int un[] = {MGE_OP_RELU, MGE_OP_RELU6, MGE_OP_LEAKY_RELU, MGE_OP_SIGMOID, MGE_OP_TANH,
                              MGE_OP_GELU, MGE_OP_SILU, MGE_OP_HSWISH, MGE_OP_HSIGMOID, MGE_OP_EXP,
                              MGE_OP_LOG, MGE_OP_SQRT, MGE_OP_NEG, MGE_OP_ABS, MGE_OP_DROPOUT};

@@ -332,6 +332,8 @@ static void test_unary(void)
                 x[5] = ops[o] == MGE_OP_EXP ? 89.0f : 100.0f;
                 x[6] = ops[o] == MGE_OP_EXP ? -110.0f : -100.0f;
                 x[7] = NAN;
+                x[8] = ops[o] == MGE_OP_EXP ? 88.5f : 50.0f;   /* near FLT_MAX */
+                x[9] = ops[o] == MGE_OP_EXP ? -87.0f : -50.0f;  /* near FLT_MIN */
             }
             char desc[64];
             snprintf(desc, sizeof desc, "%s n=%lld", mge_op_info(ops[o])->name, (long long)n);
