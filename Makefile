@@ -67,14 +67,8 @@ $(B)/tests/%: tests/unit/%.c tests/unit/unit.h $(B)/libmge.a
 -include $(DEPS)
 
 # ------------------------------------------------------------------ tests
-BATS ?= bats
 check: all $(UNIT_BIN)
-	@echo "== unit tests"
-	@fail=0; for t in $(UNIT_BIN); do $$t || fail=1; done; test $$fail = 0
-	@echo "== CLI tests (bats)"
-	@MGE_BIN=$(CURDIR)/$(BINDIR) $(BATS) tests/cli
-	@echo "== oracle tests"
-	@MGE_BIN=$(CURDIR)/$(BINDIR) PYTHON=$(PYTHON) tests/oracle/run
+	@PYTHON=$(PYTHON) tests/run-all $(CURDIR)/$(BINDIR) $(UNIT_BIN)
 
 unit: $(UNIT_BIN)
 	@fail=0; for t in $(UNIT_BIN); do $$t || fail=1; done; test $$fail = 0
