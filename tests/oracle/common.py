@@ -1,6 +1,8 @@
 """Shared helpers for oracle tests: tool paths, temp dirs, NPY streams."""
+import atexit
 import io
 import os
+import shutil
 import subprocess
 import tempfile
 
@@ -35,8 +37,20 @@ def run(args, stdin=None, check=True):
     return p.returncode, p.stdout, p.stderr.decode(errors="replace")
 
 
+_TMPDIRS = []
+
+
 def tmpdir():
-    return tempfile.mkdtemp(prefix="mge-oracle-")
+    """A scratch directory removed when the run ends."""
+    d = tempfile.mkdtemp(prefix="mge-oracle-")
+    _TMPDIRS.append(d)
+    return d
+
+
+@atexit.register
+def _cleanup():
+    for d in _TMPDIRS:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def npy_stream(*arrays):
