@@ -136,9 +136,12 @@ int main(int argc, char **argv)
         }
         cli_note(cli_name(weights), "bound %d parameter tensors", nbound);
     }
-    int uninit = 0;
-    for (int v = 0; v < g->nvalues; v++)
-        uninit += (g->values[v].kind == MGE_VAL_PARAM || g->values[v].kind == MGE_VAL_STATE) && !g->values[v].data;
+    int uninit = 0, valued = 0;
+    for (int v = 0; v < g->nvalues; v++) {
+        int p = g->values[v].kind == MGE_VAL_PARAM || g->values[v].kind == MGE_VAL_STATE;
+        uninit += p && !g->values[v].data;
+        valued += p && g->values[v].data;
+    }
     if (uninit) {
         if (mge_graph_init_params(g, seed, &err)) {
             cli_mge_error(where, &err);
@@ -158,8 +161,12 @@ int main(int argc, char **argv)
     mge_buf b = {0};
     mge_status s;
     if (text) {
-        if (weights)
-            cli_warn(cli_name(weights), "the text form does not carry parameter values (write .mge to keep them)");
+        /* values that came from a file or --weights would be lost silently */
+        if (valued)
+            cli_warn(weights ? cli_name(weights) : where,
+                     "the text form does not carry parameter values: %d tensors not written "
+                     "(write .mge, or keep them with mge-dump --params W.npz and a weights \"W.npz\" line)",
+                     valued);
         s = mge_text_print(g, &b, &err);
     } else {
         mge_write_opts wo = {0};

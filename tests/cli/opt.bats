@@ -216,3 +216,14 @@ del d["bogus.weight"]; del d["fc2.bias"]; np.savez(sys.argv[3], **d)' "$T/w.npz"
     "$MGE_OPT" -S --passes=dce "$T/conv.mgt" > "$T/once.mgt"
     cmp "$T/twice.mgt" "$T/once.mgt"
 }
+
+@test "-S warns when parameter values would be dropped, and not for a fresh text model" {
+    write_mlp
+    "$MGE_OPT" "$T/mlp.mgt" -o "$T/mlp.mge"
+    run --separate-stderr "$MGE_OPT" -S "$T/mlp.mge"
+    assert_success
+    [[ "$stderr" == *"warning: the text form does not carry parameter values"* ]]
+    run --separate-stderr "$MGE_OPT" -S "$T/mlp.mgt"
+    assert_success
+    [ -z "$stderr" ]
+}
