@@ -8,6 +8,7 @@
  * With MGE_FUZZ_SEEDS=DIR set, it also writes seed files for tests/fuzz. */
 #include "internal.h"
 #include "unit.h"
+#include "unit_graph.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -18,42 +19,6 @@
 static mge_error err;
 
 /* ---------------------------------------------------------------- graph building */
-
-static mge_attr A(int key, int64_t v)
-{
-    mge_attr a;
-    memset(&a, 0, sizeof a);
-    a.key = key;
-    a.n = 1;
-    a.i[0] = v;
-    return a;
-}
-
-static int node(mge_graph *g, const char *name, int op, int nin, const int *in, int nattr, const mge_attr *at)
-{
-    const char *outs[1] = {name};
-    int n = mge_graph_add_node(g, name, op, nin, in, nattr, at, 1, outs, &err);
-    if (n < 0) {
-        fprintf(stderr, "add %s: %s\n", name, err.msg);
-        return -1;
-    }
-    return g->nodes[n].out[0];
-}
-
-static int un(mge_graph *g, const char *name, int op, int x)
-{
-    return node(g, name, op, 1, &x, 0, NULL);
-}
-
-static int layer(mge_graph *g, const char *name, int op, int x, int nattr, const mge_attr *at)
-{
-    int in[8] = {x}, np = 0;
-    if (mge_graph_layer_params(g, name, op, x, nattr, at, in + 1, &np, &err)) {
-        fprintf(stderr, "params %s: %s\n", name, err.msg);
-        return -1;
-    }
-    return node(g, name, op, 1 + np, in, nattr, at);
-}
 
 static int conv(mge_graph *g, const char *name, int x, int out, int k, int pad)
 {
