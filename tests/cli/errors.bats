@@ -240,3 +240,26 @@ open(sys.argv[1], "wb").write(b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little"
     assert_failure 1
     assert_output --partial "mge-dump: $T/huge.npy: error:"
 }
+
+@test "a .mge whose graph claims 2^60 elements is refused (checksums intact)" {
+    # patch the first parameter's first dim in the GRPH section, then fix its CRC,
+    # so only the size check can stop it
+    damage "$T/good.mge" "$T/huge.mge" '
+pos = 36
+for _ in range(3):
+    tag, n = bytes(d[pos:pos + 4]), struct.unpack_from("<Q", d, pos + 4)[0]
+    if tag == b"GRPH":
+        count, p = struct.unpack_from("<I", d, pos + 12)[0], pos + 16
+        for _ in range(count):
+            p += 4 + struct.unpack_from("<I", d, p)[0]
+            kind, nd = d[p], d[p + 2]
+            if kind == 1 and nd > 0:
+                struct.pack_into("<q", d, p + 3, 1 << 60)
+                break
+            p += 3 + 8 * nd
+            p += 4 + struct.unpack_from("<I", d, p)[0] + 1
+        struct.pack_into("<I", d, pos + 12 + n, zlib.crc32(bytes(d[pos:pos + 12 + n])))
+    pos += 16 + n'
+    ! cmp -s "$T/good.mge" "$T/huge.mge"
+    all_tools_reject "$T/huge.mge" "too large"
+}
