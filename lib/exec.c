@@ -157,7 +157,7 @@ mge_status mge_exec_create(const mge_graph *g, const mge_exec_opts *o, mge_exec 
         mge_exec_free(e);
         return mge_error_set(err, MGE_ERR_NOMEM, "cannot create a pool of %d threads", o->threads);
     }
-    mge_blas_set_threads(e->threads);
+    mge_blas_set_threads(1);   /* our pool splits BLAS calls; see lib/blas.c */
     *out = e;
     return MGE_OK;
 }
@@ -437,7 +437,7 @@ mge_status mge_exec_run(mge_exec *e, const mge_tensor *const *inputs, mge_error 
     if ((s = bind(e, p, inputs, err)))
         return s;
     e->last_batch = batch;
-    mge_blas_set_threads(e->threads);
+    mge_blas_set_threads(1);   /* again, in case the embedding program changed it */
     for (int i = 0; i < e->g->nnodes; i++) {
         if (!e->need[i])
             continue;

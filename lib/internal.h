@@ -132,8 +132,9 @@ void mge_cpu_register_elemwise(mge_backend *b); /* unary, binary */
 void mge_cpu_register_pool(mge_backend *b);
 void mge_cpu_register_misc(mge_backend *b);     /* norm, reduce, shape */
 
-/* OpenBLAS thread count: set to the executor's threads and used only from
- * the calling thread, so it never runs at the same time as our pool. */
+/* OpenBLAS thread count. The executor sets it to 1: our pool is the only
+ * one, and kernels call OpenBLAS from pool tasks, each on its own block
+ * (several threads inside OpenBLAS at once; see lib/blas.c). */
 void mge_blas_set_threads(int n);
 
 /* ---------------------------------------------------------------- planner */

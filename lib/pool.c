@@ -18,7 +18,7 @@
 
 /* Pause iterations before sleeping (about 100 us at 25 ns a pause on the
  * EPYC we measure on): long enough to bridge back-to-back kernels, short
- * enough not to hold a core long while OpenBLAS threads run the sgemm
+ * enough not to hold a core long while the caller runs serial work
  * between two of our runs. */
 #define POOL_SPIN 4000
 

@@ -4,13 +4,13 @@
  *   - one input channel per group (depthwise, incl. channel multipliers):
  *     a direct kernel, parallel over output planes, on a zero-padded copy
  *     of each input plane (see dw_plane);
- *   - 1x1, stride 1, no pad: one sgemm per image and group straight on x;
- *   - otherwise im2col into the workspace (parallel over the pool), then
- *     one sgemm per image and group.
- * The bias (or zero) is written into the output first and the sgemm
- * accumulates onto it (beta = 1), so the bias costs no extra pass.
- * OpenBLAS is only called from the calling thread, never inside a pool
- * task. */
+ *   - 1x1, stride 1, no pad: sgemm straight on x;
+ *   - otherwise im2col, then sgemm.
+ * Each task writes the bias (or zero) into its block of the output and
+ * the sgemm accumulates onto it (beta = 1), so the bias costs no extra pass.
+ * OpenBLAS runs single-threaded and is called from pool tasks, one call per
+ * block of the output (see "gemm blocks" below), so our pool is the only
+ * one and results do not depend on --threads. */
 #include "cpu.h"
 
 #include <cblas.h>
@@ -48,46 +48,32 @@ static int blas_fits(int64_t a, int64_t b, int64_t c)
     return a >= 0 && b >= 0 && c >= 0 && a <= INT_MAX && b <= INT_MAX && c <= INT_MAX;
 }
 
-/* ---------------------------------------------------------------- bias prefill */
+/* ---------------------------------------------------------------- bias prefill
+ * The bias (or zero) goes into C first and BLAS accumulates onto it (beta =
+ * 1): OpenBLAS's own beta = 0 pass over C is slower than a plain fill (up
+ * to a quarter of the sgemm time on the small-K 1x1 convs of mobilenet).
+ * Each task fills its own block of C right before its BLAS call, so the
+ * fill runs in parallel and leaves the block in cache. */
 
-typedef struct bias_job {
-    float *y;
-    const float *b;   /* NULL: zero */
-    int64_t O, plane;
-} bias_job;
+/* y[0..n) = v, vectorized (an -O2 build would leave this loop scalar). */
+CPU_MULTI(fill_f32, (float *restrict y, int64_t n, float v), (y, n, v), {
+    for (int64_t i = 0; i < n; i++)
+        y[i] = v;
+})
 
-static void bias_fill(void *a, int64_t b0, int64_t b1, int thread)
+/* Rows [0, rows) of C (leading dimension ldc), columns [0, cols): row r
+ * gets rowv[r], or column k gets colv[k], or zero when neither is given. */
+static void fill_block(float *c, int64_t ldc, int64_t rows, int64_t cols, const float *rowv, const float *colv)
 {
-    const bias_job *j = a;
-    for (int64_t p = b0; p < b1; p++) {
-        float v = j->b ? j->b[p % j->O] : 0.0f;
-        float *y = j->y + p * j->plane;
-        for (int64_t i = 0; i < j->plane; i++)
-            y[i] = v;
-    }
-}
-
-/* Rows of O (linear, or 1x1 output planes): the bias vector (or zeros)
- * copied into each. */
-static void bias_rows(void *a, int64_t r0, int64_t r1, int thread)
-{
-    const bias_job *j = a;
-    for (int64_t r = r0; r < r1; r++) {
-        if (j->b)
-            memcpy(j->y + r * j->O, j->b, sizeof(float) * (size_t)j->O);
+    for (int64_t r = 0; r < rows; r++) {
+        float *cr = c + r * ldc;
+        if (colv)
+            memcpy(cr, colv, sizeof(float) * (size_t)cols);
+        else if (rowv)
+            fill_f32(cr, cols, rowv[r]);
         else
-            memset(j->y + r * j->O, 0, sizeof(float) * (size_t)j->O);
+            memset(cr, 0, sizeof(float) * (size_t)cols);
     }
-}
-
-/* y[rows][O][plane] = b[O] broadcast. */
-static void prefill_bias(const mge_kctx *ctx, float *y, const float *b, int64_t rows, int64_t O, int64_t plane)
-{
-    bias_job j = {y, b, O, plane};
-    if (plane == 1)
-        cpu_parallel(ctx, rows, O >= CPU_GRAIN ? 1 : CPU_GRAIN / O, bias_rows, &j);
-    else
-        cpu_parallel(ctx, rows * O, plane >= CPU_GRAIN ? 1 : CPU_GRAIN / (plane ? plane : 1), bias_fill, &j);
 }
 
 /* ---------------------------------------------------------------- depthwise */
@@ -231,7 +217,157 @@ static void dw_task(void *a, int64_t p0, int64_t p1, int thread)
     }
 }
 
+/* ---------------------------------------------------------------- gemm blocks
+ *
+ * OpenBLAS runs single-threaded (lib/blas.c); every BLAS call here is cut
+ * into blocks of rows or columns of C, one cblas call per block, and the
+ * blocks run as tasks on our pool. The cut depends on the shape alone,
+ * never on the thread count: OpenBLAS 0.3.21 does not compute an element
+ * of C the same way at every place in a call (splitting a 64x3136x576
+ * sgemm in two changes a few percent of the outputs by an ulp or so, and
+ * sgemv is the same), so with the same blocks at any --threads the results
+ * are bit-identical and the thread count only decides who runs which
+ * block. K is never split (that would change the summation order anyway).
+ *
+ * Each extra block costs one more packing of the operand it shares with
+ * the others (A for column blocks, B for row blocks), about 1/(2*width)
+ * of a float per flop. Measured on one thread (scripts/bench-kernels):
+ * column blocks of 256 or more cost 0-3% (the resnet18 stem and layer1
+ * got faster, as the im2col of a block stays in cache), while row blocks
+ * cost 2-3% each on the 7x7 layers, so rows are cut in two at most. */
+
+#define GEMM_BLOCK_FLOPS 4e6   /* at least this much work per block */
+#define GEMM_MAX_COL_BLOCKS 8
+#define GEMM_MIN_COLS 256
+#define GEMM_MAX_ROW_BLOCKS 2
+#define GEMM_MIN_ROWS 64
+#define GEMV_BLOCK_FLOATS 1048576  /* 4 MiB of weights per sgemv block: smaller ones are cached */
+
+typedef struct gemm_split {
+    int along_n;   /* 1: blocks of columns of C; 0: blocks of rows */
+    int64_t bs;    /* block size along that dimension */
+    int64_t nb;    /* number of blocks */
+} gemm_split;
+
+/* Blocks of D along one side of C: as many as the work and maxb allow,
+ * each at least minb wide. */
+static gemm_split gemm_cut(int along_n, int64_t D, int64_t minb, int64_t maxb, double flops)
+{
+    gemm_split s = {along_n, D, 1};
+    int64_t nb = 1;
+    while (nb < maxb && flops / (double)(2 * nb) >= GEMM_BLOCK_FLOPS && D / (2 * nb) >= minb)
+        nb *= 2;
+    if (nb > 1) {
+        s.bs = ((D + nb - 1) / nb + 15) / 16 * 16;   /* whole micro-tiles */
+        s.nb = (D + s.bs - 1) / s.bs;
+    }
+    return s;
+}
+
+/* The blocks of C[M][N] += A[M][K] B[K][N]: columns when they can be cut,
+ * else rows. */
+static gemm_split gemm_plan(int64_t M, int64_t N, int64_t K)
+{
+    double flops = 2.0 * (double)M * (double)N * (double)K;
+    gemm_split sn = gemm_cut(1, N, GEMM_MIN_COLS, GEMM_MAX_COL_BLOCKS, flops);
+    return sn.nb > 1 ? sn : gemm_cut(0, M, GEMM_MIN_ROWS, GEMM_MAX_ROW_BLOCKS, flops);
+}
+
+/* Batched C = op(A) op(B) (+ C): task = (batch index, block). Batch index t
+ * finds its A and B through broadcast strides over the batch dims. */
+typedef struct gemm_job {
+    CBLAS_TRANSPOSE ta, tb;
+    int64_t M, N, K, lda, ldb, ldc;
+    const float *a, *b;
+    float *c;
+    int64_t sc;                  /* C floats per batch index */
+    int nbd;                     /* batch dims (0: one matrix) */
+    const int64_t *bdims, *sa, *sb;
+    const float *rowv, *colv;    /* C's prefill (see fill_block) */
+    gemm_split s;
+} gemm_job;
+
+static void gemm_task(void *arg, int64_t task, int thread)
+{
+    const gemm_job *j = arg;
+    int64_t t = task / j->s.nb, blk = task % j->s.nb;
+    const float *a = j->a, *b = j->b;
+    float *c = j->c + t * j->sc;
+    for (int i = j->nbd - 1; i >= 0; i--) {
+        int64_t k = t % j->bdims[i];
+        t /= j->bdims[i];
+        a += k * j->sa[i];
+        b += k * j->sb[i];
+    }
+    int64_t M = j->M, N = j->N;
+    int64_t d0 = blk * j->s.bs, d1 = d0 + j->s.bs;
+    const float *rowv = j->rowv, *colv = j->colv;
+    if (j->s.along_n) {
+        d1 = d1 < N ? d1 : N;
+        b += j->tb == CblasNoTrans ? d0 : d0 * j->ldb;
+        c += d0;
+        colv = colv ? colv + d0 : NULL;
+        N = d1 - d0;
+    } else {
+        d1 = d1 < M ? d1 : M;
+        a += j->ta == CblasNoTrans ? d0 * j->lda : d0;
+        c += d0 * j->ldc;
+        rowv = rowv ? rowv + d0 : NULL;
+        M = d1 - d0;
+    }
+    fill_block(c, j->ldc, M, N, rowv, colv);
+    if (j->K > 0)
+            cblas_sgemm(CblasRowMajor, j->ta, j->tb, (blasint)M, (blasint)N, (blasint)j->K, 1.0f, a, (blasint)j->lda,
+                    b, (blasint)j->ldb, 1.0f, c, (blasint)j->ldc);
+}
+
+/* One (or `batch`) C = prefill + op(A) op(B) over the pool. */
+static void gemm_run(const mge_kctx *ctx, gemm_job *j, int64_t batch)
+{
+    j->s = gemm_plan(j->M, j->N, j->K);
+    mge_pool_run(ctx->pool, batch * j->s.nb, gemm_task, j);
+}
+
 /* ---------------------------------------------------------------- im2col */
+
+/* Rows [r0, r1) of the im2col matrix of one image and group, columns
+ * (output pixels) [p0, p1) only, stored with leading dimension p1 - p0.
+ * Row r is input channel r / (kh*kw) at tap (i, j). */
+static void im2col(const cpu_conv *c, const float *x, float *col, int64_t p0, int64_t p1, int64_t r0, int64_t r1)
+{
+    /* locals, so the compiler need not reload them after each memcpy */
+    const int64_t OW = c->OW, H = c->H, W = c->W, kw = c->kw, ksz = c->kh * c->kw, ld = p1 - p0;
+    const int64_t sh = c->sh, sw = c->sw, ph = c->ph, pw = c->pw, dh = c->dh, dw = c->dw;
+    const int64_t oh0 = p0 / OW, ow00 = p0 % OW;
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t ch = r / ksz, i = (r % ksz) / kw, j = r % kw;
+        const float *xc = x + ch * H * W + j * dw - pw;   /* xc[ih*W + iw]: tap j folded in */
+        int64_t lo, hi;
+        cpu_valid_range(OW, W, sw, pw, j * dw, &lo, &hi);
+        /* one output row (oh) at a time; d[ow] is column oh*OW + ow */
+        float *d = col + r * ld - ow00;
+        int64_t ow0 = ow00, left = ld;
+        for (int64_t oh = oh0; left > 0; oh++, d += OW, left -= OW - ow0, ow0 = 0) {
+            int64_t ow1 = left < OW - ow0 ? ow0 + left : OW;
+            int64_t ih = oh * sh - ph + i * dh;
+            if (ih < 0 || ih >= H) {
+                memset(d + ow0, 0, sizeof(float) * (size_t)(ow1 - ow0));
+                continue;
+            }
+            int64_t a = lo < ow0 ? ow0 : lo > ow1 ? ow1 : lo, b = hi < a ? a : hi > ow1 ? ow1 : hi;
+            for (int64_t ow = ow0; ow < a; ow++)
+                d[ow] = 0.0f;
+            const float *src = xc + ih * W;
+            if (sw == 1)
+                memcpy(d + a, src + a, sizeof(float) * (size_t)(b - a));
+            else
+                for (int64_t ow = a; ow < b; ow++)
+                    d[ow] = src[ow * sw];
+            for (int64_t ow = b; ow < ow1; ow++)
+                d[ow] = 0.0f;
+        }
+    }
+}
 
 typedef struct col_job {
     const cpu_conv *c;
@@ -242,35 +378,63 @@ typedef struct col_job {
 static void col_rows(void *a, int64_t r0, int64_t r1, int thread)
 {
     const col_job *jb = a;
-    const cpu_conv *c = jb->c;
-    const int64_t OH = c->OH, OW = c->OW, ksz = c->kh * c->kw;
-    for (int64_t r = r0; r < r1; r++) {
-        int64_t ch = r / ksz, i = (r % ksz) / c->kw, j = r % c->kw;
-        const float *x = jb->x + ch * c->H * c->W;
-        float *dst = jb->col + r * OH * OW;
-        int64_t lo, hi;
-        cpu_valid_range(OW, c->W, c->sw, c->pw, j * c->dw, &lo, &hi);
-        for (int64_t oh = 0; oh < OH; oh++, dst += OW) {
-            int64_t ih = oh * c->sh - c->ph + i * c->dh;
-            if (ih < 0 || ih >= c->H) {
-                memset(dst, 0, sizeof(float) * (size_t)OW);
-                continue;
-            }
-            const float *src = x + ih * c->W + j * c->dw - c->pw;
-            for (int64_t ow = 0; ow < lo; ow++)
-                dst[ow] = 0.0f;
-            if (c->sw == 1)
-                memcpy(dst + lo, src + lo, sizeof(float) * (size_t)(hi - lo));
-            else
-                for (int64_t ow = lo; ow < hi; ow++)
-                    dst[ow] = src[ow * c->sw];
-            for (int64_t ow = hi; ow < OW; ow++)
-                dst[ow] = 0.0f;
-        }
-    }
+    im2col(jb->c, jb->x, jb->col, 0, jb->c->OH * jb->c->OW, r0, r1);
 }
 
 /* ---------------------------------------------------------------- conv2d */
+
+/* Column blocks of one image and group: each task builds the im2col
+ * columns of its own block in its thread's scratch (they stay in cache for
+ * the sgemm that follows) or, for 1x1 stride-1 convs, reads x directly. */
+typedef struct conv_job {
+    const cpu_conv *c;
+    const float *x, *w, *b;
+    float *y, *ws;
+    int direct;
+    gemm_split s;
+} conv_job;
+
+static void conv_cols_task(void *arg, int64_t task, int thread)
+{
+    const conv_job *j = arg;
+    const cpu_conv *c = j->c;
+    const int64_t P = c->OH * c->OW, K = c->Cg * c->kh * c->kw;
+    int64_t ig = task / j->s.nb, blk = task % j->s.nb;   /* ig = image * G + group */
+    int64_t img = ig / c->G, g = ig % c->G;
+    int64_t p0 = blk * j->s.bs, p1 = p0 + j->s.bs < P ? p0 + j->s.bs : P;
+    const float *xg = j->x + (img * c->C + g * c->Cg) * c->H * c->W;
+    const float *src = xg + p0;
+    float *y = j->y + (img * c->O + g * c->Og) * P + p0;
+    int64_t ldb = P;
+    fill_block(y, P, c->Og, p1 - p0, j->b ? j->b + g * c->Og : NULL, NULL);
+    if (!j->direct) {
+        float *col = j->ws + (size_t)thread * (size_t)(K * j->s.bs);
+        im2col(c, xg, col, p0, p1, 0, K);
+        src = col;
+        ldb = p1 - p0;
+    }
+    if (K > 0)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)c->Og, (blasint)(p1 - p0), (blasint)K, 1.0f,
+                    j->w + g * c->Og * K, (blasint)K, src, (blasint)ldb, 1.0f, y, (blasint)P);
+}
+
+/* Scratch floats of the im2col path: per thread one column block, or one
+ * whole im2col matrix when the split is along output channels. */
+static gemm_split conv_split(const cpu_conv *c)
+{
+    const int64_t P = c->OH * c->OW, K = c->Cg * c->kh * c->kw;
+    gemm_split s = gemm_plan(c->Og, P, K);
+    if (s.nb == 1)   /* uncut: one task per image and group */
+        s = (gemm_split){1, P, 1};
+    return s;
+}
+
+static int64_t conv_col_scratch(const cpu_conv *c, int threads)
+{
+    const int64_t P = c->OH * c->OW, K = c->Cg * c->kh * c->kw;
+    gemm_split s = conv_split(c);
+    return s.along_n ? K * s.bs * (threads < 1 ? 1 : threads) : K * P;
+}
 
 static size_t conv_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int threads)
 {
@@ -280,7 +444,7 @@ static size_t conv_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *cons
     if (c.Cg == 1)
         own = sizeof(float) * (size_t)dw_scratch(&c) * (size_t)(threads < 1 ? 1 : threads);
     else if (!conv_is_1x1(&c))
-        own = sizeof(float) * (size_t)(c.Cg * c.kh * c.kw) * (size_t)(c.OH * c.OW);
+        own = sizeof(float) * (size_t)conv_col_scratch(&c, threads);
     size_t ref = cpu_ref_ws(n, in, out, threads);   /* shapes too large for BLAS fall back */
     return own > ref ? own : ref;
 }
@@ -293,8 +457,8 @@ static mge_status cpu_conv2d(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     const float *x = in[0]->data, *w = in[1]->data;
     const float *b = n->nin > 2 && in[2] ? in[2]->data : NULL;
     float *y = out[0]->data;
+    int threads = ctx->pool ? mge_pool_size(ctx->pool) : 1;
     if (c.Cg == 1) {
-        int threads = ctx->pool ? mge_pool_size(ctx->pool) : 1;
         size_t need = sizeof(float) * (size_t)dw_scratch(&c) * (size_t)threads;
         if (!ctx->ws || ctx->ws_size < need)
             return mge_error_set(err, MGE_ERR_INVALID, "conv2d: workspace of %zu bytes, need %zu", ctx->ws_size,
@@ -307,15 +471,18 @@ static mge_status cpu_conv2d(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     const int64_t P = c.OH * c.OW, K = c.Cg * c.kh * c.kw;
     if (!blas_fits(c.Og, P, K))
         return cpu_fallback(ctx, n, in, out, err);
-    /* Always prefilled (bias or zeros) with beta = 1: OpenBLAS's own beta = 0
-     * pass over C is slower than a plain fill (up to a quarter of the sgemm
-     * time on the small-K 1x1 convs of mobilenet). */
-    const float beta = 1.0f;
-    prefill_bias(ctx, y, b, c.N, c.O, P);
     int direct = conv_is_1x1(&c);
-    if (!direct && ctx->ws_size < sizeof(float) * (size_t)(K * P))
-        return mge_error_set(err, MGE_ERR_INVALID, "conv2d: workspace of %zu bytes, need %zu", ctx->ws_size,
-                             sizeof(float) * (size_t)(K * P));
+    size_t need = direct ? 0 : sizeof(float) * (size_t)conv_col_scratch(&c, threads);
+    if (need && (!ctx->ws || ctx->ws_size < need))
+        return mge_error_set(err, MGE_ERR_INVALID, "conv2d: workspace of %zu bytes, need %zu", ctx->ws_size, need);
+    conv_job cj = {&c, x, w, b, y, ctx->ws, direct, conv_split(&c)};
+    if (cj.s.along_n) {
+        /* every image, group and column block is a task of its own */
+        mge_pool_run(ctx->pool, c.N * c.G * cj.s.nb, conv_cols_task, &cj);
+        return MGE_OK;
+    }
+    /* Few output pixels (late layers): one im2col per image and group,
+     * shared by row blocks (output channels) of the sgemm. */
     for (int64_t img = 0; img < c.N; img++)
         for (int64_t g = 0; g < c.G; g++) {
             const float *xg = x + (img * c.C + g * c.Cg) * c.H * c.W;
@@ -325,14 +492,33 @@ static mge_status cpu_conv2d(const mge_kctx *ctx, const mge_node *n, mge_tensor 
                 cpu_parallel(ctx, K, P >= 4096 ? 1 : 4096 / P, col_rows, &j);
                 src = ctx->ws;
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)c.Og, (blasint)P, (blasint)K, 1.0f,
-                        w + g * c.Og * K, (blasint)K, src, (blasint)P, beta, y + (img * c.O + g * c.Og) * P,
-                        (blasint)P);
+            gemm_job gj = {CblasNoTrans, CblasNoTrans, c.Og, P, K, K, P, P, w + g * c.Og * K, src,
+                           y + (img * c.O + g * c.Og) * P, 0, 0, NULL, NULL, NULL, b ? b + g * c.Og : NULL, NULL,
+                           {0, 0, 0}};
+            gemm_run(ctx, &gj, 1);
         }
     return MGE_OK;
 }
 
 /* ---------------------------------------------------------------- linear */
+
+/* A few rows (batch-1 classifier heads): sgemv streams the weight once per
+ * row, while sgemm would first pack all of it. Blocks of output features. */
+typedef struct gemv_job {
+    const float *w, *x, *b;
+    float *y;
+    int64_t M, O, K, bs;
+} gemv_job;
+
+static void gemv_task(void *arg, int64_t blk, int thread)
+{
+    const gemv_job *j = arg;
+    int64_t o0 = blk * j->bs, o1 = o0 + j->bs < j->O ? o0 + j->bs : j->O;
+    fill_block(j->y + o0, j->O, j->M, o1 - o0, NULL, j->b ? j->b + o0 : NULL);
+    for (int64_t m = 0; m < j->M; m++)
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, (blasint)(o1 - o0), (blasint)j->K, 1.0f, j->w + o0 * j->K,
+                    (blasint)j->K, j->x + m * j->K, 1, 1.0f, j->y + m * j->O + o0, 1);
+}
 
 static mge_status cpu_linear(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
                              mge_error *err)
@@ -346,24 +532,26 @@ static mge_status cpu_linear(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     if (!blas_fits(M, O, K))
         return cpu_fallback(ctx, n, in, out, err);
     float *y = out[0]->data;
-    const float beta = 1.0f;   /* prefilled, see cpu_conv2d */
-    if (b)
-        prefill_bias(ctx, y, b, M, O, 1);
-    else
-        memset(y, 0, sizeof(float) * (size_t)(M * O));
-    if (K == 0)
-        return MGE_OK;
-    const float *xd = x->data;
-    if (M <= 4) {
-        /* A few rows (batch-1 classifier heads): sgemv streams the weight
-         * once per row, while sgemm would first pack all of it. */
-        for (int64_t m = 0; m < M; m++)
-            cblas_sgemv(CblasRowMajor, CblasNoTrans, (blasint)O, (blasint)K, 1.0f, w->data, (blasint)K, xd + m * K, 1,
-                        beta, y + m * O, 1);
+    if (K == 0) {
+        fill_block(y, O, M, O, NULL, b);
         return MGE_OK;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)M, (blasint)O, (blasint)K, 1.0f, xd, (blasint)K,
-                w->data, (blasint)K, beta, y, (blasint)O);
+    const float *xd = x->data;
+    if (M <= 4) {
+        /* Memory-bound and nothing to re-pack: blocks of output features
+         * (rows of w) of GEMV_BLOCK_FLOATS of w or more, GEMM_MIN_ROWS rows
+         * or more; the cut depends on the shape alone, as above. */
+        int64_t nb = 1;
+        while (nb < GEMM_MAX_COL_BLOCKS && O * K / (2 * nb) >= GEMV_BLOCK_FLOATS && O / (2 * nb) >= GEMM_MIN_ROWS)
+            nb *= 2;
+        int64_t bs = ((O + nb - 1) / nb + 15) / 16 * 16;
+        gemv_job j = {w->data, xd, b, y, M, O, K, bs};
+        mge_pool_run(ctx->pool, (O + bs - 1) / bs, gemv_task, &j);
+        return MGE_OK;
+    }
+    gemm_job gj = {CblasNoTrans, CblasTrans, M, O, K, K, K, O, xd, w->data, y, 0, 0, NULL, NULL, NULL, NULL, b,
+                   {0, 0, 0}};   /* bias per column of y */
+    gemm_run(ctx, &gj, 1);
     return MGE_OK;
 }
 
@@ -388,20 +576,22 @@ static mge_status cpu_matmul(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     if (!blas_fits(batch * M, N, K) || !blas_fits(lda, ldb, 0))
         return cpu_fallback(ctx, n, in, out, err);
     float *yd = y->data;
-    memset(yd, 0, sizeof(float) * (size_t)(batch * M * N));   /* beta = 1 below, see cpu_conv2d */
-    if (K == 0)
+    if (K == 0) {
+        memset(yd, 0, sizeof(float) * (size_t)(batch * M * N));
         return MGE_OK;
+    }
     int64_t bbatch = 1;
     for (int i = 0; i < bt->ndim - 2; i++)
         bbatch *= bt->dims[i];
-    const float *ad = a->data, *bd = bt->data;
+    gemm_job j = {ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, lda, ldb, N, a->data,
+                  bt->data, yd, M * N, 0, NULL, NULL, NULL, NULL, NULL, {0, 0, 0}};   /* zero prefill */
     /* b shared by every batch and a contiguous rows: one tall sgemm. */
     if (bbatch == 1 && !ta && mge_tensor_numel(a) == batch * M * K) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)(batch * M), (blasint)N,
-                    (blasint)K, 1.0f, ad, (blasint)lda, bd, (blasint)ldb, 1.0f, yd, (blasint)N);
+        j.M = batch * M;
+        gemm_run(ctx, &j, 1);
         return MGE_OK;
     }
-    /* Per batch index: broadcast offsets of a and b (dims aligned at the right). */
+    /* Per batch index: broadcast strides of a and b (dims aligned at the right). */
     int64_t sa[MGE_MAX_DIMS] = {0}, sb[MGE_MAX_DIMS] = {0};
     int64_t st = M * K;
     for (int i = a->ndim - 3; i >= 0; i--) {
@@ -415,20 +605,11 @@ static mge_status cpu_matmul(const mge_kctx *ctx, const mge_node *n, mge_tensor 
         sb[yi] = bt->dims[i] == 1 ? 0 : st;
         st *= bt->dims[i];
     }
-    int64_t idx[MGE_MAX_DIMS] = {0};
-    for (int64_t t = 0; t < batch; t++) {
-        int64_t oa = 0, ob = 0;
-        for (int i = 0; i < nb; i++)
-            oa += idx[i] * sa[i], ob += idx[i] * sb[i];
-        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)M,
-                    (blasint)N, (blasint)K, 1.0f, ad + oa, (blasint)lda, bd + ob, (blasint)ldb, 1.0f,
-                    yd + t * M * N, (blasint)N);
-        for (int i = nb - 1; i >= 0; i--) {
-            if (++idx[i] < y->dims[i])
-                break;
-            idx[i] = 0;
-        }
-    }
+    j.nbd = nb;
+    j.bdims = y->dims;
+    j.sa = sa;
+    j.sb = sb;
+    gemm_run(ctx, &j, batch);
     return MGE_OK;
 }
 

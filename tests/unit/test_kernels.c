@@ -105,7 +105,7 @@ static mge_status run_kernel(const mge_kernel *k, mge_pool *pool, const mge_node
     size_t ws = k->ws ? k->ws(n, in, outs, threads) : 0;
     void *wsp = ws ? mge_aligned_alloc(ws) : NULL;
     mge_kctx ctx = {pool, threads, wsp, ws, 0, NULL};
-    mge_blas_set_threads(threads);
+    mge_blas_set_threads(1);   /* as the executor does */
     mge_status s = k->run(&ctx, n, in, outs, err);
     mge_aligned_free(wsp);
     return s;
@@ -302,6 +302,109 @@ static void test_matmul(void)
         check_case(&t, desc, 1e-4);
         tcase_free(&t);
     }
+}
+
+/* ---------------------------------------------------------------- bit-identical over threads */
+
+/* The BLAS-backed kernels cut each call into blocks from the shape alone,
+ * so 1, 2 and 3 threads must give the same bits (OpenBLAS itself does not
+ * compute an element the same way at every place in a call, so a cut that
+ * followed the thread count would not). Shapes big enough to be cut (the
+ * several-MFLOP ones), along columns and along rows, with block edges in
+ * the middle of output rows; checked against ref as well. */
+static void bitwise_case(tcase *t, const char *desc, mge_pool *p3)
+{
+    const mge_node *n = &t->g->nodes[t->node];
+    const mge_kernel *kc = mge_backend_kernel(mge_backend_cpu(), n->op, MGE_F32);
+    const mge_kernel *kr = mge_backend_kernel(mge_backend_ref(), n->op, MGE_F32);
+    mge_error err = {0};
+    mge_tensor *in[8];
+    for (int i = 0; i < t->nin; i++)
+        in[i] = &t->in[i];
+    mge_tensor got[3], want;
+    mge_pool *ps[3] = {NULL, pools[1], p3};
+    for (int k = 0; k < 3; k++) {
+        CHECK_OK(mge_tensor_copy(&got[k], &t->out, &err), err);
+        CHECK_OK(run_kernel(kc, ps[k], n, in, &got[k], &err), err);
+    }
+    CHECK_OK(mge_tensor_copy(&want, &t->out, &err), err);
+    CHECK_OK(run_kernel(kr, NULL, n, in, &want, &err), err);
+    CHECK_MSG(compare(desc, &got[0], &want, 1e-4), "%s: cpu against ref", desc);
+    CHECK_MSG(memcmp(got[0].data, got[1].data, got[0].nbytes) == 0, "%s: 2 threads differ from 1", desc);
+    CHECK_MSG(memcmp(got[0].data, got[2].data, got[0].nbytes) == 0, "%s: 3 threads differ from 1", desc);
+    for (int k = 0; k < 3; k++)
+        mge_tensor_free(&got[k]);
+    mge_tensor_free(&want);
+}
+
+static void test_bitwise_threads(void)
+{
+    mge_pool *p3 = mge_pool_create(3);
+    CHECK(p3 != NULL);
+    static const int64_t convs[][10] = {
+        /* N, C, H, W, O, k, s, p, d, groups */
+        {1, 32, 28, 28, 64, 3, 1, 1, 1, 1},    /* im2col, column blocks */
+        {1, 16, 45, 45, 96, 3, 2, 1, 1, 1},    /* strided, block edge mid-row */
+        {1, 8, 60, 50, 64, 5, 1, 2, 2, 1},     /* dilated, 8 column blocks */
+        {1, 128, 7, 7, 256, 3, 1, 1, 1, 1},    /* 7x7 output: row blocks, shared im2col */
+        {2, 64, 28, 28, 128, 1, 1, 0, 1, 1},   /* 1x1 direct, two images */
+        {2, 320, 7, 7, 1280, 1, 1, 0, 1, 1},   /* 1x1 direct, row blocks */
+        {2, 64, 24, 24, 128, 3, 1, 1, 1, 2},   /* grouped, column blocks */
+        {1, 256, 7, 7, 512, 3, 1, 1, 1, 2},    /* grouped, row blocks */
+    };
+    for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) {
+        const int64_t *c = convs[i];
+        tin ins[3] = {{4, {c[0], c[1], c[2], c[3]}, -1, 1},
+                      {4, {c[4], c[1] / c[9], c[5], c[5]}, -1, 1},
+                      {1, {c[4]}, -1, 1}};
+        mge_attr at[7] = {a_int(MGE_KEY_out, c[4]),      a_ints(MGE_KEY_kernel, c[5], c[5]),
+                          a_int(MGE_KEY_stride, c[6]),   a_ints(MGE_KEY_pad, c[7], c[7]),
+                          a_int(MGE_KEY_dilation, c[8]), a_int(MGE_KEY_groups, c[9]),
+                          a_int(MGE_KEY_bias, 1)};
+        tcase t;
+        CHECK_MSG(tcase_make(&t, MGE_OP_CONV2D, 3, ins, 7, at), "conv case %zu refused", i);
+        if (!t.g)
+            continue;
+        char desc[64];
+        snprintf(desc, sizeof desc, "bitwise conv2d case %zu", i);
+        bitwise_case(&t, desc, p3);
+        tcase_free(&t);
+    }
+    static const int64_t lins[][3] = {
+        /* rows, in, out */
+        {64, 512, 1024},   /* column blocks */
+        {256, 512, 64},    /* row blocks */
+        {2, 4096, 2048},   /* sgemv, blocks of output features */
+    };
+    for (size_t i = 0; i < sizeof lins / sizeof lins[0]; i++) {
+        tin ins[3] = {{2, {lins[i][0], lins[i][1]}, -1, 1},
+                      {2, {lins[i][2], lins[i][1]}, -1, 1},
+                      {1, {lins[i][2]}, -1, 1}};
+        mge_attr at[2] = {a_int(MGE_KEY_out, lins[i][2]), a_int(MGE_KEY_bias, 1)};
+        tcase t;
+        CHECK_MSG(tcase_make(&t, MGE_OP_LINEAR, 3, ins, 2, at), "linear case %zu refused", i);
+        if (!t.g)
+            continue;
+        char desc[64];
+        snprintf(desc, sizeof desc, "bitwise linear case %zu", i);
+        bitwise_case(&t, desc, p3);
+        tcase_free(&t);
+    }
+    /* matmul: tall (shared b) and batched with a transposed b */
+    tin mi[2][2] = {{{3, {8, 64, 256}, -1, 1}, {2, {256, 256}, -1, 1}},
+                    {{3, {3, 200, 300}, -1, 1}, {3, {3, 160, 300}, -1, 1}}};
+    for (int i = 0; i < 2; i++) {
+        mge_attr at[2] = {a_int(MGE_KEY_transpose_a, 0), a_int(MGE_KEY_transpose_b, i)};
+        tcase t;
+        CHECK_MSG(tcase_make(&t, MGE_OP_MATMUL, 2, mi[i], 2, at), "matmul case %d refused", i);
+        if (!t.g)
+            continue;
+        char desc[64];
+        snprintf(desc, sizeof desc, "bitwise matmul case %d", i);
+        bitwise_case(&t, desc, p3);
+        tcase_free(&t);
+    }
+    mge_pool_free(p3);
 }
 
 /* ---------------------------------------------------------------- elementwise */
@@ -614,6 +717,7 @@ int main(int argc, char **argv)
     RUN(test_conv2d);
     RUN(test_linear);
     RUN(test_matmul);
+    RUN(test_bitwise_threads);
     RUN(test_unary);
     RUN(test_binary);
     RUN(test_pool);
