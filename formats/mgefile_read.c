@@ -171,19 +171,6 @@ static int api_bad(rd *r, const mge_error *e, const char *fmt, const char *name)
     return 0;
 }
 
-static uint32_t crc_of(const void *p, size_t n)
-{
-    const unsigned char *c = p;
-    uint32_t crc = 0;
-    while (n) {
-        uInt k = n > (size_t)1 << 30 ? (uInt)1 << 30 : (uInt)n;
-        crc = (uint32_t)crc32(crc, c, k);
-        c += k;
-        n -= k;
-    }
-    return crc;
-}
-
 static size_t align_up(size_t n)
 {
     return (n + (MGEF_ALIGN - 1)) & ~(size_t)(MGEF_ALIGN - 1);
@@ -227,7 +214,7 @@ static int open_section(rd *r, const char *tag, const char *what)
                     what, (unsigned long long)len, r->pos, r->n);
     size_t pend = r->pos + (size_t)len;
     uint32_t want = (uint32_t)le(r->p + pend, 4);
-    if (CRC_BAD(crc_of(r->p + start, pend - start), want)) {
+    if (CRC_BAD(mge_file_crc32(r->p + start, pend - start), want)) {
         mge_error_set(r->err, MGE_ERR_FORMAT, "checksum mismatch in %s", what);
         return 0;
     }
@@ -652,7 +639,7 @@ static int read_tdir_entry(rd *r, const gtab *t, uint32_t prev, trec *e)
 static int read_tensor(rd *r, const trec *e, int borrow, mge_value *val)
 {
     const unsigned char *src = r->p + e->offset;
-    if (CRC_BAD(crc_of(src, (size_t)e->stored), e->crc)) {
+    if (CRC_BAD(mge_file_crc32(src, (size_t)e->stored), e->crc)) {
         mge_error_set(r->err, MGE_ERR_FORMAT, "checksum mismatch in tensor '%s'", val->name);
         return 0;
     }
@@ -783,7 +770,7 @@ static int read_header(rd *r, size_t *data_off)
         return mge_error_set(r->err, MGE_ERR_FORMAT, "malformed header: format version 0"), 0;
     if (!get_u32(r, &flags) || !get_u64(r, &doff) || !get_u64(r, &fsize) || !get_u32(r, &crc))
         return 0;
-    if (CRC_BAD(crc_of(r->p, 32), crc))
+    if (CRC_BAD(mge_file_crc32(r->p, 32), crc))
         return mge_error_set(r->err, MGE_ERR_FORMAT, "checksum mismatch in header"), 0;
     if (flags)
         return mge_error_set(r->err, MGE_ERR_FORMAT, "malformed header: unknown flags 0x%x", (unsigned)flags), 0;

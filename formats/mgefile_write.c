@@ -89,10 +89,10 @@ static void patch_u64(mge_buf *b, size_t at, uint64_t v)
         b->p[at + (size_t)i] = (char)(unsigned char)(v >> (8 * i));
 }
 
-/* zlib's crc32 takes uInt lengths: feed large buffers in pieces. */
-static uint32_t crc_of(uint32_t crc, const void *p, size_t n)
+uint32_t mge_file_crc32(const void *p, size_t n)
 {
     const unsigned char *c = p;
+    uint32_t crc = 0;
     while (n) {
         uInt k = n > (size_t)1 << 30 ? (uInt)1 << 30 : (uInt)n;
         crc = (uint32_t)crc32(crc, c, k);
@@ -225,7 +225,7 @@ static void end_section(mge_buf *b, size_t start)
     if (b->failed)
         return;
     patch_u64(b, start + 4, (uint64_t)(b->n - start - 12));
-    put_u32(b, crc_of(0, b->p + start, b->n - start));
+    put_u32(b, mge_file_crc32(b->p + start, b->n - start));
 }
 
 static mge_status write_meta(const mge_graph *g, mge_buf *b, mge_error *err)
@@ -387,7 +387,7 @@ static mge_status prepare_tensor(const wctx *w, wtensor *wt, mge_error *err)
             free(c);
         }
     }
-    wt->crc = crc_of(0, wt->bytes, wt->stored);
+    wt->crc = mge_file_crc32(wt->bytes, wt->stored);
     return MGE_OK;
 }
 
@@ -496,7 +496,7 @@ mge_status mge_file_write(const mge_graph *g, const mge_write_opts *o, mge_buf *
     }
     patch_u64(b, base + 16, data_off);
     patch_u64(b, base + 24, b->n - base);
-    patch_u32(b, base + 32, crc_of(0, b->p + base, 32));
+    patch_u32(b, base + 32, mge_file_crc32(b->p + base, 32));
 done:
     for (int i = 0; i < nt; i++)
         free(ts[i].owned);

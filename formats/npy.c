@@ -609,61 +609,62 @@ static mge_status build_header(const mge_tensor *t, char *out, size_t cap, size_
     return MGE_OK;
 }
 
-/* bf16 to f32 in pieces through a small buffer. */
-#define CONV_CHUNK 1024
+/* Where a record goes: a FILE or an mge_buf. Returns 0 on failure. */
+typedef int (*npy_sink)(void *to, const void *p, size_t n);
 
-static void bf16_chunk(const uint16_t *src, size_t n, float *dst)
+static int sink_file(void *to, const void *p, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        dst[i] = mge_bf16_to_f32(src[i]);
+    return n == 0 || fwrite(p, 1, n, (FILE *)to) == n;
+}
+
+static int sink_buf(void *to, const void *p, size_t n)
+{
+    return mge_buf_put((mge_buf *)to, p, n);
+}
+
+/* Header then data; bf16 (which NPY lacks) goes out as f32 in pieces
+ * through a small buffer. *ok = 0 when the sink fails. */
+#define CONV_CHUNK 1024
+static mge_status write_record(npy_sink sink, void *to, const mge_tensor *t, int *ok, mge_error *err)
+{
+    char hdr[1024];
+    mge_dtype as = t->dtype;
+    size_t nbytes = 0, hl = 0;
+    *ok = 1;
+    mge_status s = build_header(t, hdr, sizeof hdr, &hl, &as, &nbytes, err);
+    if (s)
+        return s;
+    *ok = sink(to, hdr, hl);
+    if (*ok && as == t->dtype) {
+        *ok = sink(to, t->data, nbytes);
+    } else if (*ok) {
+        float tmp[CONV_CHUNK];
+        const uint16_t *src = t->data;
+        size_t n = nbytes / 4;
+        for (size_t i = 0; *ok && i < n; i += CONV_CHUNK) {
+            size_t m = n - i < CONV_CHUNK ? n - i : CONV_CHUNK;
+            for (size_t j = 0; j < m; j++)
+                tmp[j] = mge_bf16_to_f32(src[i + j]);
+            *ok = sink(to, tmp, m * 4);
+        }
+    }
+    return MGE_OK;
 }
 
 mge_status mge_npy_write_buf(mge_buf *b, const mge_tensor *t, mge_error *err)
 {
-    char hdr[1024];
-    mge_dtype as;
-    size_t nbytes, hl;
-    mge_status s = build_header(t, hdr, sizeof hdr, &hl, &as, &nbytes, err);
-    if (s)
-        return s;
-    mge_buf_put(b, hdr, hl);
-    if (as == t->dtype) {
-        mge_buf_put(b, t->data, nbytes);
-    } else {
-        float tmp[CONV_CHUNK];
-        size_t n = nbytes / 4;
-        for (size_t i = 0; i < n; i += CONV_CHUNK) {
-            size_t m = n - i < CONV_CHUNK ? n - i : CONV_CHUNK;
-            bf16_chunk((const uint16_t *)t->data + i, m, tmp);
-            mge_buf_put(b, tmp, m * 4);
-        }
-    }
-    if (b->failed)
+    int ok;
+    mge_status s = write_record(sink_buf, b, t, &ok, err);
+    if (!s && (!ok || b->failed))
         return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
-    return MGE_OK;
+    return s;
 }
 
 mge_status mge_npy_write(FILE *f, const mge_tensor *t, mge_error *err)
 {
-    char hdr[1024];
-    mge_dtype as;
-    size_t nbytes, hl;
-    mge_status s = build_header(t, hdr, sizeof hdr, &hl, &as, &nbytes, err);
-    if (s)
-        return s;
-    int ok = fwrite(hdr, 1, hl, f) == hl;
-    if (ok && as == t->dtype) {
-        ok = nbytes == 0 || fwrite(t->data, 1, nbytes, f) == nbytes;
-    } else if (ok) {
-        float tmp[CONV_CHUNK];
-        size_t n = nbytes / 4;
-        for (size_t i = 0; ok && i < n; i += CONV_CHUNK) {
-            size_t m = n - i < CONV_CHUNK ? n - i : CONV_CHUNK;
-            bf16_chunk((const uint16_t *)t->data + i, m, tmp);
-            ok = fwrite(tmp, 4, m, f) == m;
-        }
-    }
-    if (!ok)
+    int ok;
+    mge_status s = write_record(sink_file, f, t, &ok, err);
+    if (!s && !ok)
         return mge_error_set(err, MGE_ERR_IO, "write error: %s", strerror(errno));
-    return MGE_OK;
+    return s;
 }

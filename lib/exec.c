@@ -157,7 +157,6 @@ mge_status mge_exec_create(const mge_graph *g, const mge_exec_opts *o, mge_exec 
         mge_exec_free(e);
         return mge_error_set(err, MGE_ERR_NOMEM, "cannot create a pool of %d threads", o->threads);
     }
-    mge_blas_set_threads(1);   /* our pool splits BLAS calls; see lib/blas.c */
     *out = e;
     return MGE_OK;
 }
@@ -393,12 +392,10 @@ static mge_status set_results(mge_exec *e, const mge_plan *p, mge_error *err)
         int v = e->outs[i];
         int r = p->alias[v] >= 0 ? p->alias[v] : v;
         mge_tensor_free(&e->copies[i]);
-        if (g->values[v].kind == MGE_VAL_NODE && p->offset[v] < 0 && g->values[r].kind == MGE_VAL_INPUT) {
-            mge_status s = mge_tensor_copy(&e->copies[i], &e->t[v], err);
-            if (s)
-                return s;
-            e->res[i] = &e->copies[i];
-        } else if (g->values[v].kind == MGE_VAL_INPUT) {
+        /* an input, or a view of one outside the arena */
+        int borrows = g->values[v].kind == MGE_VAL_INPUT ||
+                      (g->values[v].kind == MGE_VAL_NODE && p->offset[v] < 0 && g->values[r].kind == MGE_VAL_INPUT);
+        if (borrows) {
             mge_status s = mge_tensor_copy(&e->copies[i], &e->t[v], err);
             if (s)
                 return s;
@@ -437,7 +434,9 @@ mge_status mge_exec_run(mge_exec *e, const mge_tensor *const *inputs, mge_error 
     if ((s = bind(e, p, inputs, err)))
         return s;
     e->last_batch = batch;
-    mge_blas_set_threads(1);   /* again, in case the embedding program changed it */
+    /* our pool splits BLAS calls (lib/blas.c); set on every run in case the
+     * embedding program changed it since */
+    mge_blas_set_threads(1);
     for (int i = 0; i < e->g->nnodes; i++) {
         if (!e->need[i])
             continue;

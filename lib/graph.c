@@ -19,12 +19,13 @@ typedef struct names {
     int *slot;    /* value index + 1, 0 = empty */
 } names;
 
-static uint64_t hash_str(const char *s)
+/* Puts value index v (named name) in the first free slot of its probe chain. */
+static void names_insert(int *slot, int cap, const char *name, int v)
 {
-    uint64_t h = 1469598103934665603ull;
-    while (*s)
-        h = (h ^ (unsigned char)*s++) * 1099511628211ull;
-    return h;
+    uint64_t h = mge_hash_str(name) & (uint64_t)(cap - 1);
+    while (slot[h])
+        h = (h + 1) & (uint64_t)(cap - 1);
+    slot[h] = v + 1;
 }
 
 static int names_rehash(mge_graph *g, int cap)
@@ -33,12 +34,8 @@ static int names_rehash(mge_graph *g, int cap)
     int *slot = calloc((size_t)cap, sizeof *slot);
     if (!slot)
         return 0;
-    for (int v = 0; v < g->nvalues; v++) {
-        uint64_t h = hash_str(g->values[v].name) & (uint64_t)(cap - 1);
-        while (slot[h])
-            h = (h + 1) & (uint64_t)(cap - 1);
-        slot[h] = v + 1;
-    }
+    for (int v = 0; v < g->nvalues; v++)
+        names_insert(slot, cap, g->values[v].name, v);
     free(nm->slot);
     nm->slot = slot;
     nm->cap = cap;
@@ -50,7 +47,7 @@ int mge_graph_find(const mge_graph *g, const char *name)
     const names *nm = g->names;
     if (!nm || !nm->cap || !name)
         return -1;
-    uint64_t h = hash_str(name) & (uint64_t)(nm->cap - 1);
+    uint64_t h = mge_hash_str(name) & (uint64_t)(nm->cap - 1);
     while (nm->slot[h]) {
         int v = nm->slot[h] - 1;
         if (strcmp(g->values[v].name, name) == 0)
@@ -180,10 +177,7 @@ int mge_graph_add_value(mge_graph *g, const char *name, mge_valkind kind, mge_dt
         v->dims[i] = dims[i];
     v->producer = -1;
     int idx = g->nvalues++;
-    uint64_t h = hash_str(name) & (uint64_t)(nm->cap - 1);
-    while (nm->slot[h])
-        h = (h + 1) & (uint64_t)(nm->cap - 1);
-    nm->slot[h] = idx + 1;
+    names_insert(nm->slot, nm->cap, name, idx);
     if (kind == MGE_VAL_INPUT) {
         int *ni = realloc(g->inputs, sizeof *ni * (size_t)(g->ninputs + 1));
         if (!ni) {

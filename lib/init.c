@@ -7,14 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t name_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    while (*s)
-        h = (h ^ (unsigned char)*s++) * 1099511628211ull;
-    return h;
-}
-
 static int spec_arg(const char *spec, const char *fn, double *arg)
 {
     size_t n = strlen(fn);
@@ -69,7 +61,7 @@ mge_status mge_graph_init_params(mge_graph *g, uint64_t seed, mge_error *err)
             return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
         mge_status s = mge_tensor_alloc(t, val->dtype, val->ndim, val->dims, err);
         mge_rng r;
-        mge_rng_seed(&r, seed ^ name_hash(val->name));
+        mge_rng_seed(&r, seed ^ mge_hash_str(val->name));
         if (!s)
             s = fill(t, val->init, &r, err);
         if (s) {

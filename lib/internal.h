@@ -64,6 +64,13 @@ mge_status mge_attrs_complete(int op, int nattr, const mge_attr *attrs, mge_attr
 
 /* Shape helpers shared by families and kernels. */
 int64_t mge_tdesc_numel(const mge_tdesc *d);
+/* Element count as a double: FLOP counts never overflow, whatever the dims. */
+double mge_tdesc_count(const mge_tdesc *d);
+/* "f32[1,3,224,224]" into b; returns b. */
+const char *mge_tdesc_str(const mge_tdesc *d, char *b, size_t n);
+/* Fills one parameter spec (init is copied, e.g. "ones" or "uniform(0.1)"). */
+void mge_param_spec_set(mge_param_spec *p, const char *suffix, mge_valkind kind, mge_dtype dt, int ndim,
+                        const int64_t *dims, const char *init);
 /* numpy broadcasting of a and b into out; 0 when incompatible. */
 int mge_broadcast(const mge_tdesc *a, const mge_tdesc *b, mge_tdesc *out);
 /* Normalizes a possibly negative axis; -1 when out of range. */
@@ -162,6 +169,8 @@ void mge_plan_free(mge_plan *p);
 /* ---------------------------------------------------------------- misc */
 
 char *mge_strdup(const char *s);
+/* FNV-1a of a C string: name lookup and per-name RNG streams. */
+uint64_t mge_hash_str(const char *s);
 char *mge_strndup(const char *s, size_t n);
 
 #endif

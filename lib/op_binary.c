@@ -9,15 +9,6 @@
  * FLOPs: 1 per output element. */
 #include "internal.h"
 
-/* Element count as a double: FLOP counts never overflow, whatever the dims. */
-static double count(const mge_tdesc *d)
-{
-    double c = 1;
-    for (int i = 0; i < d->ndim; i++)
-        c *= (double)d->dims[i];
-    return c;
-}
-
 mge_status mge_binary_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
 {
     const char *name = mge_op_info(n->op)->name;
@@ -44,5 +35,5 @@ mge_status mge_binary_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *o
 
 double mge_binary_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc *out)
 {
-    return count(&out[0]);
+    return mge_tdesc_count(&out[0]);
 }

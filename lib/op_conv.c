@@ -162,26 +162,12 @@ mge_status mge_conv_params(int op, int nattr, const mge_attr *attrs, const mge_t
     int64_t cin = x->dims[1] / c.groups;
     double bound = 1.0 / sqrt((double)(cin * c.k[0] * c.k[1]));
     mge_dtype dt = mge_dtype_is_float(x->dtype) ? x->dtype : MGE_F32;
-    mge_param_spec *w = &specs[0];
-    w->suffix = "weight";
-    w->kind = MGE_VAL_PARAM;
-    w->dtype = dt;
-    w->ndim = 4;
-    w->dims[0] = c.out;
-    w->dims[1] = cin;
-    w->dims[2] = c.k[0];
-    w->dims[3] = c.k[1];
-    snprintf(w->init, sizeof w->init, "uniform(%.9g)", bound);
-    *nspecs = 1;
-    if (c.bias) {
-        mge_param_spec *b = &specs[1];
-        b->suffix = "bias";
-        b->kind = MGE_VAL_PARAM;
-        b->dtype = dt;
-        b->ndim = 1;
-        b->dims[0] = c.out;
-        snprintf(b->init, sizeof b->init, "uniform(%.9g)", bound);
-        *nspecs = 2;
-    }
+    char init[64];
+    snprintf(init, sizeof init, "uniform(%.9g)", bound);
+    const int64_t wd[4] = {c.out, cin, c.k[0], c.k[1]};
+    mge_param_spec_set(&specs[0], "weight", MGE_VAL_PARAM, dt, 4, wd, init);
+    if (c.bias)
+        mge_param_spec_set(&specs[1], "bias", MGE_VAL_PARAM, dt, 1, &c.out, init);
+    *nspecs = c.bias ? 2 : 1;
     return MGE_OK;
 }

@@ -13,26 +13,12 @@
 #include <math.h>
 #include <stdio.h>
 
-/* Element count as a double: FLOP counts never overflow, whatever the dims. */
-static double count(const mge_tdesc *d)
-{
-    double c = 1;
-    for (int i = 0; i < d->ndim; i++)
-        c *= (double)d->dims[i];
-    return c;
-}
-
-static const char *str(const mge_tdesc *d, char *b, size_t n)
-{
-    return mge_shape_str(d->dtype, d->ndim, d->dims, b, n);
-}
-
 static mge_status linear_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
 {
     const mge_tdesc *x = &in[0], *w = &in[1];
     char bx[96], bw[96];
-    str(x, bx, sizeof bx);
-    str(w, bw, sizeof bw);
+    mge_tdesc_str(x, bx, sizeof bx);
+    mge_tdesc_str(w, bw, sizeof bw);
     int64_t o = mge_node_int(n, MGE_KEY_out, -1);
     int bias = (int)mge_node_int(n, MGE_KEY_bias, 1);
     if (o < 1)
@@ -57,7 +43,7 @@ static mge_status linear_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc
         mge_dtype bdt = x->dtype == MGE_QS8 ? MGE_QS32 : x->dtype;
         if (b->dtype != bdt || b->ndim != 1 || b->dims[0] != o) {
             char bb[96];
-            return mge_error_set(err, MGE_ERR_SHAPE, "linear: bias %s: expected %s[%lld]", str(b, bb, sizeof bb),
+            return mge_error_set(err, MGE_ERR_SHAPE, "linear: bias %s: expected %s[%lld]", mge_tdesc_str(b, bb, sizeof bb),
                                  mge_dtype_name(bdt), (long long)o);
         }
     }
@@ -70,8 +56,8 @@ static mge_status matmul_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc
 {
     mge_tdesc a = in[0], b = in[1];
     char ba[96], bb[96];
-    str(&in[0], ba, sizeof ba);
-    str(&in[1], bb, sizeof bb);
+    mge_tdesc_str(&in[0], ba, sizeof ba);
+    mge_tdesc_str(&in[1], bb, sizeof bb);
     if (a.dtype != b.dtype)
         return mge_error_set(err, MGE_ERR_SHAPE, "matmul: dtypes differ: %s and %s: expected the same dtype", ba,
                              bb);
@@ -138,13 +124,13 @@ double mge_linear_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc 
         return 0;
     if (n->op == MGE_OP_LINEAR) {
         double k = (double)a->dims[a->ndim - 1];
-        double rows_out = count(&out[0]); /* M * out */
+        double rows_out = mge_tdesc_count(&out[0]); /* M * out */
         return 2.0 * rows_out * k + (n->nin == 3 ? rows_out : 0);
     }
     /* out has batch*M*N elements; K is a's contracted dim */
     int ta = (int)mge_node_int(n, MGE_KEY_transpose_a, 0) && a->ndim >= 2;
     double k = (double)(ta ? a->dims[a->ndim - 2] : a->dims[a->ndim - 1]);
-    return 2.0 * count(&out[0]) * k;
+    return 2.0 * mge_tdesc_count(&out[0]) * k;
 }
 
 mge_status mge_linear_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x, mge_param_spec *specs,
@@ -166,28 +152,16 @@ mge_status mge_linear_params(int op, int nattr, const mge_attr *attrs, const mge
     char bx[96];
     if (x->ndim < 1 || x->dims[x->ndim - 1] < 1)
         return mge_error_set(err, MGE_ERR_SHAPE, "linear: x is %s: expected rank >= 1 [..., in] with in >= 1",
-                             str(x, bx, sizeof bx));
+                             mge_tdesc_str(x, bx, sizeof bx));
     int64_t k = x->dims[x->ndim - 1];
     double bound = 1.0 / sqrt((double)k); /* PyTorch: kaiming_uniform(a=sqrt(5)) = U(-1/sqrt(in), 1/sqrt(in)) */
     mge_dtype dt = mge_dtype_is_float(x->dtype) ? x->dtype : MGE_F32;
-    mge_param_spec *w = &specs[0];
-    w->suffix = "weight";
-    w->kind = MGE_VAL_PARAM;
-    w->dtype = dt;
-    w->ndim = 2;
-    w->dims[0] = o;
-    w->dims[1] = k;
-    snprintf(w->init, sizeof w->init, "uniform(%.9g)", bound);
-    *nspecs = 1;
-    if (bias) {
-        mge_param_spec *b = &specs[1];
-        b->suffix = "bias";
-        b->kind = MGE_VAL_PARAM;
-        b->dtype = dt;
-        b->ndim = 1;
-        b->dims[0] = o;
-        snprintf(b->init, sizeof b->init, "uniform(%.9g)", bound);
-        *nspecs = 2;
-    }
+    char init[64];
+    snprintf(init, sizeof init, "uniform(%.9g)", bound);
+    const int64_t wd[2] = {o, k};
+    mge_param_spec_set(&specs[0], "weight", MGE_VAL_PARAM, dt, 2, wd, init);
+    if (bias)
+        mge_param_spec_set(&specs[1], "bias", MGE_VAL_PARAM, dt, 1, &o, init);
+    *nspecs = bias ? 2 : 1;
     return MGE_OK;
 }

@@ -8,26 +8,12 @@
  * mse 3 per element (subtract, square, add). */
 #include "internal.h"
 
-/* Element count as a double: FLOP counts never overflow, whatever the dims. */
-static double count(const mge_tdesc *d)
-{
-    double c = 1;
-    for (int i = 0; i < d->ndim; i++)
-        c *= (double)d->dims[i];
-    return c;
-}
-
-static const char *str(const mge_tdesc *d, char *b, size_t n)
-{
-    return mge_shape_str(d->dtype, d->ndim, d->dims, b, n);
-}
-
 mge_status mge_loss_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
 {
     const mge_tdesc *a = &in[0], *b = &in[1];
     char ba[96], bb[96];
-    str(a, ba, sizeof ba);
-    str(b, bb, sizeof bb);
+    mge_tdesc_str(a, ba, sizeof ba);
+    mge_tdesc_str(b, bb, sizeof bb);
     if (n->op == MGE_OP_CROSS_ENTROPY) {
         if (a->ndim != 2 || !mge_dtype_is_float(a->dtype))
             return mge_error_set(err, MGE_ERR_SHAPE, "cross_entropy: logits %s: expected a float [N,C]", ba);
@@ -54,7 +40,7 @@ mge_status mge_loss_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out
 
 double mge_loss_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc *out)
 {
-    double na = count(&in[0]);
+    double na = mge_tdesc_count(&in[0]);
     if (n->op == MGE_OP_CROSS_ENTROPY)
         return 5.0 * na + 2.0 * (in[0].ndim >= 1 ? (double)in[0].dims[0] : 0);
     return 3.0 * na;

@@ -13,20 +13,6 @@
 
 #include <stdio.h>
 
-/* Element count as a double: FLOP counts never overflow, whatever the dims. */
-static double count(const mge_tdesc *d)
-{
-    double c = 1;
-    for (int i = 0; i < d->ndim; i++)
-        c *= (double)d->dims[i];
-    return c;
-}
-
-static const char *str(const mge_tdesc *d, char *b, size_t n)
-{
-    return mge_shape_str(d->dtype, d->ndim, d->dims, b, n);
-}
-
 /* in[i] must be dtype dt with shape dims[0..nd). */
 static mge_status expect(const char *op, const char *what, const mge_tdesc *t, mge_dtype dt, int nd,
                          const int64_t *dims, mge_error *err)
@@ -37,7 +23,7 @@ static mge_status expect(const char *op, const char *what, const mge_tdesc *t, m
     if (ok)
         return MGE_OK;
     char bt[96], be[96];
-    return mge_error_set(err, MGE_ERR_SHAPE, "%s: %s %s: expected %s", op, what, str(t, bt, sizeof bt),
+    return mge_error_set(err, MGE_ERR_SHAPE, "%s: %s %s: expected %s", op, what, mge_tdesc_str(t, bt, sizeof bt),
                          mge_shape_str(dt, nd, dims, be, sizeof be));
 }
 
@@ -45,11 +31,11 @@ static mge_status check_x(const char *op, const mge_tdesc *x, int min_rank, mge_
 {
     char b[96];
     if (x->ndim < min_rank)
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected rank >= %d%s", op, str(x, b, sizeof b),
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected rank >= %d%s", op, mge_tdesc_str(x, b, sizeof b),
                              min_rank, min_rank == 2 ? " [N,C,...]" : "");
     if (!mge_dtype_is_float(x->dtype))
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected a float dtype (f32, f16, bf16)", op,
-                             str(x, b, sizeof b));
+                             mge_tdesc_str(x, b, sizeof b));
     return MGE_OK;
 }
 
@@ -64,7 +50,7 @@ static mge_status ln_axis(int nattr, const mge_attr *attrs, const mge_tdesc *x, 
     if (*ax < 0) {
         char b[96];
         return mge_error_set(err, MGE_ERR_INVALID, "layernorm: axis=%lld is out of range for x %s", (long long)v,
-                             str(x, b, sizeof b));
+                             mge_tdesc_str(x, b, sizeof b));
     }
     return MGE_OK;
 }
@@ -106,19 +92,7 @@ mge_status mge_norm_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out
 
 double mge_norm_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc *out)
 {
-    return (n->op == MGE_OP_BATCHNORM ? 2.0 : 8.0) * count(&out[0]);
-}
-
-static void spec(mge_param_spec *p, const char *suffix, mge_valkind kind, mge_dtype dt, int nd, const int64_t *dims,
-                 const char *init)
-{
-    p->suffix = suffix;
-    p->kind = kind;
-    p->dtype = dt;
-    p->ndim = nd;
-    for (int i = 0; i < nd; i++)
-        p->dims[i] = dims[i];
-    snprintf(p->init, sizeof p->init, "%s", init);
+    return (n->op == MGE_OP_BATCHNORM ? 2.0 : 8.0) * mge_tdesc_count(&out[0]);
 }
 
 mge_status mge_norm_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x, mge_param_spec *specs,
@@ -135,19 +109,19 @@ mge_status mge_norm_params(int op, int nattr, const mge_attr *attrs, const mge_t
         if ((s = check_x("batchnorm", x, 2, err)))
             return s;
         const int64_t *c = &x->dims[1];
-        spec(&specs[0], "weight", MGE_VAL_PARAM, x->dtype, 1, c, "ones");
-        spec(&specs[1], "bias", MGE_VAL_PARAM, x->dtype, 1, c, "zeros");
-        spec(&specs[2], "running_mean", MGE_VAL_STATE, x->dtype, 1, c, "zeros");
-        spec(&specs[3], "running_var", MGE_VAL_STATE, x->dtype, 1, c, "ones");
-        spec(&specs[4], "num_batches_tracked", MGE_VAL_STATE, MGE_I64, 0, NULL, "zeros");
+        mge_param_spec_set(&specs[0], "weight", MGE_VAL_PARAM, x->dtype, 1, c, "ones");
+        mge_param_spec_set(&specs[1], "bias", MGE_VAL_PARAM, x->dtype, 1, c, "zeros");
+        mge_param_spec_set(&specs[2], "running_mean", MGE_VAL_STATE, x->dtype, 1, c, "zeros");
+        mge_param_spec_set(&specs[3], "running_var", MGE_VAL_STATE, x->dtype, 1, c, "ones");
+        mge_param_spec_set(&specs[4], "num_batches_tracked", MGE_VAL_STATE, MGE_I64, 0, NULL, "zeros");
         *nspecs = 5;
         return MGE_OK;
     }
     int ax;
     if ((s = check_x("layernorm", x, 1, err)) || (s = ln_axis(nfull, full, x, &ax, err)))
         return s;
-    spec(&specs[0], "weight", MGE_VAL_PARAM, x->dtype, x->ndim - ax, &x->dims[ax], "ones");
-    spec(&specs[1], "bias", MGE_VAL_PARAM, x->dtype, x->ndim - ax, &x->dims[ax], "zeros");
+    mge_param_spec_set(&specs[0], "weight", MGE_VAL_PARAM, x->dtype, x->ndim - ax, &x->dims[ax], "ones");
+    mge_param_spec_set(&specs[1], "bias", MGE_VAL_PARAM, x->dtype, x->ndim - ax, &x->dims[ax], "zeros");
     *nspecs = 2;
     return MGE_OK;
 }

@@ -12,20 +12,6 @@
 /* Bounds kernel/stride/pad/dilation so size arithmetic cannot overflow. */
 #define MAX_WIN (1 << 30)
 
-/* Element count as a double: FLOP counts never overflow, whatever the dims. */
-static double count(const mge_tdesc *d)
-{
-    double c = 1;
-    for (int i = 0; i < d->ndim; i++)
-        c *= (double)d->dims[i];
-    return c;
-}
-
-static const char *str(const mge_tdesc *d, char *b, size_t n)
-{
-    return mge_shape_str(d->dtype, d->ndim, d->dims, b, n);
-}
-
 static mge_status pair(const mge_node *n, const char *op, int key, int64_t def, int64_t lo, int64_t v[2],
                        mge_error *err)
 {
@@ -50,7 +36,7 @@ mge_status mge_pool_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out
     const char *op = mge_op_info(n->op)->name;
     const mge_tdesc *x = &in[0];
     char bx[96];
-    str(x, bx, sizeof bx);
+    mge_tdesc_str(x, bx, sizeof bx);
     if (x->ndim != 4)
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected rank 4 [N,C,H,W]", op, bx);
     int isfloat = mge_dtype_is_float(x->dtype);
@@ -97,9 +83,9 @@ mge_status mge_pool_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out
 
 double mge_pool_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc *out)
 {
-    double outs = count(&out[0]);
+    double outs = mge_tdesc_count(&out[0]);
     if (n->op == MGE_OP_GLOBAL_AVGPOOL)
-        return count(&in[0]) + outs;
+        return mge_tdesc_count(&in[0]) + outs;
     double win = (double)mge_node_ints(n, MGE_KEY_kernel, 0, 1) * (double)mge_node_ints(n, MGE_KEY_kernel, 1, 1);
     return outs * win + (n->op == MGE_OP_AVGPOOL2D ? outs : 0);
 }

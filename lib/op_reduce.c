@@ -9,20 +9,6 @@
  * divide or log). */
 #include "internal.h"
 
-/* Element count as a double: FLOP counts never overflow, whatever the dims. */
-static double count(const mge_tdesc *d)
-{
-    double c = 1;
-    for (int i = 0; i < d->ndim; i++)
-        c *= (double)d->dims[i];
-    return c;
-}
-
-static const char *str(const mge_tdesc *d, char *b, size_t n)
-{
-    return mge_shape_str(d->dtype, d->ndim, d->dims, b, n);
-}
-
 static int numeric(mge_dtype dt)
 {
     return dt != MGE_BOOL && dt != MGE_QS8 && dt != MGE_QS32;
@@ -39,7 +25,7 @@ static mge_status one_axis(const mge_node *n, const char *op, const mge_tdesc *x
     *ax = mge_axis(v, x->ndim);
     if (*ax < 0)
         return mge_error_set(err, MGE_ERR_INVALID, "%s: axis=%lld is out of range for x %s (rank %d)", op,
-                             (long long)v, str(x, b, sizeof b), x->ndim);
+                             (long long)v, mge_tdesc_str(x, b, sizeof b), x->ndim);
     return MGE_OK;
 }
 
@@ -48,7 +34,7 @@ mge_status mge_reduce_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *o
     const char *op = mge_op_info(n->op)->name;
     const mge_tdesc *x = &in[0];
     char bx[96];
-    str(x, bx, sizeof bx);
+    mge_tdesc_str(x, bx, sizeof bx);
     int need_float = n->op == MGE_OP_SOFTMAX || n->op == MGE_OP_LOG_SOFTMAX || n->op == MGE_OP_MEAN;
     if (need_float ? !mge_dtype_is_float(x->dtype) : !numeric(x->dtype))
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected a %s dtype", op, bx,
@@ -105,11 +91,11 @@ mge_status mge_reduce_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *o
 
 double mge_reduce_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc *out)
 {
-    double ni = count(&in[0]);
+    double ni = mge_tdesc_count(&in[0]);
     switch (n->op) {
     case MGE_OP_SOFTMAX:
     case MGE_OP_LOG_SOFTMAX: return 5.0 * ni;
-    case MGE_OP_MEAN: return ni + count(&out[0]);
+    case MGE_OP_MEAN: return ni + mge_tdesc_count(&out[0]);
     default: return ni;
     }
 }

@@ -14,11 +14,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *str(const mge_tdesc *d, char *b, size_t n)
-{
-    return mge_shape_str(d->dtype, d->ndim, d->dims, b, n);
-}
-
 /* "[2,-1,0]" into b. */
 static const char *ints_str(const mge_attr *a, char *b, size_t n)
 {
@@ -34,7 +29,7 @@ static mge_status reshape_infer(const mge_node *n, const mge_tdesc *x, mge_tdesc
 {
     const mge_attr *a = mge_node_attr(n, MGE_KEY_shape);
     char bx[96], bs[160];
-    str(x, bx, sizeof bx);
+    mge_tdesc_str(x, bx, sizeof bx);
     if (!a)
         return mge_error_set(err, MGE_ERR_INVALID, "reshape: needs attribute 'shape'");
     ints_str(a, bs, sizeof bs);
@@ -78,7 +73,7 @@ static mge_status reshape_infer(const mge_node *n, const mge_tdesc *x, mge_tdesc
         char bo[96];
         return mge_error_set(err, MGE_ERR_SHAPE,
                              "reshape: x %s has %lld elements but shape=%s gives %s with %lld: expected equal counts",
-                             bx, (long long)nx, bs, str(out, bo, sizeof bo), (long long)known);
+                             bx, (long long)nx, bs, mge_tdesc_str(out, bo, sizeof bo), (long long)known);
     }
     return MGE_OK;
 }
@@ -90,7 +85,7 @@ static mge_status flatten_infer(const mge_node *n, const mge_tdesc *x, mge_tdesc
     char bx[96];
     if (st < 0)
         return mge_error_set(err, MGE_ERR_INVALID, "flatten: start=%lld is out of range for x %s (rank %d)",
-                             (long long)v, str(x, bx, sizeof bx), x->ndim);
+                             (long long)v, mge_tdesc_str(x, bx, sizeof bx), x->ndim);
     int64_t rest;
     mge_status s = mge_shape_numel(x->ndim - st, &x->dims[st], x->dtype, &rest, NULL, err);
     if (s)
@@ -105,7 +100,7 @@ static mge_status transpose_infer(const mge_node *n, const mge_tdesc *x, mge_tde
 {
     const mge_attr *a = mge_node_attr(n, MGE_KEY_perm);
     char bx[96], bp[160];
-    str(x, bx, sizeof bx);
+    mge_tdesc_str(x, bx, sizeof bx);
     if (!a)
         return mge_error_set(err, MGE_ERR_INVALID, "transpose: needs attribute 'perm'");
     ints_str(a, bp, sizeof bp);
@@ -131,7 +126,7 @@ static mge_status concat_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc
     const mge_attr *a = mge_node_attr(n, MGE_KEY_axis);
     int64_t v = a ? a->i[0] : 0;
     char b0[96], bi[96];
-    str(x, b0, sizeof b0);
+    mge_tdesc_str(x, b0, sizeof b0);
     if (a && a->n != 1)
         return mge_error_set(err, MGE_ERR_INVALID, "concat: axis has %d values: expected one", a->n);
     int ax = mge_axis(v, x->ndim);
@@ -148,7 +143,7 @@ static mge_status concat_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc
             return mge_error_set(err, MGE_ERR_SHAPE,
                                  "concat: input %d is %s but input 0 is %s: expected the same dtype, rank and dims "
                                  "except along axis %d",
-                                 k, str(y, bi, sizeof bi), b0, ax);
+                                 k, mge_tdesc_str(y, bi, sizeof bi), b0, ax);
         if (y->dims[ax] < 0 || out->dims[ax] > INT64_MAX / 2 - y->dims[ax])
             return mge_error_set(err, MGE_ERR_SHAPE, "concat: dims along axis %d overflow", ax);
         out->dims[ax] += y->dims[ax];
@@ -173,7 +168,7 @@ static mge_status slice_infer(const mge_node *n, const mge_tdesc *x, mge_tdesc *
 {
     const mge_attr *a = mge_node_attr(n, MGE_KEY_axis);
     char bx[96];
-    str(x, bx, sizeof bx);
+    mge_tdesc_str(x, bx, sizeof bx);
     if (!a)
         return mge_error_set(err, MGE_ERR_INVALID, "slice: needs attribute 'axis'");
     if (a->n != 1)

@@ -7,15 +7,6 @@
  * as in most profilers); cast is data movement and counts 0. */
 #include "internal.h"
 
-/* Element count as a double: FLOP counts never overflow, whatever the dims. */
-static double count(const mge_tdesc *d)
-{
-    double c = 1;
-    for (int i = 0; i < d->ndim; i++)
-        c *= (double)d->dims[i];
-    return c;
-}
-
 static int int_ok(mge_dtype dt)
 {
     return dt == MGE_I8 || dt == MGE_I32 || dt == MGE_I64;
@@ -64,5 +55,5 @@ double mge_unary_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc *
 {
     if (n->op == MGE_OP_CAST)
         return 0;
-    return count(&out[0]);
+    return mge_tdesc_count(&out[0]);
 }

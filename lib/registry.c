@@ -3,6 +3,7 @@
 #include "internal.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -229,6 +230,31 @@ int64_t mge_tdesc_numel(const mge_tdesc *d)
     for (int i = 0; i < d->ndim; i++)
         n *= d->dims[i];
     return n;
+}
+
+double mge_tdesc_count(const mge_tdesc *d)
+{
+    double c = 1;
+    for (int i = 0; i < d->ndim; i++)
+        c *= (double)d->dims[i];
+    return c;
+}
+
+const char *mge_tdesc_str(const mge_tdesc *d, char *b, size_t n)
+{
+    return mge_shape_str(d->dtype, d->ndim, d->dims, b, n);
+}
+
+void mge_param_spec_set(mge_param_spec *p, const char *suffix, mge_valkind kind, mge_dtype dt, int ndim,
+                        const int64_t *dims, const char *init)
+{
+    p->suffix = suffix;
+    p->kind = kind;
+    p->dtype = dt;
+    p->ndim = ndim;
+    for (int i = 0; i < ndim; i++)
+        p->dims[i] = dims[i];
+    snprintf(p->init, sizeof p->init, "%s", init);
 }
 
 int mge_broadcast(const mge_tdesc *a, const mge_tdesc *b, mge_tdesc *out)

@@ -150,3 +150,11 @@ char *mge_strndup(const char *s, size_t n)
     p[n] = 0;
     return p;
 }
+
+uint64_t mge_hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    while (*s)
+        h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+    return h;
+}

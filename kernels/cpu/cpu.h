@@ -47,6 +47,15 @@ static inline int cpu_isa_avx2(void)
 #endif
 }
 
+/* cpu_plane.c: x[H,W] into pad[Hp,Wp] with ph rows/pw columns of padv
+ * before it and padv up to Hp/Wp after it; and each padded row split into
+ * its even then odd columns ((Wp+1)/2 each, the odd half padded with padv
+ * when Wp is odd), so column 2*k + t of a row is E[k + t/2] for even t and
+ * O[k + t/2] for odd t. */
+void cpu_plane_pad(const float *restrict x, int64_t H, int64_t W, int64_t ph, int64_t pw, int64_t Hp, int64_t Wp,
+                   float padv, float *restrict pad);
+void cpu_plane_deinterleave(const float *restrict pad, int64_t Hp, int64_t Wp, float padv, float *restrict de);
+
 /* Defines name##_avx2 and name##_base with the same parameters and body,
  * and name() that calls the one the CPU supports. The body (a braced
  * block, last) may contain commas; the return type is void. */

@@ -100,17 +100,7 @@ CPU_MULTI(dw_plane,
           (c, x, w, bias, y, pad, wide), {
               const int64_t H = c->H, W = c->W, ph = c->ph, pw = c->pw, OH = c->OH, OW = c->OW;
               const int64_t Hp = H + 2 * ph, Wp = W + 2 * pw, kh = c->kh, kw = c->kw, dh = c->dh, dw = c->dw;
-              for (int64_t i = 0; i < ph * Wp; i++)
-                  pad[i] = 0.0f;
-              for (int64_t h = 0; h < H; h++) {
-                  float *restrict r = pad + (h + ph) * Wp;
-                  for (int64_t j = 0; j < pw; j++)
-                      r[j] = r[pw + W + j] = 0.0f;
-                  for (int64_t j = 0; j < W; j++)
-                      r[pw + j] = x[h * W + j];
-              }
-              for (int64_t i = (H + ph) * Wp; i < Hp * Wp; i++)
-                  pad[i] = 0.0f;
+              cpu_plane_pad(x, H, W, ph, pw, Hp, Wp, 0.0f, pad);
               const int fused3 = kh == 3 && kw == 3 && dh == 1 && dw == 1;
               if (c->sh == 1 && c->sw == 1) {
                   const int64_t L = (OH - 1) * Wp + OW;
@@ -143,18 +133,7 @@ CPU_MULTI(dw_plane,
                    * E[ow + t/2] for even t, O[ow + t/2] for odd t. */
                   const int64_t We = (Wp + 1) / 2;
                   float *restrict de = wide;   /* de-interleaved rows, 2*We each */
-                  for (int64_t r = 0; r < Hp; r++) {
-                      const float *restrict src = pad + r * Wp;
-                      float *restrict e = de + r * 2 * We, *restrict o = e + We;
-                      for (int64_t k = 0; k < Wp / 2; k++) {
-                          e[k] = src[2 * k];
-                          o[k] = src[2 * k + 1];
-                      }
-                      if (Wp % 2) {
-                          e[We - 1] = src[Wp - 1];
-                          o[We - 1] = 0.0f;
-                      }
-                  }
+                  cpu_plane_deinterleave(pad, Hp, Wp, 0.0f, de);
                   for (int64_t oh = 0; oh < OH; oh++) {
                       float *restrict yr = y + oh * OW;
                       const float *restrict r0 = de + oh * sh * 2 * We;

@@ -55,19 +55,7 @@ CPU_MULTI(pool_plane,
               const int64_t H = g->H, W = g->W, OH = g->OH, OW = g->OW, Hp = g->Hp, Wp = g->Wp;
               const int64_t kh = g->kh, kw = g->kw, sh = g->sh, sw = g->sw, dh = g->dh, dw = g->dw;
               const float padv = avg ? 0.0f : -__builtin_inff();
-              for (int64_t i = 0; i < g->ph * Wp; i++)
-                  pad[i] = padv;
-              for (int64_t h = 0; h < H; h++) {
-                  float *restrict r = pad + (h + g->ph) * Wp;
-                  for (int64_t j = 0; j < g->pw; j++)
-                      r[j] = padv;
-                  for (int64_t j = 0; j < W; j++)
-                      r[g->pw + j] = x[h * W + j];
-                  for (int64_t j = g->pw + W; j < Wp; j++)
-                      r[j] = padv;
-              }
-              for (int64_t i = (H + g->ph) * Wp; i < Hp * Wp; i++)
-                  pad[i] = padv;
+              cpu_plane_pad(x, H, W, g->ph, g->pw, Hp, Wp, padv, pad);
               if (sh == 1 && sw == 1) {
                   const int64_t L = (OH - 1) * Wp + OW;
                   for (int64_t k = 0; k < L; k++)
@@ -84,18 +72,7 @@ CPU_MULTI(pool_plane,
               } else if (sw == 2) {
                   /* column 2*ow + t is E[ow + t/2] for even t, O[ow + t/2] for odd t */
                   const int64_t We = (Wp + 1) / 2;
-                  for (int64_t r = 0; r < Hp; r++) {
-                      const float *restrict src = pad + r * Wp;
-                      float *restrict e = wide + r * 2 * We, *restrict o = e + We;
-                      for (int64_t k = 0; k < Wp / 2; k++) {
-                          e[k] = src[2 * k];
-                          o[k] = src[2 * k + 1];
-                      }
-                      if (Wp % 2) {
-                          e[We - 1] = src[Wp - 1];
-                          o[We - 1] = padv;
-                      }
-                  }
+                  cpu_plane_deinterleave(pad, Hp, Wp, padv, wide);
                   for (int64_t oh = 0; oh < OH; oh++) {
                       float *restrict yr = y + oh * OW;
                       const float *restrict r0 = wide + oh * sh * 2 * We;

@@ -151,16 +151,8 @@ def _driver():
 
 
 def _drive(args, stdin=None):
-    p = subprocess.run([_driver()] + args, input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    return p.returncode, p.stdout, p.stderr.decode(errors="replace")
-
-
-def _load_all(data):
-    f = io.BytesIO(data)
-    out = []
-    while f.tell() < len(data):
-        out.append(np.load(f))
-    return out
+    from common import run
+    return run([_driver()] + args, stdin=stdin, check=False)
 
 
 def _same(a, b):
@@ -179,7 +171,8 @@ def test_stream_copy():
             _write(f, a, v)
     rc, _, err = _drive(["--copy", src, dst])
     assert rc == 0, err
-    back = _load_all(open(dst, "rb").read())
+    from common import read_stream
+    back = read_stream(open(dst, "rb").read())
     assert len(back) == len(recs)
     for (a, _), b in zip(recs, back):
         assert _same(a, b), f"{a.dtype.str}{a.shape} came back {b.dtype.str}{b.shape}"

@@ -251,6 +251,19 @@ static int write_graph(const mge_graph *g, int compress, int no_state, mge_buf *
     return s == MGE_OK;
 }
 
+/* The small model and its bytes (compressed or not); 0 after a failed
+ * check when either cannot be made. */
+static int small_model_bytes(int compress, mge_graph **g, mge_buf *b)
+{
+    *g = small_model();
+    if (*g && write_graph(*g, compress, 0, b))
+        return 1;
+    mge_graph_free(*g);
+    *g = NULL;
+    CHECK(0);
+    return 0;
+}
+
 /* Reads a copy of exactly n bytes (so a sanitizer sees any over-read). */
 static mge_status read_copy(const void *p, size_t n, mge_graph **g, mge_error *e)
 {
@@ -519,13 +532,10 @@ static void test_all_ops_roundtrip(void)
 /* Every prefix of a small model is refused as truncated, without crashing. */
 static void test_truncation(void)
 {
-    mge_graph *g = small_model();
+    mge_graph *g;
     mge_buf b;
-    if (!g || !write_graph(g, 1, 0, &b)) {
-        mge_graph_free(g);
-        CHECK(0);
+    if (!small_model_bytes(1, &g, &b))
         return;
-    }
     int bad = 0;
     for (size_t k = 0; k < b.n; k++) {
         mge_graph *r = NULL;
@@ -605,13 +615,10 @@ static void test_byte_flips(void)
 
 static void test_version_and_signature(void)
 {
-    mge_graph *g = small_model();
+    mge_graph *g;
     mge_buf b;
-    if (!g || !write_graph(g, 0, 0, &b)) {
-        mge_graph_free(g);
-        CHECK(0);
+    if (!small_model_bytes(0, &g, &b))
         return;
-    }
     unsigned char *c = malloc(b.n);
     memcpy(c, b.p, b.n);
     wr32(c + 8, MGE_FORMAT_VERSION + 1);
@@ -641,13 +648,10 @@ static void test_version_and_signature(void)
 /* Checksum-valid files that lie: the parser and the graph API catch them. */
 static void test_hostile_edits(void)
 {
-    mge_graph *g = small_model();
+    mge_graph *g;
     mge_buf b;
-    if (!g || !write_graph(g, 0, 0, &b)) {
-        mge_graph_free(g);
-        CHECK(0);
+    if (!small_model_bytes(0, &g, &b))
         return;
-    }
     const unsigned char *p = (const unsigned char *)b.p;
     size_t at;
     /* op names and attribute keys are strings in the file */
@@ -831,13 +835,10 @@ static void test_no_state(void)
 /* Borrowed data points into an aligned buffer; a misaligned one is copied. */
 static void test_borrow(void)
 {
-    mge_graph *g = small_model();
+    mge_graph *g;
     mge_buf b;
-    if (!g || !write_graph(g, 0, 0, &b)) {
-        mge_graph_free(g);
-        CHECK(0);
+    if (!small_model_bytes(0, &g, &b))
         return;
-    }
     unsigned char *al = mge_aligned_alloc(b.n + 64);
     memcpy(al, b.p, b.n);
     mge_graph *r = NULL;
@@ -881,13 +882,10 @@ static int write_file(const char *path, const void *p, size_t n)
 
 static void test_model_load(void)
 {
-    mge_graph *g = small_model();
+    mge_graph *g;
     mge_buf b;
-    if (!g || !write_graph(g, 0, 0, &b)) {
-        mge_graph_free(g);
-        CHECK(0);
+    if (!small_model_bytes(0, &g, &b))
         return;
-    }
     char dir[] = "/tmp/mge-test-XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
     char path[256], fifo[256], txt[256];

@@ -4,18 +4,9 @@
  * numpy's rules (see man/man7/mge-ops.7). */
 #include "internal.h"
 #include "unit.h"
+#include "unit_attr.h"
 
 #define N MGE_DIM_N
-
-static mge_attr A_int(int key, int64_t v)
-{
-    mge_attr a;
-    memset(&a, 0, sizeof a);
-    a.key = key;
-    a.n = 1;
-    a.i[0] = v;
-    return a;
-}
 
 static mge_attr A_ints(int key, int n, const int64_t *v)
 {
@@ -25,16 +16,6 @@ static mge_attr A_ints(int key, int n, const int64_t *v)
     a.n = n;
     for (int i = 0; i < n; i++)
         a.i[i] = v[i];
-    return a;
-}
-
-static mge_attr A_float(int key, double f)
-{
-    mge_attr a;
-    memset(&a, 0, sizeof a);
-    a.key = key;
-    a.n = 1;
-    a.f = f;
     return a;
 }
 
@@ -128,7 +109,7 @@ static void test_lenet(void)
     mge_graph *g = mge_graph_new();
     int x = input(g, "x", MGE_F32, 4, (int64_t[]){N, 1, 28, 28});
     int label = input(g, "label", MGE_I32, 1, (int64_t[]){N});
-    mge_attr c1[3] = {A_int(MGE_KEY_out, 32), A_int(MGE_KEY_kernel, 3), A_int(MGE_KEY_pad, 1)};
+    mge_attr c1[3] = {A(MGE_KEY_out, 32), A(MGE_KEY_kernel, 3), A(MGE_KEY_pad, 1)};
     int conv1 = layer(g, "conv1", MGE_OP_CONV2D, x, 3, c1);
     SHAPE(g, conv1, MGE_F32, N, 32, 28, 28);
     int w = mge_graph_find(g, "conv1.weight"), b = mge_graph_find(g, "conv1.bias");
@@ -144,10 +125,10 @@ static void test_lenet(void)
         CHECK_NEAR(bb, 1.0 / 3.0, 1e-8);
     }
     int r1 = ok_node(g, "relu1", MGE_OP_RELU, 1, &conv1, 0, NULL);
-    mge_attr pk = A_int(MGE_KEY_kernel, 2);
+    mge_attr pk = A(MGE_KEY_kernel, 2);
     int p1 = ok_node(g, "pool1", MGE_OP_MAXPOOL2D, 1, &r1, 1, &pk);
     SHAPE(g, p1, MGE_F32, N, 32, 14, 14);
-    mge_attr c2[3] = {A_int(MGE_KEY_out, 64), A_int(MGE_KEY_kernel, 3), A_int(MGE_KEY_pad, 1)};
+    mge_attr c2[3] = {A(MGE_KEY_out, 64), A(MGE_KEY_kernel, 3), A(MGE_KEY_pad, 1)};
     int conv2 = layer(g, "conv2", MGE_OP_CONV2D, p1, 3, c2);
     SHAPE(g, mge_graph_find(g, "conv2.weight"), MGE_F32, 64, 32, 3, 3);
     int r2 = ok_node(g, "relu2", MGE_OP_RELU, 1, &conv2, 0, NULL);
@@ -155,7 +136,7 @@ static void test_lenet(void)
     SHAPE(g, p2, MGE_F32, N, 64, 7, 7);
     int flat = ok_node(g, "flat", MGE_OP_FLATTEN, 1, &p2, 0, NULL);
     SHAPE(g, flat, MGE_F32, N, 3136);
-    mge_attr l1 = A_int(MGE_KEY_out, 128);
+    mge_attr l1 = A(MGE_KEY_out, 128);
     int fc1 = layer(g, "fc1", MGE_OP_LINEAR, flat, 1, &l1);
     SHAPE(g, fc1, MGE_F32, N, 128);
     SHAPE(g, mge_graph_find(g, "fc1.weight"), MGE_F32, 128, 3136);
@@ -167,7 +148,7 @@ static void test_lenet(void)
         CHECK_NEAR(bd, 1.0 / sqrt(3136.0), 1e-8);
     }
     int a1 = ok_node(g, "act1", MGE_OP_RELU, 1, &fc1, 0, NULL);
-    mge_attr l2 = A_int(MGE_KEY_out, 10);
+    mge_attr l2 = A(MGE_KEY_out, 10);
     int fc2 = layer(g, "fc2", MGE_OP_LINEAR, a1, 1, &l2);
     SHAPE(g, fc2, MGE_F32, N, 10);
     int li[2] = {fc2, label};
@@ -207,10 +188,10 @@ static void test_conv(void)
     mge_error err;
     /* grouped, strided, padded, dilated, no bias; per-dim attributes */
     int x = input(g, "x", MGE_F32, 4, (int64_t[]){1, 4, 10, 9});
-    mge_attr a[7] = {A_int(MGE_KEY_out, 8), A_ints(MGE_KEY_kernel, 2, (int64_t[]){3, 2}),
+    mge_attr a[7] = {A(MGE_KEY_out, 8), A_ints(MGE_KEY_kernel, 2, (int64_t[]){3, 2}),
                      A_ints(MGE_KEY_stride, 2, (int64_t[]){2, 1}), A_ints(MGE_KEY_pad, 2, (int64_t[]){1, 0}),
-                     A_ints(MGE_KEY_dilation, 2, (int64_t[]){1, 2}), A_int(MGE_KEY_groups, 2),
-                     A_int(MGE_KEY_bias, 0)};
+                     A_ints(MGE_KEY_dilation, 2, (int64_t[]){1, 2}), A(MGE_KEY_groups, 2),
+                     A(MGE_KEY_bias, 0)};
     int y = layer(g, "c", MGE_OP_CONV2D, x, 7, a);
     SHAPE(g, y, MGE_F32, 1, 8, 5, 7); /* torch: F.conv2d(...) -> [1,8,5,7] */
     SHAPE(g, mge_graph_find(g, "c.weight"), MGE_F32, 8, 2, 3, 2);
@@ -219,7 +200,7 @@ static void test_conv(void)
         CHECK_NEAR(mge_graph_node_flops(g, g->values[y].producer, 1), 2.0 * 8 * 5 * 7 * 2 * 3 * 2, 0.5);
 
     /* groups not dividing C */
-    mge_attr bad[3] = {A_int(MGE_KEY_out, 6), A_int(MGE_KEY_kernel, 3), A_int(MGE_KEY_groups, 3)};
+    mge_attr bad[3] = {A(MGE_KEY_out, 6), A(MGE_KEY_kernel, 3), A(MGE_KEY_groups, 3)};
     int np;
     int pv[4];
     CHECK(mge_graph_layer_params(g, "bad", MGE_OP_CONV2D, x, 3, bad, pv, &np, &err) == MGE_ERR_SHAPE);
@@ -231,7 +212,7 @@ static void test_conv(void)
     /* wrong weight shape: message names expected */
     int w = param(g, "w", MGE_F32, 4, (int64_t[]){32, 3, 3, 3});
     int b = param(g, "b", MGE_F32, 1, (int64_t[]){32});
-    mge_attr c[2] = {A_int(MGE_KEY_out, 32), A_int(MGE_KEY_kernel, 3)};
+    mge_attr c[2] = {A(MGE_KEY_out, 32), A(MGE_KEY_kernel, 3)};
     expect_fail(g, "bad_w", MGE_OP_CONV2D, 3, (int[]){x, w, b}, 2, c, MGE_ERR_SHAPE, "expected f32[32,4,3,3]");
     /* bias attribute disagrees with the inputs */
     int w4 = param(g, "w4", MGE_F32, 4, (int64_t[]){32, 4, 3, 3});
@@ -243,17 +224,17 @@ static void test_conv(void)
     int ok = ok_node(g, "good", MGE_OP_CONV2D, 3, (int[]){x, w4, b}, 2, c);
     SHAPE(g, ok, MGE_F32, 1, 32, 8, 7);
     /* kernel larger than the input */
-    mge_attr big[3] = {A_int(MGE_KEY_out, 32), A_int(MGE_KEY_kernel, 11), A_int(MGE_KEY_bias, 0)};
+    mge_attr big[3] = {A(MGE_KEY_out, 32), A(MGE_KEY_kernel, 11), A(MGE_KEY_bias, 0)};
     int w11 = param(g, "w11", MGE_F32, 4, (int64_t[]){32, 4, 11, 11});
     expect_fail(g, "too_small", MGE_OP_CONV2D, 2, (int[]){x, w11}, 3, big, MGE_ERR_SHAPE, "too small");
     /* rank-3 x */
     int x3 = input(g, "x3", MGE_F32, 3, (int64_t[]){4, 10, 9});
     expect_fail(g, "rank3", MGE_OP_CONV2D, 3, (int[]){x3, w4, b}, 2, c, MGE_ERR_SHAPE, "rank 4");
     /* three kernel values */
-    mge_attr k3[2] = {A_int(MGE_KEY_out, 32), A_ints(MGE_KEY_kernel, 3, (int64_t[]){3, 3, 3})};
+    mge_attr k3[2] = {A(MGE_KEY_out, 32), A_ints(MGE_KEY_kernel, 3, (int64_t[]){3, 3, 3})};
     expect_fail(g, "k3", MGE_OP_CONV2D, 3, (int[]){x, w4, b}, 2, k3, MGE_ERR_INVALID, "1 or 2");
     /* stride 0 */
-    mge_attr s0[3] = {A_int(MGE_KEY_out, 32), A_int(MGE_KEY_kernel, 3), A_int(MGE_KEY_stride, 0)};
+    mge_attr s0[3] = {A(MGE_KEY_out, 32), A(MGE_KEY_kernel, 3), A(MGE_KEY_stride, 0)};
     expect_fail(g, "s0", MGE_OP_CONV2D, 3, (int[]){x, w4, b}, 3, s0, MGE_ERR_INVALID, "stride");
     mge_graph_free(g);
 }
@@ -264,7 +245,7 @@ static void test_linear(void)
 {
     mge_graph *g = mge_graph_new();
     int x = input(g, "x", MGE_F32, 3, (int64_t[]){N, 5, 16});
-    mge_attr o = A_int(MGE_KEY_out, 4);
+    mge_attr o = A(MGE_KEY_out, 4);
     int y = layer(g, "fc", MGE_OP_LINEAR, x, 1, &o);
     SHAPE(g, y, MGE_F32, N, 5, 4);
     SHAPE(g, mge_graph_find(g, "fc.weight"), MGE_F32, 4, 16);
@@ -277,7 +258,7 @@ static void test_linear(void)
     int wt = param(g, "wt", MGE_F32, 2, (int64_t[]){16, 4});
     expect_fail(g, "bad_wt", MGE_OP_LINEAR, 3, (int[]){x, wt, b}, 1, &o, MGE_ERR_SHAPE, "expected f32[4,16]");
     /* no bias */
-    mge_attr nb[2] = {A_int(MGE_KEY_out, 4), A_int(MGE_KEY_bias, 0)};
+    mge_attr nb[2] = {A(MGE_KEY_out, 4), A(MGE_KEY_bias, 0)};
     int w16 = param(g, "w16", MGE_F32, 2, (int64_t[]){4, 16});
     int y2 = ok_node(g, "nb", MGE_OP_LINEAR, 2, (int[]){x, w16}, 2, nb);
     SHAPE(g, y2, MGE_F32, N, 5, 4);
@@ -287,7 +268,7 @@ static void test_linear(void)
     /* attributes are checked against the schema before parameters are made */
     mge_error err;
     int pv[4], np = 0;
-    mge_attr k = A_int(MGE_KEY_kernel, 3);
+    mge_attr k = A(MGE_KEY_kernel, 3);
     CHECK(mge_graph_layer_params(g, "p1", MGE_OP_LINEAR, x, 1, &k, pv, &np, &err) == MGE_ERR_INVALID);
     CHECK(mge_graph_layer_params(g, "p2", MGE_OP_LINEAR, x, 0, NULL, pv, &np, &err) == MGE_ERR_INVALID);
     CHECK(strstr(err.msg, "out") != NULL);
@@ -304,7 +285,7 @@ static void check_matmul(const int64_t *ad, int an, const int64_t *bd, int bn, i
     mge_graph *g = mge_graph_new();
     int a = input(g, "a", MGE_F32, an, ad);
     int b = input(g, "b", MGE_F32, bn, bd);
-    mge_attr t[2] = {A_int(MGE_KEY_transpose_a, ta), A_int(MGE_KEY_transpose_b, tb)};
+    mge_attr t[2] = {A(MGE_KEY_transpose_a, ta), A(MGE_KEY_transpose_b, tb)};
     mge_error err;
     memset(&err, 0, sizeof err);
     int y = node(g, "y", MGE_OP_MATMUL, 2, (int[]){a, b}, 2, t, &err);
@@ -335,7 +316,7 @@ static void test_matmul(void)
     int y = ok_node(g, "y", MGE_OP_MATMUL, 2, (int[]){a, b}, 0, NULL);
     if (y >= 0)
         CHECK_NEAR(mge_graph_node_flops(g, g->values[y].producer, 1), 2.0 * 2 * 3 * 4 * 5, 0.5);
-    mge_attr ta = A_int(MGE_KEY_transpose_a, 1);
+    mge_attr ta = A(MGE_KEY_transpose_a, 1);
     int at = input(g, "at", MGE_F32, 2, (int64_t[]){4, 3});
     int y2 = ok_node(g, "y2", MGE_OP_MATMUL, 2, (int[]){at, b}, 1, &ta);
     SHAPE(g, y2, MGE_F32, 3, 5);
@@ -385,7 +366,7 @@ static void test_norm(void)
 
     /* layernorm over the last two dims */
     int t = input(g, "t", MGE_F32, 3, (int64_t[]){N, 7, 12});
-    mge_attr ax = A_int(MGE_KEY_axis, -2);
+    mge_attr ax = A(MGE_KEY_axis, -2);
     int ln = layer(g, "ln", MGE_OP_LAYERNORM, t, 1, &ax);
     SHAPE(g, ln, MGE_F32, N, 7, 12);
     SHAPE(g, mge_graph_find(g, "ln.weight"), MGE_F32, 7, 12);
@@ -395,7 +376,7 @@ static void test_norm(void)
     SHAPE(g, ln2, MGE_F32, N, 7, 12);
     int w12 = param(g, "w12", MGE_F32, 1, (int64_t[]){12});
     expect_fail(g, "ln3", MGE_OP_LAYERNORM, 3, (int[]){t, w12, w12}, 1, &ax, MGE_ERR_SHAPE, "expected f32[7,12]");
-    mge_attr ax9 = A_int(MGE_KEY_axis, 3);
+    mge_attr ax9 = A(MGE_KEY_axis, 3);
     expect_fail(g, "ln4", MGE_OP_LAYERNORM, 3, (int[]){t, w12, w12}, 1, &ax9, MGE_ERR_INVALID, "out of range");
     /* integer x */
     int xi = input(g, "xi", MGE_I32, 2, (int64_t[]){3, 12});
@@ -430,9 +411,9 @@ static void test_elementwise(void)
     }
     int xb = input(g, "xb", MGE_BOOL, 1, (int64_t[]){4});
     expect_fail(g, "rb", MGE_OP_RELU, 1, &xb, 0, NULL, MGE_ERR_SHAPE, "bool");
-    mge_attr dt = A_int(MGE_KEY_dtype, MGE_I64);
+    mge_attr dt = A(MGE_KEY_dtype, MGE_I64);
     SHAPE(g, ok_node(g, "c", MGE_OP_CAST, 1, &x, 1, &dt), MGE_I64, N, 1, 5);
-    mge_attr p = A_float(MGE_KEY_p, 1.5);
+    mge_attr p = A_f(MGE_KEY_p, 1.5);
     expect_fail(g, "dp", MGE_OP_DROPOUT, 1, &x, 1, &p, MGE_ERR_INVALID, "p=1.5");
 
     /* binary: numpy broadcasting */
@@ -459,13 +440,13 @@ static int pool_dim(mge_graph *g, const char *nm, int op, int x, int k, int s, i
 {
     mge_attr a[5];
     int na = 0;
-    a[na++] = A_int(MGE_KEY_kernel, k);
+    a[na++] = A(MGE_KEY_kernel, k);
     if (s)
-        a[na++] = A_int(MGE_KEY_stride, s);
-    a[na++] = A_int(MGE_KEY_pad, p);
-    a[na++] = A_int(MGE_KEY_ceil_mode, ceil);
+        a[na++] = A(MGE_KEY_stride, s);
+    a[na++] = A(MGE_KEY_pad, p);
+    a[na++] = A(MGE_KEY_ceil_mode, ceil);
     if (dil)
-        a[na++] = A_int(MGE_KEY_dilation, dil);
+        a[na++] = A(MGE_KEY_dilation, dil);
     int v = ok_node(g, nm, op, 1, &x, na, a);
     return v >= 0 && g->values[v].ndim == 4 ? (int)g->values[v].dims[2] : -1;
 }
@@ -486,9 +467,9 @@ static void test_pool(void)
     int p3 = mge_graph_find(g, "p3");
     if (p3 >= 0) /* 2x2 windows over 2x2 outputs */
         CHECK_NEAR(mge_graph_node_flops(g, g->values[p3].producer, 1), 2.0 * 2 * 4, 0.5);
-    mge_attr bad[2] = {A_int(MGE_KEY_kernel, 2), A_int(MGE_KEY_pad, 2)};
+    mge_attr bad[2] = {A(MGE_KEY_kernel, 2), A(MGE_KEY_pad, 2)};
     expect_fail(g, "bp", MGE_OP_MAXPOOL2D, 1, &x10, 2, bad, MGE_ERR_INVALID, "half the kernel");
-    mge_attr k = A_int(MGE_KEY_kernel, 6);
+    mge_attr k = A(MGE_KEY_kernel, 6);
     expect_fail(g, "big", MGE_OP_AVGPOOL2D, 1, &x5, 1, &k, MGE_ERR_SHAPE, "too small");
     int x3 = input(g, "x3", MGE_F32, 3, (int64_t[]){1, 5, 5});
     expect_fail(g, "r3", MGE_OP_MAXPOOL2D, 1, &x3, 1, &k, MGE_ERR_SHAPE, "rank 4");
@@ -504,21 +485,21 @@ static void test_reduce(void)
     mge_graph *g = mge_graph_new();
     int x = input(g, "x", MGE_F32, 3, (int64_t[]){N, 4, 6});
     SHAPE(g, ok_node(g, "sm", MGE_OP_SOFTMAX, 1, &x, 0, NULL), MGE_F32, N, 4, 6);
-    mge_attr a1 = A_int(MGE_KEY_axis, 1);
+    mge_attr a1 = A(MGE_KEY_axis, 1);
     SHAPE(g, ok_node(g, "lsm", MGE_OP_LOG_SOFTMAX, 1, &x, 1, &a1), MGE_F32, N, 4, 6);
     SCALAR(g, ok_node(g, "sall", MGE_OP_SUM, 1, &x, 0, NULL), MGE_F32);
-    mge_attr two[2] = {A_ints(MGE_KEY_axis, 2, (int64_t[]){1, -1}), A_int(MGE_KEY_keepdim, 1)};
+    mge_attr two[2] = {A_ints(MGE_KEY_axis, 2, (int64_t[]){1, -1}), A(MGE_KEY_keepdim, 1)};
     SHAPE(g, ok_node(g, "mk", MGE_OP_MEAN, 1, &x, 2, two), MGE_F32, N, 1, 1);
     SHAPE(g, ok_node(g, "mx", MGE_OP_MAX, 1, &x, 1, two), MGE_F32, N);
     SHAPE(g, ok_node(g, "am", MGE_OP_ARGMAX, 1, &x, 0, NULL), MGE_I64, N, 4);
-    mge_attr ak[2] = {A_int(MGE_KEY_axis, 0), A_int(MGE_KEY_keepdim, 1)};
+    mge_attr ak[2] = {A(MGE_KEY_axis, 0), A(MGE_KEY_keepdim, 1)};
     SHAPE(g, ok_node(g, "am0", MGE_OP_ARGMAX, 1, &x, 2, ak), MGE_I64, 1, 4, 6);
     int sall = mge_graph_find(g, "sall");
     if (sall >= 0)
         CHECK_NEAR(mge_graph_node_flops(g, g->values[sall].producer, 2), 48, 0.5);
     mge_attr dup = A_ints(MGE_KEY_axis, 2, (int64_t[]){1, -2});
     expect_fail(g, "dup", MGE_OP_SUM, 1, &x, 1, &dup, MGE_ERR_INVALID, "twice");
-    mge_attr oor = A_int(MGE_KEY_axis, 3);
+    mge_attr oor = A(MGE_KEY_axis, 3);
     expect_fail(g, "oor", MGE_OP_SOFTMAX, 1, &x, 1, &oor, MGE_ERR_INVALID, "out of range");
     mge_attr many = A_ints(MGE_KEY_axis, 2, (int64_t[]){0, 1});
     expect_fail(g, "many", MGE_OP_ARGMAX, 1, &x, 1, &many, MGE_ERR_INVALID, "expected one");
@@ -562,9 +543,9 @@ static void test_shape_ops(void)
     memset(&err, 0, sizeof err);
     CHECK(node(g, "r6", MGE_OP_RESHAPE, 1, &x, 1, &fold, &err) < 0);
 
-    mge_attr st = A_int(MGE_KEY_start, -2);
+    mge_attr st = A(MGE_KEY_start, -2);
     SHAPE(g, ok_node(g, "f1", MGE_OP_FLATTEN, 1, &x, 1, &st), MGE_F32, N, 2, 12);
-    mge_attr st9 = A_int(MGE_KEY_start, 4);
+    mge_attr st9 = A(MGE_KEY_start, 4);
     expect_fail(g, "f2", MGE_OP_FLATTEN, 1, &x, 1, &st9, MGE_ERR_INVALID, "out of range");
 
     mge_attr perm = A_ints(MGE_KEY_perm, 4, (int64_t[]){0, 3, 1, 2});
@@ -575,9 +556,9 @@ static void test_shape_ops(void)
     expect_fail(g, "t3", MGE_OP_TRANSPOSE, 1, &x, 1, &sperm, MGE_ERR_INVALID, "rank 4");
 
     int y = input(g, "y", MGE_F32, 4, (int64_t[]){N, 5, 3, 4});
-    mge_attr a1 = A_int(MGE_KEY_axis, 1);
+    mge_attr a1 = A(MGE_KEY_axis, 1);
     SHAPE(g, ok_node(g, "c1", MGE_OP_CONCAT, 3, (int[]){x, y, x}, 1, &a1), MGE_F32, N, 9, 3, 4);
-    mge_attr a2 = A_int(MGE_KEY_axis, 2);
+    mge_attr a2 = A(MGE_KEY_axis, 2);
     expect_fail(g, "c2", MGE_OP_CONCAT, 2, (int[]){x, y}, 1, &a2, MGE_ERR_SHAPE, "input 1");
     int z = input(g, "z", MGE_I32, 4, (int64_t[]){N, 2, 3, 4});
     expect_fail(g, "c3", MGE_OP_CONCAT, 2, (int[]){x, z}, 1, &a1, MGE_ERR_SHAPE, "dtype");
@@ -589,21 +570,21 @@ static void test_shape_ops(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         mge_attr sa[4];
         int na = 0;
-        sa[na++] = A_int(MGE_KEY_axis, -1);
-        sa[na++] = A_int(MGE_KEY_start, cases[i][0]);
+        sa[na++] = A(MGE_KEY_axis, -1);
+        sa[na++] = A(MGE_KEY_start, cases[i][0]);
         if (cases[i][1])
-            sa[na++] = A_int(MGE_KEY_end, cases[i][2]);
-        sa[na++] = A_int(MGE_KEY_step, cases[i][3]);
+            sa[na++] = A(MGE_KEY_end, cases[i][2]);
+        sa[na++] = A(MGE_KEY_step, cases[i][3]);
         char nm[16];
         snprintf(nm, sizeof nm, "sl%zu", i);
         int v = ok_node(g, nm, MGE_OP_SLICE, 1, &s10, na, sa);
         int64_t want = py_slice_len(10, cases[i][0], (int)cases[i][1], cases[i][2], cases[i][3]);
         CHECK(has_shape(g, v, MGE_F32, 2, (int64_t[]){2, want}));
     }
-    mge_attr s0[2] = {A_int(MGE_KEY_axis, 0), A_int(MGE_KEY_step, 0)};
+    mge_attr s0[2] = {A(MGE_KEY_axis, 0), A(MGE_KEY_step, 0)};
     expect_fail(g, "sl_step", MGE_OP_SLICE, 1, &s10, 2, s0, MGE_ERR_INVALID, "step");
     /* the batch survives a slice along another axis */
-    mge_attr sb[3] = {A_int(MGE_KEY_axis, 1), A_int(MGE_KEY_start, 1), A_int(MGE_KEY_end, 2)};
+    mge_attr sb[3] = {A(MGE_KEY_axis, 1), A(MGE_KEY_start, 1), A(MGE_KEY_end, 2)};
     SHAPE(g, ok_node(g, "slb", MGE_OP_SLICE, 1, &x, 3, sb), MGE_F32, N, 1, 3, 4);
     mge_graph_free(g);
 }

@@ -4,6 +4,7 @@
  * shape inference: each output shape below is the expected one. */
 #include "internal.h"
 #include "unit.h"
+#include "unit_attr.h"
 
 #include <stdarg.h>
 
@@ -13,16 +14,6 @@ typedef struct tnode {
     mge_node n;
     mge_attr attrs[16];
 } tnode;
-
-static mge_attr A_int(int key, int64_t v)
-{
-    mge_attr a;
-    memset(&a, 0, sizeof a);
-    a.key = key;
-    a.n = 1;
-    a.i[0] = v;
-    return a;
-}
 
 static mge_attr A_ints(int key, int n, ...)
 {
@@ -35,16 +26,6 @@ static mge_attr A_ints(int key, int n, ...)
     for (int i = 0; i < n; i++)
         a.i[i] = va_arg(ap, int);
     va_end(ap);
-    return a;
-}
-
-static mge_attr A_f(int key, double f)
-{
-    mge_attr a;
-    memset(&a, 0, sizeof a);
-    a.key = key;
-    a.n = 1;
-    a.f = f;
     return a;
 }
 
@@ -118,7 +99,7 @@ static void test_conv_hand(void)
         F(&w)[i] = 1;
     F(&b)[0] = 0.5f;
     tnode t;
-    mge_attr a[] = {A_int(MGE_KEY_out, 1), A_ints(MGE_KEY_kernel, 1, 3)};
+    mge_attr a[] = {A(MGE_KEY_out, 1), A_ints(MGE_KEY_kernel, 1, 3)};
     mge_node *n = mk(&t, MGE_OP_CONV2D, 3, 2, a);
     run_ok(n, (mge_tensor *[]){&x, &w, &b}, (mge_tensor *[]){&y});
     /* 1+2+3+5+6+7+9+10+11 = 54, then +9 per step right, +36 per step down */
@@ -129,8 +110,8 @@ static void test_conv_hand(void)
 
     /* pad=1, no bias: corner = 1+2+5+6 = 14, centre-ish (1,1) = 54 */
     tens(&y2, MGE_F32, 4, (int64_t[]){1, 1, 4, 4});
-    mge_attr a2[] = {A_int(MGE_KEY_out, 1), A_ints(MGE_KEY_kernel, 1, 3), A_ints(MGE_KEY_pad, 1, 1),
-                     A_int(MGE_KEY_bias, 0)};
+    mge_attr a2[] = {A(MGE_KEY_out, 1), A_ints(MGE_KEY_kernel, 1, 3), A_ints(MGE_KEY_pad, 1, 1),
+                     A(MGE_KEY_bias, 0)};
     n = mk(&t, MGE_OP_CONV2D, 2, 4, a2);
     run_ok(n, (mge_tensor *[]){&x, &w}, (mge_tensor *[]){&y2});
     CHECK_NEAR(F(&y2)[0], 14, 1e-5);
@@ -139,7 +120,7 @@ static void test_conv_hand(void)
 
     tens(&w2, MGE_F32, 4, (int64_t[]){1, 1, 3, 3});
     F(&w2)[0] = 1;
-    n = mk(&t, MGE_OP_CONV2D, 2, 2, (mge_attr[]){A_int(MGE_KEY_out, 1), A_ints(MGE_KEY_kernel, 1, 3)});
+    n = mk(&t, MGE_OP_CONV2D, 2, 2, (mge_attr[]){A(MGE_KEY_out, 1), A_ints(MGE_KEY_kernel, 1, 3)});
     run_ok(n, (mge_tensor *[]){&x, &w2}, (mge_tensor *[]){&y});
     CHECK_NEAR(F(&y)[0], 1, 0);
     CHECK_NEAR(F(&y)[1], 2, 0);
@@ -177,9 +158,9 @@ static void test_conv_grouped(void)
     fill_rand(&w, 2);
     fill_rand(&b, 3);
     tnode t;
-    mge_attr a[] = {A_int(MGE_KEY_out, O),           A_ints(MGE_KEY_kernel, 2, KH, KW),
+    mge_attr a[] = {A(MGE_KEY_out, O),           A_ints(MGE_KEY_kernel, 2, KH, KW),
                     A_ints(MGE_KEY_stride, 2, sh, sw), A_ints(MGE_KEY_pad, 2, ph, pw),
-                    A_ints(MGE_KEY_dilation, 2, dh, dw), A_int(MGE_KEY_groups, G)};
+                    A_ints(MGE_KEY_dilation, 2, dh, dw), A(MGE_KEY_groups, G)};
     run_ok(mk(&t, MGE_OP_CONV2D, 3, 6, a), (mge_tensor *[]){&x, &w, &b}, (mge_tensor *[]){&y});
 
     enum { PH = H + 2 * 1, PW = W + 2 * 2 };
@@ -234,7 +215,7 @@ static void test_linear_matmul(void)
     F(&b)[0] = 10;
     F(&b)[1] = 20;
     tnode t;
-    run_ok(mk(&t, MGE_OP_LINEAR, 3, 1, (mge_attr[]){A_int(MGE_KEY_out, 2)}), (mge_tensor *[]){&x, &w, &b},
+    run_ok(mk(&t, MGE_OP_LINEAR, 3, 1, (mge_attr[]){A(MGE_KEY_out, 2)}), (mge_tensor *[]){&x, &w, &b},
            (mge_tensor *[]){&y});
     for (int r = 0; r < 4; r++) {
         CHECK_NEAR(F(&y)[r * 2], F(&x)[r * 3] + 10, 1e-6);
@@ -242,14 +223,14 @@ static void test_linear_matmul(void)
     }
 
     /* a [3,1,2,4] @ b^T where b is [2,5,4] -> [3,2,2,5] */
-    mge_tensor A, B, Y;
-    tens(&A, MGE_F32, 4, (int64_t[]){3, 1, 2, 4});
-    tens(&B, MGE_F32, 3, (int64_t[]){2, 5, 4});
-    tens(&Y, MGE_F32, 4, (int64_t[]){3, 2, 2, 5});
-    fill_rand(&A, 4);
-    fill_rand(&B, 5);
-    run_ok(mk(&t, MGE_OP_MATMUL, 2, 1, (mge_attr[]){A_int(MGE_KEY_transpose_b, 1)}), (mge_tensor *[]){&A, &B},
-           (mge_tensor *[]){&Y});
+    mge_tensor ta, tb, ty;
+    tens(&ta, MGE_F32, 4, (int64_t[]){3, 1, 2, 4});
+    tens(&tb, MGE_F32, 3, (int64_t[]){2, 5, 4});
+    tens(&ty, MGE_F32, 4, (int64_t[]){3, 2, 2, 5});
+    fill_rand(&ta, 4);
+    fill_rand(&tb, 5);
+    run_ok(mk(&t, MGE_OP_MATMUL, 2, 1, (mge_attr[]){A(MGE_KEY_transpose_b, 1)}), (mge_tensor *[]){&ta, &tb},
+           (mge_tensor *[]){&ty});
     double maxerr = 0;
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 2; j++)
@@ -257,8 +238,8 @@ static void test_linear_matmul(void)
                 for (int nn = 0; nn < 5; nn++) {
                     double s = 0;
                     for (int k = 0; k < 4; k++)
-                        s += (double)F(&A)[(i * 2 + m) * 4 + k] * F(&B)[(j * 5 + nn) * 4 + k];
-                    double e = fabs(s - F(&Y)[((i * 2 + j) * 2 + m) * 5 + nn]);
+                        s += (double)F(&ta)[(i * 2 + m) * 4 + k] * F(&tb)[(j * 5 + nn) * 4 + k];
+                    double e = fabs(s - F(&ty)[((i * 2 + j) * 2 + m) * 5 + nn]);
                     maxerr = e > maxerr ? e : maxerr;
                 }
     CHECK_NEAR(maxerr, 0, 1e-5);
@@ -293,7 +274,7 @@ static void test_linear_matmul(void)
     mge_tensor_free(&ia);
     mge_tensor_free(&ib);
     mge_tensor_free(&iy);
-    mge_tensor *all[] = {&x, &w, &b, &y, &A, &B, &Y, &v, &u, &d};
+    mge_tensor *all[] = {&x, &w, &b, &y, &ta, &tb, &ty, &v, &u, &d};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         mge_tensor_free(all[i]);
 }
@@ -576,7 +557,7 @@ static void test_pool(void)
     tnode t;
     /* kernel 2, stride 2, ceil_mode: the last row/column window holds one
      * real row/column: out[i][j] = x[min(2i+1,4)][min(2j+1,4)] */
-    mge_attr a[] = {A_ints(MGE_KEY_kernel, 1, 2), A_int(MGE_KEY_ceil_mode, 1)};
+    mge_attr a[] = {A_ints(MGE_KEY_kernel, 1, 2), A(MGE_KEY_ceil_mode, 1)};
     run_ok(mk(&t, MGE_OP_MAXPOOL2D, 1, 2, a), (mge_tensor *[]){&x}, (mge_tensor *[]){&y});
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 3; j++) {
@@ -596,7 +577,7 @@ static void test_pool(void)
     run_ok(mk(&t, MGE_OP_AVGPOOL2D, 1, 3, a2), (mge_tensor *[]){&x}, (mge_tensor *[]){&y});
     CHECK_NEAR(F(&y)[0], (0 + 1 + 5 + 6) / 9.0, 1e-6);
     mge_attr a3[] = {A_ints(MGE_KEY_kernel, 1, 3), A_ints(MGE_KEY_stride, 1, 2), A_ints(MGE_KEY_pad, 1, 1),
-                     A_int(MGE_KEY_count_include_pad, 0)};
+                     A(MGE_KEY_count_include_pad, 0)};
     run_ok(mk(&t, MGE_OP_AVGPOOL2D, 1, 4, a3), (mge_tensor *[]){&x}, (mge_tensor *[]){&y});
     CHECK_NEAR(F(&y)[0], (0 + 1 + 5 + 6) / 4.0, 1e-6);
 
@@ -612,8 +593,8 @@ static void test_pool(void)
     const double incl[4] = {1, 3, 5, 3}, excl[4] = {1.5, 3, 5, 6};
     for (int cip = 0; cip < 2; cip++) {
         mge_attr a4[] = {A_ints(MGE_KEY_kernel, 2, 1, 3), A_ints(MGE_KEY_stride, 2, 1, 2),
-                         A_ints(MGE_KEY_pad, 2, 0, 1), A_int(MGE_KEY_ceil_mode, 1),
-                         A_int(MGE_KEY_count_include_pad, !cip)};
+                         A_ints(MGE_KEY_pad, 2, 0, 1), A(MGE_KEY_ceil_mode, 1),
+                         A(MGE_KEY_count_include_pad, !cip)};
         run_ok(mk(&t, MGE_OP_AVGPOOL2D, 1, 5, a4), (mge_tensor *[]){&r}, (mge_tensor *[]){&ry});
         for (int i = 0; i < 4; i++)
             CHECK_NEAR(F(&ry)[i], cip ? excl[i] : incl[i], 1e-6);
@@ -676,7 +657,7 @@ static void test_reduce(void)
     tnode t;
     /* sum over axes (0, 2) keepdim -> [1,3,1] */
     tens(&s, MGE_F32, 3, (int64_t[]){1, 3, 1});
-    run_ok(mk(&t, MGE_OP_SUM, 1, 2, (mge_attr[]){A_ints(MGE_KEY_axis, 2, 0, -1), A_int(MGE_KEY_keepdim, 1)}),
+    run_ok(mk(&t, MGE_OP_SUM, 1, 2, (mge_attr[]){A_ints(MGE_KEY_axis, 2, 0, -1), A(MGE_KEY_keepdim, 1)}),
            (mge_tensor *[]){&x}, (mge_tensor *[]){&s});
     for (int j = 0; j < 3; j++) {
         double e = 0;
@@ -719,7 +700,7 @@ static void test_reduce(void)
     run_ok(mk(&t, MGE_OP_ARGMAX, 1, 0, NULL), (mge_tensor *[]){&ax}, (mge_tensor *[]){&am});
     CHECK(((int64_t *)am.data)[0] == 1 && ((int64_t *)am.data)[1] == 1);
     tens(&ay, MGE_I64, 2, (int64_t[]){1, 4});
-    run_ok(mk(&t, MGE_OP_ARGMAX, 1, 2, (mge_attr[]){A_ints(MGE_KEY_axis, 1, 0), A_int(MGE_KEY_keepdim, 1)}),
+    run_ok(mk(&t, MGE_OP_ARGMAX, 1, 2, (mge_attr[]){A_ints(MGE_KEY_axis, 1, 0), A(MGE_KEY_keepdim, 1)}),
            (mge_tensor *[]){&ax}, (mge_tensor *[]){&ay});
     int64_t *ap = ay.data;
     CHECK(ap[0] == 0 && ap[1] == 0 && ap[2] == 0 && ap[3] == 0);
@@ -739,20 +720,20 @@ static void test_shape_ops(void)
     tnode t;
     /* slice axis 1, start 1, end -1, step 2 -> columns 1, 3, 5 */
     tens(&y, MGE_I32, 2, (int64_t[]){2, 3});
-    mge_attr a[] = {A_int(MGE_KEY_axis, 1), A_int(MGE_KEY_start, 1), A_int(MGE_KEY_end, -1),
-                    A_int(MGE_KEY_step, 2)};
+    mge_attr a[] = {A(MGE_KEY_axis, 1), A(MGE_KEY_start, 1), A(MGE_KEY_end, -1),
+                    A(MGE_KEY_step, 2)};
     run_ok(mk(&t, MGE_OP_SLICE, 1, 4, a), (mge_tensor *[]){&x}, (mge_tensor *[]){&y});
     int32_t *yp = y.data;
     CHECK(yp[0] == 1 && yp[1] == 3 && yp[2] == 5 && yp[3] == 8 && yp[4] == 10 && yp[5] == 12);
     /* a negative step is rejected */
-    mge_attr an[] = {A_int(MGE_KEY_axis, 1), A_int(MGE_KEY_step, -1)};
+    mge_attr an[] = {A(MGE_KEY_axis, 1), A(MGE_KEY_step, -1)};
     mge_error err = {0};
     CHECK(runk(NULL, mk(&t, MGE_OP_SLICE, 1, 2, an), (mge_tensor *[]){&x}, (mge_tensor *[]){&y}, &err) ==
           MGE_ERR_INVALID);
     CHECK(strstr(err.msg, "step") != NULL);
     /* start beyond the end clamps to an empty slice */
     tens(&bad, MGE_I32, 2, (int64_t[]){2, 0});
-    mge_attr ae[] = {A_int(MGE_KEY_axis, -1), A_int(MGE_KEY_start, 50)};
+    mge_attr ae[] = {A(MGE_KEY_axis, -1), A(MGE_KEY_start, 50)};
     run_ok(mk(&t, MGE_OP_SLICE, 1, 2, ae), (mge_tensor *[]){&x}, (mge_tensor *[]){&bad});
 
     /* transpose [2,7] -> [7,2] */
@@ -898,7 +879,7 @@ static void test_half_dtypes(void)
     fill_rand(&w, 12);
     fill_rand(&b, 13);
     tens(&y, MGE_F32, 4, (int64_t[]){2, 4, 6, 5});
-    mge_attr ca[] = {A_int(MGE_KEY_out, 4), A_ints(MGE_KEY_kernel, 1, 3), A_ints(MGE_KEY_pad, 1, 1)};
+    mge_attr ca[] = {A(MGE_KEY_out, 4), A_ints(MGE_KEY_kernel, 1, 3), A_ints(MGE_KEY_pad, 1, 1)};
     half_case(mk(&t, MGE_OP_CONV2D, 3, 3, ca), 3, (mge_tensor *[]){&x, &w, &b}, &y, 0.02);
     mge_tensor_free(&y);
     tens(&y, MGE_F32, 4, (int64_t[]){2, 3, 6, 5});
@@ -910,9 +891,9 @@ static void test_half_dtypes(void)
     half_case(mk(&t, MGE_OP_MUL, 2, 0, NULL), 2, (mge_tensor *[]){&x, &a2}, &y, 0.01);
     mge_tensor_free(&y);
     tens(&y, MGE_F32, 4, (int64_t[]){2, 3, 3, 3});
-    half_case(mk(&t, MGE_OP_MAXPOOL2D, 1, 2, (mge_attr[]){A_ints(MGE_KEY_kernel, 1, 2), A_int(MGE_KEY_ceil_mode, 1)}),
+    half_case(mk(&t, MGE_OP_MAXPOOL2D, 1, 2, (mge_attr[]){A_ints(MGE_KEY_kernel, 1, 2), A(MGE_KEY_ceil_mode, 1)}),
               1, (mge_tensor *[]){&x}, &y, 0.01);
-    half_case(mk(&t, MGE_OP_AVGPOOL2D, 1, 2, (mge_attr[]){A_ints(MGE_KEY_kernel, 1, 2), A_int(MGE_KEY_ceil_mode, 1)}),
+    half_case(mk(&t, MGE_OP_AVGPOOL2D, 1, 2, (mge_attr[]){A_ints(MGE_KEY_kernel, 1, 2), A(MGE_KEY_ceil_mode, 1)}),
               1, (mge_tensor *[]){&x}, &y, 0.01);
     mge_tensor_free(&y);
     /* cross_entropy: f16 logits, i32 labels, an f32 loss */

@@ -7,18 +7,9 @@
 #include <string.h>
 
 #include "mge.h"
+#include "unit_attr.h"
 
 static mge_error ug_err;
-
-static inline mge_attr A(int key, int64_t v)
-{
-    mge_attr a;
-    memset(&a, 0, sizeof a);
-    a.key = key;
-    a.n = 1;
-    a.i[0] = v;
-    return a;
-}
 
 /* A node with one output named `name`. */
 static inline int node(mge_graph *g, const char *name, int op, int nin, const int *in, int nattr,
