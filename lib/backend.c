@@ -22,6 +22,12 @@ static void build_ref(void)
     mge_ref_register_reduce(&ref_be);
     mge_ref_register_shape(&ref_be);
     mge_ref_register_loss(&ref_be);
+    mge_ref_register_grad_conv(&ref_be);
+    mge_ref_register_grad_pool(&ref_be);
+    mge_ref_register_grad_elem(&ref_be);
+    mge_ref_register_grad_reduce(&ref_be);
+    mge_ref_register_grad_norm(&ref_be);
+    mge_ref_register_optim(&ref_be);
 }
 
 static void build_cpu(void)
@@ -33,6 +39,11 @@ static void build_cpu(void)
     mge_cpu_register_elemwise(&cpu_be);
     mge_cpu_register_pool(&cpu_be);
     mge_cpu_register_misc(&cpu_be);
+    mge_cpu_register_grad_conv(&cpu_be);
+    mge_cpu_register_grad_pool(&cpu_be);
+    mge_cpu_register_grad_elem(&cpu_be);
+    mge_cpu_register_grad_norm(&cpu_be);
+    mge_cpu_register_optim(&cpu_be);
 }
 
 const mge_backend *mge_backend_ref(void)

@@ -46,12 +46,51 @@ MGE_FAMILY_DECL(pool)
 MGE_FAMILY_DECL(reduce)
 MGE_FAMILY_DECL(shape)
 MGE_FAMILY_DECL(loss)
+MGE_FAMILY_DECL(optim)
 mge_status mge_conv_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
                            mge_param_spec *specs, int *nspecs, mge_error *err);
 mge_status mge_linear_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
                              mge_param_spec *specs, int *nspecs, mge_error *err);
 mge_status mge_norm_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
                            mge_param_spec *specs, int *nspecs, mge_error *err);
+
+/* ---------------------------------------------------------------- gradient rules
+ * lib/grad_<family>.c: the rule of every op of the family (lib/autodiff.c
+ * calls it while walking the graph backwards from the loss).
+ *   node:  the forward node (copy what you need from g->nodes[node] first:
+ *          emitting nodes may move g->nodes and g->values);
+ *   dy:    per output, the value holding d(loss)/d(output), or -1 (zero);
+ *   want:  per input, whether its gradient is needed;
+ *   dx:    per input, set to the value holding d(loss)/d(input), with the
+ *          input's dtype and template shape, or -1 (no gradient: integer
+ *          inputs, argmax, not wanted). Preset to -1 by the caller.
+ * Ops without a gradient return MGE_ERR_UNSUPPORTED naming the op. */
+typedef mge_status (*mge_grad_fn)(mge_graph *g, int node, const int *dy, const char *want, int *dx, mge_error *err);
+#define MGE_GRAD_DECL(fam) \
+    mge_status mge_##fam##_grad(mge_graph *g, int node, const int *dy, const char *want, int *dx, mge_error *err);
+MGE_GRAD_DECL(conv)
+MGE_GRAD_DECL(linear)
+MGE_GRAD_DECL(norm)
+MGE_GRAD_DECL(unary)
+MGE_GRAD_DECL(binary)
+MGE_GRAD_DECL(pool)
+MGE_GRAD_DECL(reduce)
+MGE_GRAD_DECL(shape)
+MGE_GRAD_DECL(loss)
+MGE_GRAD_DECL(optim)
+mge_grad_fn mge_op_grad_fn(int op);
+
+/* Emitting helpers for rules (lib/autodiff.c). mge_grad_emit adds one node
+ * named after base ("conv1") with a unique suffix, its nout outputs named
+ * likewise, and returns the first output's value index (outs[] gets all when
+ * not NULL), or -1 with err set. */
+int mge_grad_emit(mge_graph *g, const char *base, int op, int nin, const int *in, int nattr, const mge_attr *attrs,
+                  int nout, int *outs, mge_error *err);
+/* A scalar (ndim 0) f32 const holding v; -1 on failure. */
+int mge_grad_const(mge_graph *g, float v, mge_error *err);
+/* The forward node's attributes, for passing through to a gradient op
+ * (only keys the target op's schema has are kept). */
+int mge_grad_attrs(const mge_node *n, int target_op, mge_attr *out);
 
 mge_infer_fn mge_op_infer_fn(int op);
 mge_flops_fn mge_op_flops_fn(int op);
@@ -138,6 +177,18 @@ void mge_cpu_register_gemm(mge_backend *b);     /* conv, linear, matmul on OpenB
 void mge_cpu_register_elemwise(mge_backend *b); /* unary, binary */
 void mge_cpu_register_pool(mge_backend *b);
 void mge_cpu_register_misc(mge_backend *b);     /* norm, reduce, shape */
+/* gradient and optimizer kernels */
+void mge_ref_register_grad_conv(mge_backend *b);   /* conv2d, linear grads */
+void mge_ref_register_grad_pool(mge_backend *b);
+void mge_ref_register_grad_elem(mge_backend *b);   /* unary, binary, loss grads */
+void mge_ref_register_grad_reduce(mge_backend *b); /* reduce, shape grads */
+void mge_ref_register_grad_norm(mge_backend *b);
+void mge_ref_register_optim(mge_backend *b);
+void mge_cpu_register_grad_conv(mge_backend *b);   /* conv2d, linear grads on OpenBLAS */
+void mge_cpu_register_grad_pool(mge_backend *b);
+void mge_cpu_register_grad_elem(mge_backend *b);   /* elementwise, loss grads */
+void mge_cpu_register_grad_norm(mge_backend *b);   /* batchnorm training forward and grad */
+void mge_cpu_register_optim(mge_backend *b);
 
 /* OpenBLAS thread count. The executor sets it to 1: our pool is the only
  * one, and kernels call OpenBLAS from pool tasks, each on its own block

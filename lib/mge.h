@@ -414,6 +414,16 @@ void mge_exec_set_hook(mge_exec *e, mge_exec_hook fn, void *ud);
 mge_status mge_plan_graph(const mge_graph *g, int64_t batch, int nout, const int *outs,
                           mge_plan_stats *st, mge_error *err);
 
+/* ---------------------------------------------------------------- autodiff */
+
+/* Appends to g the nodes computing d(loss)/d(wrt[i]) for a scalar f32 loss
+ * value: one gradient rule per op (lib/grad_<family>.c), gradients of values
+ * used several times summed with add nodes. grads[i] gets the value holding
+ * the gradient (dtype and template shape of wrt[i]), or -1 when wrt[i] does
+ * not influence the loss. Only nodes on a path from some wrt to the loss get
+ * gradient nodes. A failing call leaves g with extra unused nodes removed. */
+mge_status mge_grad_build(mge_graph *g, int loss, int nwrt, const int *wrt, int *grads, mge_error *err);
+
 /* ---------------------------------------------------------------- passes */
 
 /* A graph pass (lib/pass_<name>.c, registered by one line in lib/passes.c).
@@ -451,4 +461,7 @@ double mge_now(void);                       /* monotonic seconds */
 #ifdef __cplusplus
 }
 #endif
+
+#include "mge_dataset.h"
+#include "mge_optim.h"
 #endif

@@ -43,6 +43,19 @@ static const mge_flops_fn flops_fns[MGE_NOPS] = {
 #undef MGE_OP
 };
 
+static const mge_grad_fn grad_fns[MGE_NOPS] = {
+#define MGE_KEY(name, type)
+#define MGE_OP(id, name, family, min_in, max_in, nout, flags, schema) mge_##family##_grad,
+#include "ops.def"
+#undef MGE_KEY
+#undef MGE_OP
+};
+
+mge_grad_fn mge_op_grad_fn(int op)
+{
+    return op >= 0 && op < MGE_NOPS ? grad_fns[op] : NULL;
+}
+
 const char *mge_key_name(int key)
 {
     return key >= 0 && key < MGE_NKEYS ? keys[key].name : "?";
