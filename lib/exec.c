@@ -187,6 +187,11 @@ void mge_exec_set_hook(mge_exec *e, mge_exec_hook fn, void *ud)
     e->hook_ud = ud;
 }
 
+void mge_exec_set_seed(mge_exec *e, uint64_t seed)
+{
+    mge_rng_seed(&e->rng, seed);
+}
+
 const mge_tensor *mge_exec_result(const mge_exec *e, int i)
 {
     if (!e || i < 0 || i >= e->nout)

@@ -79,6 +79,11 @@ MGE_GRAD_DECL(shape)
 MGE_GRAD_DECL(loss)
 MGE_GRAD_DECL(optim)
 mge_grad_fn mge_op_grad_fn(int op);
+/* mge_grad_build with the gradient of `out` (any shape) given as the value
+ * dout (its dtype and shape) instead of 1 for a scalar loss; dout < 0 means 1.
+ * The finite-difference tests use it to check one rule at a time. */
+mge_status mge_grad_build_from(mge_graph *g, int out, int dout, int nwrt, const int *wrt, int *grads,
+                               mge_error *err);
 
 /* Emitting helpers for rules (lib/autodiff.c). mge_grad_emit adds one node
  * named after base ("conv1") with a unique suffix, its nout outputs named

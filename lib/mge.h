@@ -408,6 +408,10 @@ mge_status mge_exec_stats(mge_exec *e, int64_t batch, mge_plan_stats *st, mge_er
 /* Per-node hook (profiler, tracing): called before (phase 0) and after (phase 1)
  * each node. */
 typedef void (*mge_exec_hook)(void *ud, int node, int phase);
+/* Reseeds the generator of training-mode randomness (dropout). Training
+ * reseeds it before every step from (seed, step), so a resumed run draws
+ * the same masks as an uninterrupted one. */
+void mge_exec_set_seed(mge_exec *e, uint64_t seed);
 void mge_exec_set_hook(mge_exec *e, mge_exec_hook fn, void *ud);
 
 /* Planning alone, for mge-dump: the plan of the graph's needed nodes at batch. */
@@ -421,7 +425,8 @@ mge_status mge_plan_graph(const mge_graph *g, int64_t batch, int nout, const int
  * used several times summed with add nodes. grads[i] gets the value holding
  * the gradient (dtype and template shape of wrt[i]), or -1 when wrt[i] does
  * not influence the loss. Only nodes on a path from some wrt to the loss get
- * gradient nodes. A failing call leaves g with extra unused nodes removed. */
+ * gradient nodes. A failing call may leave unused gradient nodes in g:
+ * differentiate a clone when the graph must stay as it was. */
 mge_status mge_grad_build(mge_graph *g, int loss, int nwrt, const int *wrt, int *grads, mge_error *err);
 
 /* ---------------------------------------------------------------- passes */
@@ -464,4 +469,5 @@ double mge_now(void);                       /* monotonic seconds */
 
 #include "mge_dataset.h"
 #include "mge_optim.h"
+#include "mge_train.h"
 #endif

@@ -6,11 +6,64 @@
  * promotion: insert a cast), which is the output's dtype. bool is refused;
  * div and pow take float operands only (PyTorch's true division of integers
  * gives a float: cast first).
- * FLOPs: 1 per output element. */
+ * FLOPs: 1 per output element.
+ *
+ * Gradient ops:
+ * sum_to(x, like): like must broadcast to x's shape (x's shape is the
+ *   broadcast of the two); float dtypes; the result has like's shape and
+ *   dtype. FLOPs: 1 per element of x (one add each).
+ * maximum_grad/minimum_grad(dy, a, b): a and b (same float dtype as dy)
+ *   broadcast to exactly dy's shape; two results like dy. FLOPs: 2 per
+ *   element of dy. */
 #include "internal.h"
+
+static mge_status sum_to_infer(const mge_tdesc *x, const mge_tdesc *like, mge_tdesc *out, mge_error *err)
+{
+    char bx[96], bl[96];
+    mge_tdesc_str(x, bx, sizeof bx);
+    mge_tdesc_str(like, bl, sizeof bl);
+    if (!mge_dtype_is_float(x->dtype) || !mge_dtype_is_float(like->dtype))
+        return mge_error_set(err, MGE_ERR_SHAPE, "sum_to: x %s and like %s: expected float dtypes", bx, bl);
+    mge_tdesc b;
+    int ok = like->ndim <= x->ndim && mge_broadcast(x, like, &b) && b.ndim == x->ndim;
+    for (int i = 0; ok && i < x->ndim; i++)
+        ok = b.dims[i] == x->dims[i];
+    if (!ok)
+        return mge_error_set(err, MGE_ERR_SHAPE,
+                             "sum_to: like %s does not broadcast to x %s: expected each dim of like (aligned at "
+                             "the right) equal to x's or 1",
+                             bl, bx);
+    *out = *like;
+    return MGE_OK;
+}
+
+/* maximum_grad/minimum_grad(dy, a, b): a and b broadcast to dy's shape. */
+static mge_status minmax_grad_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
+{
+    const char *name = mge_op_info(n->op)->name;
+    char bd[96], ba[96], bb[96];
+    mge_tdesc_str(&in[0], bd, sizeof bd);
+    mge_tdesc_str(&in[1], ba, sizeof ba);
+    mge_tdesc_str(&in[2], bb, sizeof bb);
+    if (!mge_dtype_is_float(in[0].dtype) || in[1].dtype != in[0].dtype || in[2].dtype != in[0].dtype)
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: dy %s, a %s, b %s: expected one float dtype", name, bd, ba, bb);
+    mge_tdesc o;
+    int ok = mge_broadcast(&in[1], &in[2], &o) && o.ndim == in[0].ndim;
+    for (int i = 0; ok && i < o.ndim; i++)
+        ok = o.dims[i] == in[0].dims[i];
+    if (!ok)
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: a %s and b %s do not broadcast to dy %s", name, ba, bb, bd);
+    out[0] = in[0];
+    out[1] = in[0];
+    return MGE_OK;
+}
 
 mge_status mge_binary_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
 {
+    if (n->op == MGE_OP_SUM_TO)
+        return sum_to_infer(&in[0], &in[1], out, err);
+    if (n->op == MGE_OP_MAXIMUM_GRAD || n->op == MGE_OP_MINIMUM_GRAD)
+        return minmax_grad_infer(n, in, out, err);
     const char *name = mge_op_info(n->op)->name;
     char ba[96], bb[96];
     const mge_tdesc *a = &in[0], *b = &in[1];
@@ -35,5 +88,9 @@ mge_status mge_binary_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *o
 
 double mge_binary_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc *out)
 {
+    if (n->op == MGE_OP_SUM_TO)
+        return mge_tdesc_count(&in[0]);
+    if (n->op == MGE_OP_MAXIMUM_GRAD || n->op == MGE_OP_MINIMUM_GRAD)
+        return 2 * mge_tdesc_count(&in[0]);
     return mge_tdesc_count(&out[0]);
 }

@@ -5,33 +5,57 @@
  * mse(a, b): same dtype (float) and shape; the mean of (a - b)^2 over all
  *   elements (F.mse_loss).
  * FLOPs: cross_entropy 5 per logit (log_softmax) + 2 per row (pick, mean);
- * mse 3 per element (subtract, square, add). */
+ * mse 3 per element (subtract, square, add).
+ *
+ * Gradient ops: dy is the loss's gradient, one f32 (rank 0).
+ * cross_entropy_grad(dy, logits, label): logits and label as in the
+ *   forward; like logits. FLOPs 6 per logit (softmax again, subtract, scale).
+ * mse_grad(dy, a, b): a and b as in the forward; like a (d/da). FLOPs 3 per
+ *   element. */
 #include "internal.h"
 
 mge_status mge_loss_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
 {
+    const char *name = mge_op_info(n->op)->name;
+    int grad = n->op == MGE_OP_CROSS_ENTROPY_GRAD || n->op == MGE_OP_MSE_GRAD;
+    if (grad) {
+        const mge_tdesc *dy = &in[0];
+        int64_t k = 1;
+        for (int i = 0; i < dy->ndim; i++)
+            k *= dy->dims[i];
+        if (dy->dtype != MGE_F32 || k != 1) {
+            char bd[96];
+            return mge_error_set(err, MGE_ERR_SHAPE, "%s: dy %s: expected the loss's gradient, one f32",
+                                 mge_op_info(n->op)->name, mge_tdesc_str(dy, bd, sizeof bd));
+        }
+        in++;   /* the rest is checked as the forward's inputs */
+    }
     const mge_tdesc *a = &in[0], *b = &in[1];
     char ba[96], bb[96];
     mge_tdesc_str(a, ba, sizeof ba);
     mge_tdesc_str(b, bb, sizeof bb);
-    if (n->op == MGE_OP_CROSS_ENTROPY) {
+    if (n->op == MGE_OP_CROSS_ENTROPY || n->op == MGE_OP_CROSS_ENTROPY_GRAD) {
         if (a->ndim != 2 || !mge_dtype_is_float(a->dtype))
-            return mge_error_set(err, MGE_ERR_SHAPE, "cross_entropy: logits %s: expected a float [N,C]", ba);
+            return mge_error_set(err, MGE_ERR_SHAPE, "%s: logits %s: expected a float [N,C]", name, ba);
         if (a->dims[1] < 1)
-            return mge_error_set(err, MGE_ERR_SHAPE, "cross_entropy: logits %s: expected at least one class", ba);
+            return mge_error_set(err, MGE_ERR_SHAPE, "%s: logits %s: expected at least one class", name, ba);
         if ((b->dtype != MGE_I32 && b->dtype != MGE_I64) || b->ndim != 1 || b->dims[0] != a->dims[0])
             return mge_error_set(err, MGE_ERR_SHAPE,
-                                 "cross_entropy: label %s does not fit logits %s: expected i32[%lld] or i64[%lld] "
+                                 "%s: label %s does not fit logits %s: expected i32[%lld] or i64[%lld] "
                                  "class indices",
-                                 bb, ba, (long long)a->dims[0], (long long)a->dims[0]);
+                                 name, bb, ba, (long long)a->dims[0], (long long)a->dims[0]);
     } else {
         int same = a->dtype == b->dtype && a->ndim == b->ndim;
         for (int i = 0; same && i < a->ndim; i++)
             same = a->dims[i] == b->dims[i];
         if (!same)
-            return mge_error_set(err, MGE_ERR_SHAPE, "mse: %s and %s: expected the same dtype and shape", ba, bb);
+            return mge_error_set(err, MGE_ERR_SHAPE, "%s: %s and %s: expected the same dtype and shape", name, ba, bb);
         if (!mge_dtype_is_float(a->dtype))
-            return mge_error_set(err, MGE_ERR_SHAPE, "mse: %s: expected a float dtype", ba);
+            return mge_error_set(err, MGE_ERR_SHAPE, "%s: %s: expected a float dtype", name, ba);
+    }
+    if (grad) {
+        *out = *a;
+        return MGE_OK;
     }
     out->dtype = MGE_F32;
     out->ndim = 0;
@@ -40,6 +64,10 @@ mge_status mge_loss_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out
 
 double mge_loss_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc *out)
 {
+    if (n->op == MGE_OP_CROSS_ENTROPY_GRAD)
+        return 6.0 * mge_tdesc_count(&in[1]);
+    if (n->op == MGE_OP_MSE_GRAD)
+        return 3.0 * mge_tdesc_count(&in[1]);
     double na = mge_tdesc_count(&in[0]);
     if (n->op == MGE_OP_CROSS_ENTROPY)
         return 5.0 * na + 2.0 * (in[0].ndim >= 1 ? (double)in[0].dims[0] : 0);

@@ -4,7 +4,12 @@
  * dropout) need f32/f16/bf16; relu, relu6, neg and abs also take i8/i32/i64;
  * cast converts to its `dtype` attribute (any pair).
  * FLOPs: 1 per output element for every op (a transcendental counts 1 too,
- * as in most profilers); cast is data movement and counts 0. */
+ * as in most profilers); cast is data movement and counts 0.
+ *
+ * Gradient ops (dy, y) / (dy, x): both float, same dtype and shape; the
+ * result is like dy. FLOPs per element: 1 for the masks (relu, relu6,
+ * leaky_relu, abs, dropout, hsigmoid), 2 for hswish, 3 for sigmoid/tanh
+ * (1 - y, two products), 5 for silu and gelu (the activation's terms again). */
 #include "internal.h"
 
 static int int_ok(mge_dtype dt)
@@ -12,8 +17,51 @@ static int int_ok(mge_dtype dt)
     return dt == MGE_I8 || dt == MGE_I32 || dt == MGE_I64;
 }
 
+static int is_grad_op(int op)
+{
+    switch (op) {
+    case MGE_OP_RELU_GRAD: case MGE_OP_RELU6_GRAD: case MGE_OP_LEAKY_RELU_GRAD: case MGE_OP_SIGMOID_GRAD:
+    case MGE_OP_TANH_GRAD: case MGE_OP_GELU_GRAD: case MGE_OP_SILU_GRAD: case MGE_OP_HSWISH_GRAD:
+    case MGE_OP_HSIGMOID_GRAD: case MGE_OP_ABS_GRAD: case MGE_OP_DROPOUT_GRAD:
+        return 1;
+    }
+    return 0;
+}
+
+/* (dy, y or x): same float dtype and shape; like dy. */
+static mge_status grad_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
+{
+    const char *name = mge_op_info(n->op)->name;
+    const mge_tdesc *dy = &in[0], *x = &in[1];
+    char ba[96], bb[96];
+    mge_tdesc_str(dy, ba, sizeof ba);
+    mge_tdesc_str(x, bb, sizeof bb);
+    int same = dy->dtype == x->dtype && dy->ndim == x->ndim;
+    for (int i = 0; same && i < dy->ndim; i++)
+        same = dy->dims[i] == x->dims[i];
+    if (!same)
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: dy %s and %s %s: expected the same dtype and shape", name, ba,
+                             n->op == MGE_OP_RELU_GRAD || n->op == MGE_OP_RELU6_GRAD || n->op == MGE_OP_SIGMOID_GRAD ||
+                                     n->op == MGE_OP_TANH_GRAD || n->op == MGE_OP_DROPOUT_GRAD
+                                 ? "y"
+                                 : "x",
+                             bb);
+    if (!mge_dtype_is_float(dy->dtype))
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: dy is %s: expected a float dtype (f32, f16, bf16)", name, ba);
+    if (n->op == MGE_OP_DROPOUT_GRAD) {
+        double p = mge_node_float(n, MGE_KEY_p, 0.5);
+        if (!(p >= 0 && p <= 1))
+            return mge_error_set(err, MGE_ERR_INVALID, "dropout_grad: p=%g: expected a probability in [0, 1]", p);
+    }
+    *out = *dy;
+    return MGE_OK;
+}
+
 mge_status mge_unary_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
 {
+    if (is_grad_op(n->op))
+        return grad_infer(n, in, out, err);
+
     const char *name = mge_op_info(n->op)->name;
     const mge_tdesc *x = &in[0];
     char b[96];
@@ -53,7 +101,13 @@ mge_status mge_unary_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *ou
 
 double mge_unary_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc *out)
 {
-    if (n->op == MGE_OP_CAST)
-        return 0;
-    return mge_tdesc_count(&out[0]);
+    double k = 1;
+    switch (n->op) {
+    case MGE_OP_CAST: k = 0; break;
+    case MGE_OP_HSWISH_GRAD: k = 2; break;
+    case MGE_OP_SIGMOID_GRAD: case MGE_OP_TANH_GRAD: k = 3; break;
+    case MGE_OP_SILU_GRAD: case MGE_OP_GELU_GRAD: k = 5; break;
+    default: break;
+    }
+    return k * mge_tdesc_count(&out[0]);
 }
