@@ -7,8 +7,12 @@
  * bias have the shape x.dims[axis..].
  * Parameters follow PyTorch's state_dict keys and order, so a state_dict
  * loads by name.
+ * batchnorm_grad(dy, x, weight) and layernorm_grad(dy, x, weight) -> dx
+ * like x, dweight and dbias like weight (batchnorm: training mode, batch
+ * statistics).
  * FLOPs: batchnorm counts inference, 2 per element (scale and shift folded);
- * layernorm 8 per element (mean 1, variance 3, normalize 2, affine 2). */
+ * layernorm 8 per element (mean 1, variance 3, normalize 2, affine 2);
+ * the gradients 10 per element (statistics 4, weight/bias sums 3, dx 3). */
 #include "internal.h"
 
 #include <stdio.h>
@@ -55,10 +59,37 @@ static mge_status ln_axis(int nattr, const mge_attr *attrs, const mge_tdesc *x, 
     return MGE_OK;
 }
 
+/* batchnorm_grad/layernorm_grad(dy, x, weight) -> dx, dweight, dbias. */
+static mge_status grad_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
+{
+    const mge_tdesc *x = &in[1];
+    int bn = n->op == MGE_OP_BATCHNORM_GRAD;
+    const char *op = bn ? "batchnorm_grad" : "layernorm_grad";
+    mge_status s;
+    int ax = 1;
+    if ((s = check_x(op, x, bn ? 2 : 1, err)))
+        return s;
+    if (!bn && (s = ln_axis(n->nattr, n->attrs, x, &ax, err)))
+        return s;
+    double eps = mge_node_float(n, MGE_KEY_eps, 1e-5);
+    if (!(eps > 0))
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: eps=%g: expected > 0", op, eps);
+    int wnd = bn ? 1 : x->ndim - ax;
+    if ((s = expect(op, "dy", &in[0], x->dtype, x->ndim, x->dims, err)) ||
+        (s = expect(op, "weight", &in[2], x->dtype, wnd, &x->dims[ax], err)))
+        return s;
+    out[0] = *x;
+    out[1] = in[2];
+    out[2] = in[2];
+    return MGE_OK;
+}
+
 mge_status mge_norm_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
 {
     const mge_tdesc *x = &in[0];
     mge_status s;
+    if (n->op == MGE_OP_BATCHNORM_GRAD || n->op == MGE_OP_LAYERNORM_GRAD)
+        return grad_infer(n, in, out, err);
     if (n->op == MGE_OP_BATCHNORM) {
         if ((s = check_x("batchnorm", x, 2, err)))
             return s;
@@ -92,6 +123,8 @@ mge_status mge_norm_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out
 
 double mge_norm_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc *out)
 {
+    if (n->op == MGE_OP_BATCHNORM_GRAD || n->op == MGE_OP_LAYERNORM_GRAD)
+        return 10.0 * mge_tdesc_count(&out[0]);
     return (n->op == MGE_OP_BATCHNORM ? 2.0 : 8.0) * mge_tdesc_count(&out[0]);
 }
 

@@ -8,6 +8,10 @@
  * concat(axis): inputs of one rank and dtype, equal except along axis.
  * slice(axis, start, end?, step): Python semantics: negative indices count
  *   from the end, out-of-range ones clamp, end absent = to the end, step > 0.
+ * reshape_as(dy, x): dy's elements under x's shape (a view; the gradient
+ *   of reshape and flatten): same dtype and element count.
+ * slice_grad(dy, x; slice's attributes): like x, dy placed where slice took
+ *   its elements and zeros elsewhere; dy must have slice(x)'s shape.
  * FLOPs: 0 (data movement). */
 #include "internal.h"
 
@@ -189,6 +193,41 @@ static mge_status slice_infer(const mge_node *n, const mge_tdesc *x, mge_tdesc *
     return MGE_OK;
 }
 
+static mge_status reshape_as_infer(const mge_tdesc *dy, const mge_tdesc *x, mge_tdesc *out, mge_error *err)
+{
+    int64_t nd, nx;
+    mge_status s;
+    if ((s = mge_shape_numel(dy->ndim, dy->dims, dy->dtype, &nd, NULL, err)) ||
+        (s = mge_shape_numel(x->ndim, x->dims, x->dtype, &nx, NULL, err)))
+        return s;
+    if (dy->dtype != x->dtype || nd != nx) {
+        char bd[96], bx[96];
+        return mge_error_set(err, MGE_ERR_SHAPE, "reshape_as: dy %s cannot take the shape of x %s: expected the same "
+                             "dtype and element count", mge_tdesc_str(dy, bd, sizeof bd), mge_tdesc_str(x, bx, sizeof bx));
+    }
+    *out = *x;
+    return MGE_OK;
+}
+
+static mge_status slice_grad_infer(const mge_node *n, const mge_tdesc *dy, const mge_tdesc *x, mge_tdesc *out,
+                                   mge_error *err)
+{
+    mge_tdesc y;
+    mge_status s = slice_infer(n, x, &y, err);
+    if (s)
+        return s;
+    int ok = dy->dtype == y.dtype && dy->ndim == y.ndim;
+    for (int i = 0; ok && i < y.ndim; i++)
+        ok = dy->dims[i] == y.dims[i];
+    if (!ok) {
+        char bd[96], by[96];
+        return mge_error_set(err, MGE_ERR_SHAPE, "slice_grad: dy is %s: expected %s (the slice of x)",
+                             mge_tdesc_str(dy, bd, sizeof bd), mge_tdesc_str(&y, by, sizeof by));
+    }
+    *out = *x;
+    return MGE_OK;
+}
+
 mge_status mge_shape_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
 {
     switch (n->op) {
@@ -197,6 +236,8 @@ mge_status mge_shape_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *ou
     case MGE_OP_TRANSPOSE: return transpose_infer(n, &in[0], out, err);
     case MGE_OP_CONCAT: return concat_infer(n, in, out, err);
     case MGE_OP_SLICE: return slice_infer(n, &in[0], out, err);
+    case MGE_OP_RESHAPE_AS: return reshape_as_infer(&in[0], &in[1], out, err);
+    case MGE_OP_SLICE_GRAD: return slice_grad_infer(n, &in[0], &in[1], out, err);
     }
     return mge_error_set(err, MGE_ERR_INVALID, "op %d is not a shape op", n->op);
 }
