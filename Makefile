@@ -38,7 +38,8 @@ TOOLS    := mge-run mge-dump mge-opt mge-train mge-quant mge-bench mge-prof
 TOOL_SRC := $(filter $(TOOLS:%=cmd/%.c),$(wildcard cmd/*.c))
 BINDIR   := $(if $(filter 1,$(SANITIZE)),$(B)/bin,bin)
 TOOL_BIN := $(TOOL_SRC:cmd/%.c=$(BINDIR)/%)
-CLI_OBJ  := $(B)/cmd/cli.o
+# cmd/*.c that are not tools: shared by the tools (cli.c) or helpers of one (train_report.c)
+CLI_OBJ  := $(patsubst cmd/%.c,$(B)/cmd/%.o,$(filter-out $(TOOL_SRC),$(wildcard cmd/*.c)))
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 DEPS     := $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(UNIT_BIN:=.d) $(TOOL_SRC:cmd/%.c=$(B)/cmd/%.d)
@@ -101,6 +102,9 @@ demo:
 bench: all
 	@scripts/bench-latency
 
+bench-train: all
+	@MGE_BIN=$(CURDIR)/$(BINDIR) scripts/bench-train
+
 # ------------------------------------------------------------------ install
 MAN1 := $(wildcard man/man1/*.1)
 MAN5 := $(wildcard man/man5/*.5)
@@ -121,7 +125,7 @@ install: all
 clean:
 	rm -rf build bin
 
-.PHONY: all check unit fuzz fuzz-build demo bench install clean
+.PHONY: all check unit fuzz fuzz-build demo bench bench-train install clean
 
 # keep objects that pattern rules chain through (cmd/*.o), so rebuilds stay incremental
 .SECONDARY:

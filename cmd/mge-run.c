@@ -2,6 +2,7 @@
  * input in, one record per output out, until the inputs end. Memory stays
  * constant over any number of steps. */
 #include "cli.h"
+#include "run_data.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -21,6 +22,11 @@ static void help(void)
            "  -i, --input NAME=FILE  read input NAME from FILE (a stream of records)\n"
            "  -i, --input FILE       read the inputs not named elsewhere from FILE, not stdin\n"
            "      --output NAMES     comma-separated values to output (default: the model's)\n"
+           "      --data D           read batches from a dataset instead (IDX, .npz, archive;\n"
+           "                         see mge-train(1)), in order\n"
+           "      --batch B          batch size for --data (default 256)\n"
+           "      --accuracy         with --data: print the accuracy of argmax(logits) against\n"
+           "                         the labels of the model's cross_entropy loss\n"
            "  -o FILE                write outputs to FILE (default: stdout)\n"
            "      --seed S           seed for parameters without values (default 0)\n"
            "      --check REF.npy    compare outputs with reference records; exit 1 on mismatch\n"
@@ -144,7 +150,7 @@ static int at_eof(FILE *f)
     return 0;
 }
 
-enum { OPT_OUTPUT = CLI_OPT_FIRST_TOOL, OPT_SEED, OPT_CHECK, OPT_ATOL, OPT_RTOL };
+enum { OPT_OUTPUT = CLI_OPT_FIRST_TOOL, OPT_SEED, OPT_CHECK, OPT_ATOL, OPT_RTOL, OPT_DATA, OPT_BATCH, OPT_ACCURACY };
 
 int main(int argc, char **argv)
 {
@@ -157,10 +163,15 @@ int main(int argc, char **argv)
         {"check", 1, 0, OPT_CHECK},
         {"atol", 1, 0, OPT_ATOL},
         {"rtol", 1, 0, OPT_RTOL},
+        {"data", 1, 0, OPT_DATA},
+        {"batch", 1, 0, OPT_BATCH},
+        {"accuracy", 0, 0, OPT_ACCURACY},
         {0, 0, 0, 0},
     };
     cli_common co = {0};
-    const char *out = NULL, *outputs = NULL;
+    const char *out = NULL, *outputs = NULL, *data = NULL;
+    int64_t data_batch = 256;
+    int accuracy = 0;
     const char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
     if (!inputs)
         return 1;
@@ -181,6 +192,9 @@ int main(int argc, char **argv)
         case OPT_CHECK: ck.path = optarg; break;
         case OPT_ATOL: ck.atol = cli_double("--atol", optarg, 0); break;
         case OPT_RTOL: ck.rtol = cli_double("--rtol", optarg, 0); break;
+        case OPT_DATA: data = optarg; break;
+        case OPT_BATCH: data_batch = cli_long("--batch", optarg, 1, 1L << 24); break;
+        case OPT_ACCURACY: accuracy = 1; break;
         default:
             if (!cli_common_opt(c, optarg, &co, help))
                 cli_usage("unhandled option");
@@ -188,6 +202,10 @@ int main(int argc, char **argv)
     }
     if (argc - optind > 1)
         cli_usage("too many arguments (one model at most)");
+    if (data && (ninputs_arg || ck.path))
+        cli_usage("--data cannot be combined with --input or --check");
+    if (accuracy && !data)
+        cli_usage("--accuracy needs --data (the labels come from the dataset)");
     if (outputs && (!*outputs || strstr(outputs, ",,") || outputs[0] == ',' || outputs[strlen(outputs) - 1] == ','))
         cli_usage("--output: empty name in '%s'", outputs);
     cli_check_device(co.device);
@@ -197,7 +215,7 @@ int main(int argc, char **argv)
     /* Refuse a terminal before doing any work. With --check, outputs are
      * written only when -o says where. */
     cli_out o = {0};
-    int want_out = !ck.path || out;
+    int want_out = (!ck.path && !accuracy) || out;
     if (want_out && cli_out_open(&o, out, 1, co.force))
         return 1;
 
@@ -251,6 +269,30 @@ int main(int argc, char **argv)
         if (bad)
             goto done;
     }
+    int logits = -1, labels = -1, logits_k = -1;
+    if (accuracy) {
+        run_data_classifier(g, &logits, &labels);
+        if (logits < 0) {
+            cli_error(where, "--accuracy: the model's loss is not cross_entropy over class labels");
+            goto done;
+        }
+        if (!outs) {
+            outs = malloc(sizeof(int) * (size_t)(g->noutputs + 1));
+            if (!outs) {
+                cli_error(NULL, "out of memory");
+                goto done;
+            }
+            memcpy(outs, g->outputs, sizeof(int) * (size_t)g->noutputs);
+            nouts = g->noutputs;
+        }
+        for (int k = 0; k < nouts; k++)
+            if (outs[k] == logits)
+                logits_k = k;
+        if (logits_k < 0) {
+            logits_k = nouts;
+            outs[nouts++] = logits;
+        }
+    }
     mge_exec_opts eo = {0};
     eo.threads = cli_threads(&co);
     eo.noutputs = nouts;
@@ -263,6 +305,13 @@ int main(int argc, char **argv)
     nout = mge_exec_noutputs(e);
     if (nout == 0) {
         cli_error(where, "the model has no outputs (declare them with 'output', or use --output)");
+        goto done;
+    }
+
+    if (data) {
+        if (run_data(data, data_batch, g, e, &o, out ? out : "<stdout>", labels, logits_k))
+            goto done;
+        rc = 0;
         goto done;
     }
 

@@ -1,0 +1,696 @@
+/* mge-train — train a model (text or .mge) on a dataset and write the
+ * trained .mge: forward, backward and optimizer update run as one planned
+ * graph (lib/train.c); checkpoints are atomic and resumable. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "train_report.h"
+
+static void help(void)
+{
+    printf("Usage: %s NET [options] -o OUT.mge\n"
+           "Train NET (text form or .mge, with a `minimize` loss) and write the trained model.\n"
+           "\n"
+           "Data:\n"
+           "      --data D          training data: fashion-mnist[:test], an IDX directory or prefix\n"
+           "                        (gzipped or not), a .npz named after the inputs, an NPY stream\n"
+           "                        (records in input order; - is stdin), or a tar/zip of NPY files\n"
+           "      --val V           validation data (same forms)\n"
+           "      --val-split F     hold out the fraction F of --data for validation (when no --val)\n"
+           "      --batch B         batch size (default 64)\n"
+           "      --drop-last       drop a final partial batch\n"
+           "      --no-shuffle      keep the data order\n"
+           "      --normalize M,S   u8 images: (x/255 - M) / S\n"
+           "      --no-prefetch     gather batches on the training thread\n"
+           "Length:\n"
+           "      --epochs E        passes over the data (default 1)\n"
+           "      --steps S         optimizer steps instead of epochs\n"
+           "Optimizer:\n"
+           "      --optimizer O     sgd, adam or adamw (default sgd)\n"
+           "      --lr LR           learning rate (default: sgd 0.01, adam/adamw 0.001)\n"
+           "      --momentum M      sgd momentum (default 0)\n"
+           "      --dampening D     sgd dampening (default 0)\n"
+           "      --nesterov        sgd Nesterov momentum\n"
+           "      --betas B1,B2     adam/adamw (default 0.9,0.999)\n"
+           "      --eps E           adam/adamw (default 1e-08)\n"
+           "      --weight-decay W  L2 penalty (sgd, adam; default 0) or decoupled decay (adamw; default 0.01)\n"
+           "      --schedule S      constant, step:EVERY[:GAMMA], cosine[:MIN_LR] (per step; default constant)\n"
+           "      --warmup N        linear learning-rate warm-up over the first N steps\n"
+           "      --clip-norm C     clip gradients to global L2 norm C\n"
+           "State:\n"
+           "      --seed S          parameter init, data order and dropout (default 0)\n"
+           "      --weights W.npz   initial parameter values by name\n"
+           "      --resume CKPT     continue from a checkpoint written by mge-train\n"
+           "      --checkpoint-every N  write OUT every N steps (atomically)\n"
+           "      --no-state        leave the optimizer state out of OUT (not resumable)\n"
+           "      --log FILE        metrics per step and per epoch, .jsonl or .csv\n"
+           "  -o FILE               the trained model (.mge)\n"
+           "  -f, --force           write binary output to a terminal\n"
+           "  -q, --quiet           only errors\n"
+           "  -v, --verbose         epoch summaries even when stderr is not a terminal\n"
+           "      --threads N       worker threads (default: all CPUs)\n"
+           "      --device DEV      cpu (cuda[:N] needs a CUDA build)\n"
+           "  -h, --help            show this help and exit\n"
+           "      --version         show the version and exit\n"
+           "\n"
+           "Exit status: 0 success, 1 failure, 2 usage error.\n",
+           cli_prog);
+}
+
+enum {
+    OPT_DATA = CLI_OPT_FIRST_TOOL, OPT_VAL, OPT_VAL_SPLIT, OPT_BATCH, OPT_DROP_LAST, OPT_NO_SHUFFLE, OPT_NORMALIZE,
+    OPT_NO_PREFETCH, OPT_EPOCHS, OPT_STEPS, OPT_OPTIMIZER, OPT_LR, OPT_MOMENTUM, OPT_DAMPENING, OPT_NESTEROV,
+    OPT_BETAS, OPT_EPS, OPT_WD, OPT_SCHEDULE, OPT_WARMUP, OPT_CLIP, OPT_SEED, OPT_WEIGHTS, OPT_RESUME, OPT_CKPT,
+    OPT_NO_STATE, OPT_LOG
+};
+
+typedef struct opts {
+    const char *net, *data, *val, *out, *weights, *resume, *log, *schedule;
+    double val_split;
+    int64_t batch, epochs, steps, warmup, ckpt_every;
+    int drop_last, shuffle, prefetch, no_state, normalize;
+    float mean, std;
+    mge_optim_kind kind;
+    int kind_given;
+    double lr, momentum, dampening, beta1, beta2, eps, wd, clip;
+    int nesterov;
+    /* which optimizer options were given (an option that does not apply is a usage error) */
+    int g_lr, g_momentum, g_dampening, g_nesterov, g_betas, g_eps, g_wd;
+    uint64_t seed;
+    int seed_given;
+    cli_common co;
+} opts;
+
+static void parse_pair(const char *opt, const char *s, double *a, double *b)
+{
+    const char *comma = strchr(s, ',');
+    if (!comma)
+        cli_usage("%s %s: expected two numbers separated by a comma", opt, s);
+    char first[64];
+    size_t n = (size_t)(comma - s);
+    if (n == 0 || n >= sizeof first)
+        cli_usage("%s %s: expected two numbers separated by a comma", opt, s);
+    memcpy(first, s, n);
+    first[n] = 0;
+    *a = cli_double(opt, first, -1e30);
+    *b = cli_double(opt, comma + 1, -1e30);
+}
+
+static void parse_args(int argc, char **argv, opts *o)
+{
+    static const struct option longs[] = {
+        CLI_LONG_COMMON,
+        {"output", 1, 0, 'o'},
+        {"data", 1, 0, OPT_DATA},
+        {"val", 1, 0, OPT_VAL},
+        {"val-split", 1, 0, OPT_VAL_SPLIT},
+        {"batch", 1, 0, OPT_BATCH},
+        {"drop-last", 0, 0, OPT_DROP_LAST},
+        {"no-shuffle", 0, 0, OPT_NO_SHUFFLE},
+        {"normalize", 1, 0, OPT_NORMALIZE},
+        {"no-prefetch", 0, 0, OPT_NO_PREFETCH},
+        {"epochs", 1, 0, OPT_EPOCHS},
+        {"steps", 1, 0, OPT_STEPS},
+        {"optimizer", 1, 0, OPT_OPTIMIZER},
+        {"lr", 1, 0, OPT_LR},
+        {"momentum", 1, 0, OPT_MOMENTUM},
+        {"dampening", 1, 0, OPT_DAMPENING},
+        {"nesterov", 0, 0, OPT_NESTEROV},
+        {"betas", 1, 0, OPT_BETAS},
+        {"eps", 1, 0, OPT_EPS},
+        {"weight-decay", 1, 0, OPT_WD},
+        {"schedule", 1, 0, OPT_SCHEDULE},
+        {"warmup", 1, 0, OPT_WARMUP},
+        {"clip-norm", 1, 0, OPT_CLIP},
+        {"seed", 1, 0, OPT_SEED},
+        {"weights", 1, 0, OPT_WEIGHTS},
+        {"resume", 1, 0, OPT_RESUME},
+        {"checkpoint-every", 1, 0, OPT_CKPT},
+        {"no-state", 0, 0, OPT_NO_STATE},
+        {"log", 1, 0, OPT_LOG},
+        {0, 0, 0, 0},
+    };
+    memset(o, 0, sizeof *o);
+    o->batch = 64;
+    o->shuffle = 1;
+    o->prefetch = 1;
+    o->kind = MGE_OPTIM_SGD;
+    o->schedule = "constant";
+    double m, s;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":o:fqvh", longs, NULL)) != -1) {
+        switch (c) {
+        case 'o': o->out = optarg; break;
+        case OPT_DATA: o->data = optarg; break;
+        case OPT_VAL: o->val = optarg; break;
+        case OPT_VAL_SPLIT:
+            o->val_split = cli_double("--val-split", optarg, 0);
+            if (!(o->val_split > 0 && o->val_split < 1))
+                cli_usage("--val-split %s: expected a fraction between 0 and 1", optarg);
+            break;
+        case OPT_BATCH: o->batch = cli_long("--batch", optarg, 1, 1L << 24); break;
+        case OPT_DROP_LAST: o->drop_last = 1; break;
+        case OPT_NO_SHUFFLE: o->shuffle = 0; break;
+        case OPT_NORMALIZE:
+            parse_pair("--normalize", optarg, &m, &s);
+            if (!(s > 0))
+                cli_usage("--normalize %s: the standard deviation must be positive", optarg);
+            o->normalize = 1;
+            o->mean = (float)m;
+            o->std = (float)s;
+            break;
+        case OPT_NO_PREFETCH: o->prefetch = 0; break;
+        case OPT_EPOCHS: o->epochs = cli_long("--epochs", optarg, 1, 1L << 30); break;
+        case OPT_STEPS: o->steps = cli_long("--steps", optarg, 1, 1L << 40); break;
+        case OPT_OPTIMIZER:
+            if (strcmp(optarg, "sgd") == 0)
+                o->kind = MGE_OPTIM_SGD;
+            else if (strcmp(optarg, "adam") == 0)
+                o->kind = MGE_OPTIM_ADAM;
+            else if (strcmp(optarg, "adamw") == 0)
+                o->kind = MGE_OPTIM_ADAMW;
+            else
+                cli_usage("--optimizer %s: expected sgd, adam or adamw", optarg);
+            o->kind_given = 1;
+            break;
+        case OPT_LR:
+            o->lr = cli_double("--lr", optarg, 0);
+            o->g_lr = 1;
+            break;
+        case OPT_MOMENTUM:
+            o->momentum = cli_double("--momentum", optarg, 0);
+            o->g_momentum = 1;
+            break;
+        case OPT_DAMPENING:
+            o->dampening = cli_double("--dampening", optarg, 0);
+            o->g_dampening = 1;
+            break;
+        case OPT_NESTEROV: o->nesterov = o->g_nesterov = 1; break;
+        case OPT_BETAS:
+            parse_pair("--betas", optarg, &o->beta1, &o->beta2);
+            if (!(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1))
+                cli_usage("--betas %s: each beta must be in [0, 1)", optarg);
+            o->g_betas = 1;
+            break;
+        case OPT_EPS:
+            o->eps = cli_double("--eps", optarg, 0);
+            o->g_eps = 1;
+            break;
+        case OPT_WD:
+            o->wd = cli_double("--weight-decay", optarg, 0);
+            o->g_wd = 1;
+            break;
+        case OPT_SCHEDULE: o->schedule = optarg; break;
+        case OPT_WARMUP: o->warmup = cli_long("--warmup", optarg, 0, 1L << 40); break;
+        case OPT_CLIP:
+            o->clip = cli_double("--clip-norm", optarg, 0);
+            if (!(o->clip > 0))
+                cli_usage("--clip-norm %s: expected a positive number", optarg);
+            break;
+        case OPT_SEED:
+            o->seed = cli_u64("--seed", optarg);
+            o->seed_given = 1;
+            break;
+        case OPT_WEIGHTS: o->weights = optarg; break;
+        case OPT_RESUME: o->resume = optarg; break;
+        case OPT_CKPT: o->ckpt_every = cli_long("--checkpoint-every", optarg, 1, 1L << 40); break;
+        case OPT_NO_STATE: o->no_state = 1; break;
+        case OPT_LOG: o->log = optarg; break;
+        default:
+            if (!cli_common_opt(c, optarg, &o->co, help))
+                cli_usage("unhandled option");
+        }
+    }
+    if (optind >= argc)
+        cli_usage("no model given (NET: a text model or .mge)");
+    if (argc - optind > 1)
+        cli_usage("too many arguments (one model)");
+    o->net = argv[optind];
+    if (!o->data)
+        cli_usage("no training data: give --data");
+    if (!o->out)
+        cli_usage("no output: give -o OUT.mge");
+    if (o->epochs && o->steps)
+        cli_usage("--epochs and --steps cannot be combined");
+    if (o->val && o->val_split > 0)
+        cli_usage("--val and --val-split cannot be combined");
+    if (o->weights && o->resume)
+        cli_usage("--weights and --resume cannot be combined (a checkpoint holds its weights)");
+    if (o->ckpt_every && strcmp(o->out, "-") == 0)
+        cli_usage("--checkpoint-every needs -o FILE, not stdout");
+    if (o->no_state && o->ckpt_every)
+        cli_usage("--no-state and --checkpoint-every cannot be combined (checkpoints need the state)");
+    const char *kn = o->kind == MGE_OPTIM_SGD ? "sgd" : o->kind == MGE_OPTIM_ADAM ? "adam" : "adamw";
+    if (o->kind != MGE_OPTIM_SGD) {
+        if (o->g_momentum)
+            cli_usage("--momentum does not apply to --optimizer %s (sgd only)", kn);
+        if (o->g_dampening)
+            cli_usage("--dampening does not apply to --optimizer %s (sgd only)", kn);
+        if (o->g_nesterov)
+            cli_usage("--nesterov does not apply to --optimizer %s (sgd only)", kn);
+    } else {
+        if (o->g_betas)
+            cli_usage("--betas does not apply to --optimizer sgd (adam and adamw only)");
+        if (o->g_eps)
+            cli_usage("--eps does not apply to --optimizer sgd (adam and adamw only)");
+        if (o->nesterov && !(o->momentum > 0 && o->dampening == 0))
+            cli_usage("--nesterov needs --momentum > 0 and no dampening");
+    }
+    cli_check_device(o->co.device);
+    if (!o->epochs && !o->steps)
+        o->epochs = 1;
+}
+
+/* ---------------------------------------------------------------- resume */
+
+static const char *meta_or(const mge_graph *g, const char *k, const char *def)
+{
+    const char *v = mge_graph_get_meta(g, k);
+    return v ? v : def;
+}
+
+/* A checkpoint fits NET when it has the same params and state (names,
+ * dtypes, shapes) and the same nodes (names and ops). */
+static int check_arch(const mge_graph *net, const mge_graph *ck, const char *where)
+{
+    char a[96], b[96];
+    for (int v = 0; v < net->nvalues; v++) {
+        const mge_value *nv = &net->values[v];
+        if (nv->kind != MGE_VAL_PARAM && nv->kind != MGE_VAL_STATE && nv->kind != MGE_VAL_INPUT)
+            continue;
+        int k = mge_graph_find(ck, nv->name);
+        if (k < 0) {
+            cli_error(where, "another architecture: it has no '%s' (%s in the model)", nv->name,
+                      mge_shape_str(nv->dtype, nv->ndim, nv->dims, a, sizeof a));
+            return -1;
+        }
+        const mge_value *cv = &ck->values[k];
+        int same = cv->kind == nv->kind && cv->dtype == nv->dtype && cv->ndim == nv->ndim;
+        for (int d = 0; same && d < nv->ndim; d++)
+            same = cv->dims[d] == nv->dims[d];
+        if (!same) {
+            cli_error(where, "another architecture: '%s' is %s there, %s in the model", nv->name,
+                      mge_shape_str(cv->dtype, cv->ndim, cv->dims, b, sizeof b),
+                      mge_shape_str(nv->dtype, nv->ndim, nv->dims, a, sizeof a));
+            return -1;
+        }
+    }
+    for (int v = 0; v < ck->nvalues; v++) {
+        const mge_value *cv = &ck->values[v];
+        if ((cv->kind == MGE_VAL_PARAM || cv->kind == MGE_VAL_STATE) && !strstr(cv->name, "__opt.") &&
+            mge_graph_find(net, cv->name) < 0) {
+            cli_error(where, "another architecture: it has '%s', which the model lacks", cv->name);
+            return -1;
+        }
+    }
+    if (ck->nnodes != net->nnodes) {
+        cli_error(where, "another architecture: %d nodes, the model has %d", ck->nnodes, net->nnodes);
+        return -1;
+    }
+    for (int i = 0; i < net->nnodes; i++)
+        if (net->nodes[i].op != ck->nodes[i].op || strcmp(net->nodes[i].name, ck->nodes[i].name) != 0) {
+            cli_error(where, "another architecture: node %d is '%s' (%s), the model has '%s' (%s)", i,
+                      ck->nodes[i].name, mge_op_info(ck->nodes[i].op)->name, net->nodes[i].name,
+                      mge_op_info(net->nodes[i].op)->name);
+            return -1;
+        }
+    if (!mge_graph_get_meta(ck, "train.step")) {
+        cli_error(where, "not a training checkpoint (no training state: written with --no-state, or not by mge-train)");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- data */
+
+static int load_data(const char *spec, const mge_graph *g, const opts *o, mge_dataset *ds)
+{
+    mge_error err;
+    mge_error_clear(&err);
+    if (mge_dataset_load(spec, ds, &err)) {
+        cli_mge_error(cli_name(spec), &err);
+        return -1;
+    }
+    mge_data_opts dopts = {.normalize = o->normalize, .mean = o->mean, .std = o->std};
+    if (mge_dataset_bind(ds, g, g->ninputs, g->inputs, &dopts, &err)) {
+        cli_mge_error(cli_name(spec), &err);
+        return -1;
+    }
+    return 0;
+}
+
+/* Labels must be class indices below the logits' width. */
+static int check_labels(const mge_dataset *ds, const mge_trainer *t, const mge_graph *g, const char *where)
+{
+    int64_t classes = mge_trainer_classes(t);
+    if (classes <= 0)
+        return 0;
+    for (int i = 0; i < ds->n; i++) {
+        const mge_value *v = &g->values[mge_trainer_input(t, i)];
+        if (v->dtype != MGE_I32 && v->dtype != MGE_I64)
+            continue;
+        int64_t lo, hi;
+        if (mge_dataset_label_range(ds, i, &lo, &hi) != MGE_OK)
+            continue;
+        if (lo < 0 || hi >= classes) {
+            cli_error(where, "labels for '%s' range over [%lld, %lld]: the model has %lld classes (0..%lld)",
+                      v->name, (long long)lo, (long long)hi, (long long)classes, (long long)(classes - 1));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- saving */
+
+static int save(const opts *o, const mge_trainer *t, const mge_graph *model, int64_t step, int64_t epoch_done,
+                int with_state)
+{
+    mge_error err;
+    mge_error_clear(&err);
+    mge_graph *out = NULL;
+    if (mge_trainer_export(t, model, with_state, &out, &err)) {
+        cli_mge_error(cli_name(o->out), &err);
+        return -1;
+    }
+    char b[64];
+    const char *kn = o->kind == MGE_OPTIM_SGD ? "sgd" : o->kind == MGE_OPTIM_ADAM ? "adam" : "adamw";
+    int bad = 0;
+    snprintf(b, sizeof b, "%lld", (long long)step);
+    bad |= mge_graph_set_meta(out, "train.step", b, &err) != MGE_OK;
+    snprintf(b, sizeof b, "%lld", (long long)epoch_done);
+    bad |= mge_graph_set_meta(out, "train.epochs_done", b, &err) != MGE_OK;
+    snprintf(b, sizeof b, "%llu", (unsigned long long)o->seed);
+    bad |= mge_graph_set_meta(out, "train.seed", b, &err) != MGE_OK;
+    bad |= mge_graph_set_meta(out, "train.optimizer", kn, &err) != MGE_OK;
+    snprintf(b, sizeof b, "%lld", (long long)o->batch);
+    bad |= mge_graph_set_meta(out, "train.batch", b, &err) != MGE_OK;
+    if (bad) {
+        cli_mge_error(cli_name(o->out), &err);
+        mge_graph_free(out);
+        return -1;
+    }
+    mge_write_opts wo = {.no_state = !with_state};
+    mge_buf buf = {0};
+    int rc = 0;
+    if (mge_file_write(out, &wo, &buf, &err)) {
+        cli_mge_error(cli_name(o->out), &err);
+        rc = -1;
+    } else {
+        rc = cli_write_buf(strcmp(o->out, "-") == 0 ? NULL : o->out, &buf, 1, o->co.force);
+    }
+    mge_buf_free(&buf);
+    mge_graph_free(out);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- validation */
+
+static int validate(mge_trainer *t, const mge_dataset *val, const opts *o, double *loss, double *acc)
+{
+    mge_error err;
+    mge_error_clear(&err);
+    mge_loader *l = NULL;
+    *loss = NAN;
+    *acc = -1;
+    if (mge_loader_create(val, o->batch, 0, 0, 0, 0, &l, &err) || mge_loader_start(l, 0, 0, &err)) {
+        cli_mge_error("validation", &err);
+        mge_loader_free(l);
+        return -1;
+    }
+    double lsum = 0;
+    int64_t n = 0, correct = 0, have_acc = 1;
+    for (;;) {
+        const mge_tensor *const *batch;
+        mge_status s = mge_loader_next(l, &batch, &err);
+        if (s == MGE_ERR_EOF)
+            break;
+        mge_train_result r;
+        if (s || mge_trainer_eval(t, batch, &r, &err)) {
+            cli_mge_error("validation", &err);
+            mge_loader_free(l);
+            return -1;
+        }
+        lsum += r.loss * (double)r.count;
+        n += r.count;
+        if (r.correct < 0)
+            have_acc = 0;
+        else
+            correct += r.correct;
+    }
+    mge_loader_free(l);
+    if (n > 0) {
+        *loss = lsum / (double)n;
+        *acc = have_acc ? (double)correct / (double)n : -1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- main */
+
+int main(int argc, char **argv)
+{
+    cli_init("mge-train", argv);
+    opts o;
+    parse_args(argc, argv, &o);
+    mge_error err;
+    mge_error_clear(&err);
+    int rc = 1;
+    mge_graph *net = NULL, *ck = NULL;
+    mge_dataset train = {0}, val = {0};
+    mge_trainer *t = NULL;
+    mge_loader *loader = NULL;
+    tr_report rep;
+    memset(&rep, 0, sizeof rep);
+    const char *where = cli_name(o.net);
+
+    if (cli_model_load(o.net, &net))
+        return 1;
+    if (net->loss < 0) {
+        cli_error(where, "the model has no loss to minimize (add a `minimize LOSS` line)");
+        goto done;
+    }
+    int64_t start_step = 0;
+    const mge_graph *model = net;
+    if (o.resume) {
+        if (cli_model_load(o.resume, &ck))
+            goto done;
+        if (check_arch(net, ck, cli_name(o.resume)))
+            goto done;
+        start_step = strtoll(meta_or(ck, "train.step", "0"), NULL, 10);
+        uint64_t ck_seed = strtoull(meta_or(ck, "train.seed", "0"), NULL, 10);
+        if (o.seed_given && o.seed != ck_seed)
+            cli_warn(cli_name(o.resume), "--seed %llu differs from the checkpoint's %llu: the data order changes",
+                     (unsigned long long)o.seed, (unsigned long long)ck_seed);
+        if (!o.seed_given)
+            o.seed = ck_seed;
+        const char *kn = meta_or(ck, "train.optimizer", "");
+        const char *want = o.kind == MGE_OPTIM_SGD ? "sgd" : o.kind == MGE_OPTIM_ADAM ? "adam" : "adamw";
+        if (*kn && strcmp(kn, want) != 0) {
+            if (o.kind_given) {
+                cli_error(cli_name(o.resume), "the checkpoint was trained with --optimizer %s, not %s", kn, want);
+                goto done;
+            }
+            o.kind = strcmp(kn, "adam") == 0 ? MGE_OPTIM_ADAM : strcmp(kn, "adamw") == 0 ? MGE_OPTIM_ADAMW
+                                                                                          : MGE_OPTIM_SGD;
+        }
+        model = ck;
+    } else if (o.weights) {
+        mge_tlist l = {0};
+        if (mge_npz_read_path(o.weights, &l, &err) || mge_params_bind(net, &l, 1, &err)) {
+            cli_mge_error(cli_name(o.weights), &err);
+            mge_tlist_free(&l);
+            goto done;
+        }
+        mge_tlist_free(&l);
+    }
+    if (mge_graph_init_params((mge_graph *)model, o.seed, &err)) {
+        cli_mge_error(where, &err);
+        goto done;
+    }
+
+    /* data */
+    if (load_data(o.data, model, &o, &train))
+        goto done;
+    if (o.val) {
+        if (load_data(o.val, model, &o, &val))
+            goto done;
+    } else if (o.val_split > 0) {
+        if (mge_dataset_split(&train, o.val_split, o.seed, &val, &err)) {
+            cli_mge_error(cli_name(o.data), &err);
+            goto done;
+        }
+    }
+    if (train.count <= 0) {
+        cli_error(cli_name(o.data), "empty dataset: no training samples");
+        goto done;
+    }
+
+    /* the trainer */
+    mge_train_opts to;
+    memset(&to, 0, sizeof to);
+    mge_optim_defaults(o.kind, &to.optim);
+    if (o.g_lr)
+        to.optim.lr = o.lr;
+    if (o.g_momentum)
+        to.optim.momentum = o.momentum;
+    if (o.g_dampening)
+        to.optim.dampening = o.dampening;
+    to.optim.nesterov = o.nesterov;
+    if (o.g_betas) {
+        to.optim.beta1 = o.beta1;
+        to.optim.beta2 = o.beta2;
+    }
+    if (o.g_eps)
+        to.optim.eps = o.eps;
+    if (o.g_wd)
+        to.optim.weight_decay = o.wd;
+    to.optim.clip_norm = o.clip;
+    to.threads = cli_threads(&o.co);
+    to.seed = o.seed;
+    if (mge_trainer_create(model, &to, &t, &err)) {
+        cli_mge_error(where, &err);
+        goto done;
+    }
+    if (check_labels(&train, t, model, cli_name(o.data)) || (val.count > 0 && check_labels(&val, t, model, cli_name(o.val ? o.val : o.data))))
+        goto done;
+    if (mge_loader_create(&train, o.batch, o.shuffle, o.drop_last, o.seed, o.prefetch, &loader, &err)) {
+        cli_mge_error(cli_name(o.data), &err);
+        goto done;
+    }
+    int64_t bpe = mge_loader_batches(loader);
+    if (bpe <= 0) {
+        cli_error(cli_name(o.data), "%lld samples make no batch of %lld with --drop-last", (long long)train.count,
+                  (long long)o.batch);
+        goto done;
+    }
+    int64_t total = o.steps ? o.steps : o.epochs * bpe;
+    int64_t epochs = (total + bpe - 1) / bpe;
+    if (start_step >= total) {
+        cli_error(cli_name(o.resume), "the checkpoint is at step %lld: nothing left of %lld steps",
+                  (long long)start_step, (long long)total);
+        goto done;
+    }
+    mge_sched sched;
+    if (mge_sched_parse(o.schedule, to.optim.lr, o.warmup, total, &sched, &err)) {
+        cli_usage("--schedule: %s", err.msg);
+    }
+    int tty = isatty(2);
+    if (tr_report_open(&rep, o.log, o.resume != NULL, tty && cli_verbose >= 0, (tty && cli_verbose >= 0) || cli_verbose > 0))
+        goto done;
+    if (cli_verbose > 0) {
+        mge_plan_stats st;
+        if (mge_trainer_stats(t, o.batch, &st, &err) == MGE_OK)
+            cli_note(where, "training step at batch %lld: arena %zu bytes, lower bound %zu (%.2fx), no reuse %zu",
+                     (long long)o.batch, st.arena_bytes, st.lower_bound,
+                     st.lower_bound ? (double)st.arena_bytes / (double)st.lower_bound : 1.0, st.no_reuse_bytes);
+        cli_note(cli_name(o.data), "%lld samples, %lld batches of %lld per epoch, %lld steps", (long long)train.count,
+                 (long long)bpe, (long long)o.batch, (long long)total);
+    }
+
+    /* the loop */
+    int64_t step = start_step, epoch = start_step / bpe;
+    if (mge_loader_start(loader, epoch, start_step % bpe, &err)) {
+        cli_mge_error(cli_name(o.data), &err);
+        goto done;
+    }
+    double t0 = mge_now(), te = t0, lsum = 0;
+    int64_t seen = 0, nsum = 0, csum = 0, acc_ok = 1, last_ckpt = start_step;
+    while (step < total) {
+        const mge_tensor *const *batch;
+        mge_status s = mge_loader_next(loader, &batch, &err);
+        if (s == MGE_ERR_EOF) {
+            /* end of an epoch */
+            epoch++;
+            tr_epoch es = {.epoch = epoch, .epochs = epochs, .step = step, .train_loss = nsum ? lsum / (double)nsum : NAN,
+                           .train_acc = acc_ok && nsum ? (double)csum / (double)nsum : -1, .val_loss = NAN,
+                           .val_acc = -1, .seconds = mge_now() - te};
+            if (val.count > 0 && validate(t, &val, &o, &es.val_loss, &es.val_acc))
+                goto done;
+            tr_report_epoch(&rep, &es);
+            lsum = 0;
+            nsum = csum = 0;
+            acc_ok = 1;
+            te = mge_now();
+            if (mge_loader_start(loader, epoch, 0, &err)) {
+                cli_mge_error(cli_name(o.data), &err);
+                goto done;
+            }
+            continue;
+        }
+        if (s) {
+            cli_mge_error(cli_name(o.data), &err);
+            goto done;
+        }
+        step++;
+        double lr = mge_sched_lr(&sched, step);
+        mge_train_result r;
+        if (mge_trainer_step(t, batch, lr, step, &r, &err)) {
+            tr_report_clear(&rep);
+            cli_mge_error(where, &err);
+            goto done;
+        }
+        if (!isfinite(r.loss)) {
+            tr_report_clear(&rep);
+            if (o.ckpt_every && last_ckpt > start_step)
+                cli_error(where, "the loss is %s at step %lld (epoch %lld): stopping; %s holds the last good checkpoint "
+                          "(step %lld)", isnan(r.loss) ? "NaN" : "infinite", (long long)step, (long long)(epoch + 1),
+                          o.out, (long long)last_ckpt);
+            else
+                cli_error(where, "the loss is %s at step %lld (epoch %lld): stopping; nothing written "
+                          "(try a lower --lr or --clip-norm)", isnan(r.loss) ? "NaN" : "infinite", (long long)step,
+                          (long long)(epoch + 1));
+            goto done;
+        }
+        lsum += r.loss * (double)r.count;
+        nsum += r.count;
+        seen += r.count;
+        if (r.correct < 0)
+            acc_ok = 0;
+        else
+            csum += r.correct;
+        double now = mge_now(), el = now - t0;
+        tr_step ts = {.step = step, .total_steps = total, .epoch = epoch + 1, .epochs = epochs,
+                      .batch = (step - 1) % bpe + 1, .batches = bpe, .loss = r.loss,
+                      .acc = r.correct >= 0 && r.count ? (double)r.correct / (double)r.count : -1, .lr = lr,
+                      .samples_per_s = el > 0 ? (double)seen / el : 0, .elapsed = el,
+                      .eta = step > start_step ? el / (double)(step - start_step) * (double)(total - step) : -1};
+        tr_report_step(&rep, &ts);
+        if (o.ckpt_every && step % o.ckpt_every == 0 && step < total) {
+            if (save(&o, t, model, step, step / bpe, 1))
+                goto done;
+            last_ckpt = step;
+        }
+    }
+    /* a last partial epoch (--steps) or the final full one */
+    if (nsum > 0) {
+        int64_t done_epochs = (step + bpe - 1) / bpe;
+        tr_epoch es = {.epoch = done_epochs, .epochs = epochs, .step = step, .train_loss = lsum / (double)nsum,
+                       .train_acc = acc_ok ? (double)csum / (double)nsum : -1, .val_loss = NAN, .val_acc = -1,
+                       .seconds = mge_now() - te};
+        if (val.count > 0 && validate(t, &val, &o, &es.val_loss, &es.val_acc))
+            goto done;
+        tr_report_epoch(&rep, &es);
+    }
+    if (save(&o, t, model, step, step / bpe, !o.no_state))
+        goto done;
+    rc = 0;
+done:
+    if (tr_report_close(&rep) && rc == 0) {
+        cli_error(o.log, "writing the log failed");
+        rc = 1;
+    }
+    mge_loader_free(loader);
+    mge_trainer_free(t);
+    mge_dataset_free(&train);
+    mge_dataset_free(&val);
+    mge_graph_free(ck);
+    mge_graph_free(net);
+    return rc;
+}

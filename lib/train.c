@@ -1,0 +1,306 @@
+/* train.c — the trainer: model + gradients + optimizer as one graph, run by
+ * two executors (training and eval mode) that share its tensors. */
+#include "internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct mge_trainer {
+    mge_graph *g;            /* the training graph (owned) */
+    mge_exec *train, *eval;
+    uint64_t seed;
+    int hyper;               /* value index of "__opt.hyper" */
+    int loss, logits, labels;/* values; logits/labels -1 unless the loss is cross_entropy */
+    int nin, *ins;           /* model inputs */
+    int tr_logits, ev_logits;/* result index of the logits in each executor, or -1 */
+    /* per executor: position of each executor input in ins[] */
+    int *tr_map, *ev_map;
+    const mge_tensor **argv; /* scratch for exec inputs */
+};
+
+void mge_trainer_free(mge_trainer *t)
+{
+    if (!t)
+        return;
+    mge_exec_free(t->train);
+    mge_exec_free(t->eval);
+    mge_graph_free(t->g);
+    free(t->ins);
+    free(t->tr_map);
+    free(t->ev_map);
+    free(t->argv);
+    free(t);
+}
+
+int mge_trainer_ninputs(const mge_trainer *t)
+{
+    return t->nin;
+}
+
+int mge_trainer_input(const mge_trainer *t, int i)
+{
+    return i >= 0 && i < t->nin ? t->ins[i] : -1;
+}
+
+int64_t mge_trainer_classes(const mge_trainer *t)
+{
+    if (t->logits < 0)
+        return 0;
+    const mge_value *v = &t->g->values[t->logits];
+    return v->ndim >= 1 ? v->dims[v->ndim - 1] : 0;
+}
+
+const mge_graph *mge_trainer_graph(const mge_trainer *t)
+{
+    return t->g;
+}
+
+static int is_opt_state(const char *name)
+{
+    return strstr(name, ".__opt.") != NULL || strncmp(name, "__opt.", 6) == 0;
+}
+
+/* exec input i -> index into t->ins */
+static mge_status map_inputs(mge_trainer *t, const mge_exec *e, int **map, mge_error *err)
+{
+    int n = mge_exec_ninputs(e);
+    *map = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    if (!*map)
+        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < n; i++) {
+        int v = mge_exec_input(e, i), k = 0;
+        while (k < t->nin && t->ins[k] != v)
+            k++;
+        if (k == t->nin)
+            return mge_error_set(err, MGE_ERR_INVALID, "training step input '%s' is not a model input",
+                                 t->g->values[v].name);
+        (*map)[i] = k;
+    }
+    return MGE_OK;
+}
+
+mge_status mge_trainer_create(const mge_graph *model, const mge_train_opts *o, mge_trainer **out, mge_error *err)
+{
+    mge_status s;
+    *out = NULL;
+    if (model->loss < 0)
+        return mge_error_set(err, MGE_ERR_INVALID, "the model has no loss to minimize (add a `minimize` line)");
+    for (int v = 0; v < model->nvalues; v++) {
+        const mge_value *val = &model->values[v];
+        if ((val->kind == MGE_VAL_PARAM || val->kind == MGE_VAL_STATE) && !val->data)
+            return mge_error_set(err, MGE_ERR_INVALID, "%s '%s' has no data (initialize or load weights first)",
+                                 val->kind == MGE_VAL_PARAM ? "param" : "state", val->name);
+    }
+    mge_trainer *t = calloc(1, sizeof *t);
+    if (!t)
+        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+    t->seed = o->seed;
+    t->logits = t->labels = -1;
+    t->tr_logits = t->ev_logits = -1;
+    if (!(t->g = mge_graph_clone(model, err))) {
+        mge_trainer_free(t);
+        return err ? err->code : MGE_ERR_NOMEM;
+    }
+    mge_graph *g = t->g;
+    t->loss = g->loss;
+    t->nin = g->ninputs;
+    t->ins = malloc(sizeof(int) * (size_t)(g->ninputs ? g->ninputs : 1));
+    t->argv = calloc((size_t)(g->ninputs ? g->ninputs : 1), sizeof *t->argv);
+    int *params = malloc(sizeof(int) * (size_t)g->nvalues), *grads = malloc(sizeof(int) * (size_t)g->nvalues);
+    int *updates = malloc(sizeof(int) * (size_t)g->nvalues), *outs = malloc(sizeof(int) * (size_t)(g->nvalues + 2));
+    if (!t->ins || !t->argv || !params || !grads || !updates || !outs) {
+        s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    memcpy(t->ins, g->inputs, sizeof(int) * (size_t)g->ninputs);
+    /* classification: the loss is cross_entropy(logits, labels) */
+    for (int i = 0; i < g->nnodes; i++)
+        if (g->nodes[i].out[0] == t->loss && g->nodes[i].op == MGE_OP_CROSS_ENTROPY) {
+            t->logits = g->nodes[i].in[0];
+            t->labels = g->nodes[i].in[1];
+        }
+    int np = 0;
+    for (int v = 0; v < g->nvalues; v++)
+        if (g->values[v].kind == MGE_VAL_PARAM && mge_dtype_is_float(g->values[v].dtype))
+            params[np++] = v;
+    if (np == 0) {
+        s = mge_error_set(err, MGE_ERR_INVALID, "the model has no trainable parameters");
+        goto fail;
+    }
+    if ((s = mge_grad_build(g, t->loss, np, params, grads, err)))
+        goto fail;
+    /* params that do not influence the loss are left alone */
+    int nu = 0;
+    for (int i = 0; i < np; i++)
+        if (grads[i] >= 0) {
+            params[nu] = params[i];
+            grads[nu++] = grads[i];
+        }
+    if (nu == 0) {
+        s = mge_error_set(err, MGE_ERR_INVALID, "no parameter influences the loss '%s'", g->values[t->loss].name);
+        goto fail;
+    }
+    if ((s = mge_optim_build(g, &o->optim, nu, params, grads, updates, &t->hyper, err)))
+        goto fail;
+    if ((s = mge_graph_validate(g, err)))
+        goto fail;
+
+    int no = 0;
+    outs[no++] = t->loss;
+    if (t->logits >= 0) {
+        t->tr_logits = no;
+        outs[no++] = t->logits;
+    }
+    memcpy(outs + no, updates, sizeof(int) * (size_t)nu);
+    mge_exec_opts to = {.threads = o->threads, .backend = o->backend, .noutputs = no + nu, .outputs = outs,
+                        .training = 1};
+    if ((s = mge_exec_create(g, &to, &t->train, err)))
+        goto fail;
+    mge_exec_opts eo = {.threads = o->threads, .backend = o->backend, .noutputs = no, .outputs = outs};
+    t->ev_logits = t->tr_logits;
+    if ((s = mge_exec_create(g, &eo, &t->eval, err)))
+        goto fail;
+    if ((s = map_inputs(t, t->train, &t->tr_map, err)) || (s = map_inputs(t, t->eval, &t->ev_map, err)))
+        goto fail;
+    free(params);
+    free(grads);
+    free(updates);
+    free(outs);
+    *out = t;
+    return MGE_OK;
+fail:
+    free(params);
+    free(grads);
+    free(updates);
+    free(outs);
+    mge_trainer_free(t);
+    return s;
+}
+
+/* Loss and accuracy from the executor's results. */
+static mge_status collect(const mge_trainer *t, const mge_exec *e, int li, const mge_tensor *const *batch,
+                          mge_train_result *r, mge_error *err)
+{
+    const mge_tensor *lt = mge_exec_result(e, 0);
+    r->loss = lt ? *(const float *)lt->data : NAN;
+    r->correct = -1;
+    r->count = 0;
+    for (int i = 0; i < t->nin; i++)
+        if (batch[i]->ndim > 0) {
+            r->count = batch[i]->dims[0];
+            break;
+        }
+    if (li < 0 || t->labels < 0)
+        return MGE_OK;
+    int lab = -1;
+    for (int i = 0; i < t->nin; i++)
+        if (t->ins[i] == t->labels)
+            lab = i;
+    const mge_tensor *lg = mge_exec_result(e, li);
+    if (lab < 0 || !lg || lg->ndim != 2 || lg->dtype != MGE_F32)
+        return MGE_OK;
+    const mge_tensor *lb = batch[lab];
+    int64_t n = lg->dims[0], c = lg->dims[1], ok = 0;
+    if (lb->ndim != 1 || lb->dims[0] != n)
+        return mge_error_set(err, MGE_ERR_SHAPE, "labels do not match the logits");
+    for (int64_t i = 0; i < n; i++) {
+        const float *row = (const float *)lg->data + i * c;
+        int64_t best = 0;
+        for (int64_t k = 1; k < c; k++)
+            if (row[k] > row[best])
+                best = k;
+        int64_t want = lb->dtype == MGE_I64 ? ((const int64_t *)lb->data)[i] : ((const int32_t *)lb->data)[i];
+        ok += best == want;
+    }
+    r->correct = ok;
+    return MGE_OK;
+}
+
+static mge_status run(mge_trainer *t, mge_exec *e, const int *map, const mge_tensor *const *batch, mge_error *err)
+{
+    int n = mge_exec_ninputs(e);
+    for (int i = 0; i < n; i++)
+        t->argv[i] = batch[map[i]];
+    return mge_exec_run(e, t->argv, err);
+}
+
+mge_status mge_trainer_step(mge_trainer *t, const mge_tensor *const *batch, double lr, int64_t step,
+                            mge_train_result *r, mge_error *err)
+{
+    mge_status s = mge_optim_set_hyper(t->g, t->hyper, lr, step, err);
+    if (s)
+        return s;
+    /* a generator per step: a resumed run draws the same dropout masks */
+    uint64_t mix = t->seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(step + 1));
+    mge_exec_set_seed(t->train, mix);
+    if ((s = run(t, t->train, t->tr_map, batch, err)))
+        return s;
+    return collect(t, t->train, t->tr_logits, batch, r, err);
+}
+
+mge_status mge_trainer_eval(mge_trainer *t, const mge_tensor *const *batch, mge_train_result *r, mge_error *err)
+{
+    mge_status s = run(t, t->eval, t->ev_map, batch, err);
+    if (s)
+        return s;
+    return collect(t, t->eval, t->ev_logits, batch, r, err);
+}
+
+mge_status mge_trainer_stats(mge_trainer *t, int64_t batch, mge_plan_stats *st, mge_error *err)
+{
+    return mge_exec_stats(t->train, batch, st, err);
+}
+
+mge_status mge_trainer_export(const mge_trainer *t, const mge_graph *model, int with_opt, mge_graph **out,
+                              mge_error *err)
+{
+    mge_graph *c = mge_graph_clone(model, err);
+    if (!c)
+        return err ? err->code : MGE_ERR_NOMEM;
+    mge_status s = MGE_OK;
+    for (int v = 0; v < c->nvalues && !s; v++) {
+        mge_value *cv = &c->values[v];
+        if (cv->kind != MGE_VAL_PARAM && cv->kind != MGE_VAL_STATE)
+            continue;
+        int tv = mge_graph_find(t->g, cv->name);
+        if (tv < 0 || !t->g->values[tv].data)
+            continue;
+        mge_tensor copy;
+        if ((s = mge_tensor_copy(&copy, t->g->values[tv].data, err)))
+            break;
+        if (!cv->data && !(cv->data = calloc(1, sizeof *cv->data))) {
+            mge_tensor_free(&copy);
+            s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+            break;
+        }
+        mge_tensor_free(cv->data);
+        *cv->data = copy;
+    }
+    for (int v = 0; v < t->g->nvalues && !s && with_opt; v++) {
+        const mge_value *tv = &t->g->values[v];
+        if (tv->kind != MGE_VAL_STATE || !is_opt_state(tv->name) || mge_graph_find(c, tv->name) >= 0 || !tv->data)
+            continue;
+        int nv = mge_graph_add_value(c, tv->name, MGE_VAL_STATE, tv->dtype, tv->ndim, tv->dims, err);
+        if (nv < 0) {
+            s = err ? err->code : MGE_ERR_INVALID;
+            break;
+        }
+        mge_tensor *d = calloc(1, sizeof *d);
+        if (!d) {
+            s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+            break;
+        }
+        if ((s = mge_tensor_copy(d, tv->data, err))) {
+            free(d);
+            break;
+        }
+        c->values[nv].data = d;
+    }
+    if (s) {
+        mge_graph_free(c);
+        return s;
+    }
+    *out = c;
+    return MGE_OK;
+}
