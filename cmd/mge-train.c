@@ -81,6 +81,7 @@ typedef struct opts {
     int nesterov;
     /* which optimizer options were given (an option that does not apply is a usage error) */
     int g_lr, g_momentum, g_dampening, g_nesterov, g_betas, g_eps, g_wd;
+    int g_batch, g_schedule, g_warmup, g_clip;
     uint64_t seed;
     int seed_given;
     cli_common co;
@@ -154,7 +155,10 @@ static void parse_args(int argc, char **argv, opts *o)
             if (!(o->val_split > 0 && o->val_split < 1))
                 cli_usage("--val-split %s: expected a fraction between 0 and 1", optarg);
             break;
-        case OPT_BATCH: o->batch = cli_long("--batch", optarg, 1, 1L << 24); break;
+        case OPT_BATCH:
+            o->batch = cli_long("--batch", optarg, 1, 1L << 24);
+            o->g_batch = 1;
+            break;
         case OPT_DROP_LAST: o->drop_last = 1; break;
         case OPT_NO_SHUFFLE: o->shuffle = 0; break;
         case OPT_NORMALIZE:
@@ -206,12 +210,19 @@ static void parse_args(int argc, char **argv, opts *o)
             o->wd = cli_double("--weight-decay", optarg, 0);
             o->g_wd = 1;
             break;
-        case OPT_SCHEDULE: o->schedule = optarg; break;
-        case OPT_WARMUP: o->warmup = cli_long("--warmup", optarg, 0, 1L << 40); break;
+        case OPT_SCHEDULE:
+            o->schedule = optarg;
+            o->g_schedule = 1;
+            break;
+        case OPT_WARMUP:
+            o->warmup = cli_long("--warmup", optarg, 0, 1L << 40);
+            o->g_warmup = 1;
+            break;
         case OPT_CLIP:
             o->clip = cli_double("--clip-norm", optarg, 0);
             if (!(o->clip > 0))
                 cli_usage("--clip-norm %s: expected a positive number", optarg);
+            o->g_clip = 1;
             break;
         case OPT_SEED:
             o->seed = cli_u64("--seed", optarg);
@@ -221,7 +232,14 @@ static void parse_args(int argc, char **argv, opts *o)
         case OPT_RESUME: o->resume = optarg; break;
         case OPT_CKPT: o->ckpt_every = cli_long("--checkpoint-every", optarg, 1, 1L << 40); break;
         case OPT_NO_STATE: o->no_state = 1; break;
-        case OPT_LOG: o->log = optarg; break;
+        case OPT_LOG: {
+            size_t n = strlen(optarg);
+            if (!(n >= 4 && strcmp(optarg + n - 4, ".csv") == 0) && !(n >= 6 && strcmp(optarg + n - 6, ".jsonl") == 0) &&
+                !(n >= 5 && strcmp(optarg + n - 5, ".json") == 0))
+                cli_usage("--log %s: expected a file name ending in .jsonl or .csv", optarg);
+            o->log = optarg;
+            break;
+        }
         default:
             if (!cli_common_opt(c, optarg, &o->co, help))
                 cli_usage("unhandled option");
@@ -369,8 +387,8 @@ static int check_labels(const mge_dataset *ds, const mge_trainer *t, const mge_g
 
 /* ---------------------------------------------------------------- saving */
 
-static int save(const opts *o, const mge_trainer *t, const mge_graph *model, int64_t step, int64_t epoch_done,
-                int with_state)
+static int save(const opts *o, const mge_optim_opts *oc, const mge_trainer *t, const mge_graph *model, int64_t step,
+                int64_t epoch_done, int with_state)
 {
     mge_error err;
     mge_error_clear(&err);
@@ -382,6 +400,20 @@ static int save(const opts *o, const mge_trainer *t, const mge_graph *model, int
     char b[64];
     const char *kn = o->kind == MGE_OPTIM_SGD ? "sgd" : o->kind == MGE_OPTIM_ADAM ? "adam" : "adamw";
     int bad = 0;
+    if (!with_state)
+        goto write; /* a model, not a checkpoint: no training state at all */
+    /* everything --resume needs to continue the same run */
+    const struct { const char *k; double v; } hp[] = {
+        {"train.lr", oc->lr}, {"train.momentum", oc->momentum}, {"train.dampening", oc->dampening},
+        {"train.nesterov", oc->nesterov}, {"train.beta1", oc->beta1}, {"train.beta2", oc->beta2},
+        {"train.eps", oc->eps}, {"train.weight_decay", oc->weight_decay}, {"train.clip_norm", oc->clip_norm},
+        {"train.warmup", (double)o->warmup},
+    };
+    for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++) {
+        snprintf(b, sizeof b, "%.17g", hp[i].v);
+        bad |= mge_graph_set_meta(out, hp[i].k, b, &err) != MGE_OK;
+    }
+    bad |= mge_graph_set_meta(out, "train.schedule", o->schedule, &err) != MGE_OK;
     snprintf(b, sizeof b, "%lld", (long long)step);
     bad |= mge_graph_set_meta(out, "train.step", b, &err) != MGE_OK;
     snprintf(b, sizeof b, "%lld", (long long)epoch_done);
@@ -396,6 +428,7 @@ static int save(const opts *o, const mge_trainer *t, const mge_graph *model, int
         mge_graph_free(out);
         return -1;
     }
+write:;
     mge_write_opts wo = {.no_state = !with_state};
     mge_buf buf = {0};
     int rc = 0;
@@ -500,6 +533,39 @@ int main(int argc, char **argv)
             o.kind = strcmp(kn, "adam") == 0 ? MGE_OPTIM_ADAM : strcmp(kn, "adamw") == 0 ? MGE_OPTIM_ADAMW
                                                                                           : MGE_OPTIM_SGD;
         }
+        /* options not given continue the checkpoint's run */
+        const char *v;
+#define FROM_CK(flag, key, dst) if (!(flag) && (v = mge_graph_get_meta(ck, key))) { dst = strtod(v, NULL); flag = 1; }
+        FROM_CK(o.g_lr, "train.lr", o.lr)
+        if (o.kind == MGE_OPTIM_SGD) {
+            FROM_CK(o.g_momentum, "train.momentum", o.momentum)
+            FROM_CK(o.g_dampening, "train.dampening", o.dampening)
+            double nest = 0;
+            int gn = o.g_nesterov;
+            FROM_CK(gn, "train.nesterov", nest)
+            if (!o.g_nesterov)
+                o.nesterov = nest != 0;
+        } else {
+            int gb1 = o.g_betas, gb2 = o.g_betas;
+            FROM_CK(gb1, "train.beta1", o.beta1)
+            FROM_CK(gb2, "train.beta2", o.beta2)
+            o.g_betas = gb1 && gb2;
+            FROM_CK(o.g_eps, "train.eps", o.eps)
+        }
+        FROM_CK(o.g_wd, "train.weight_decay", o.wd)
+        FROM_CK(o.g_clip, "train.clip_norm", o.clip)
+        double dv = 0;
+        int gtmp = o.g_warmup;
+        FROM_CK(gtmp, "train.warmup", dv)
+        if (!o.g_warmup)
+            o.warmup = (int64_t)dv;
+        gtmp = o.g_batch;
+        FROM_CK(gtmp, "train.batch", dv)
+        if (!o.g_batch && gtmp)
+            o.batch = (int64_t)dv;
+#undef FROM_CK
+        if (!o.g_schedule && (v = mge_graph_get_meta(ck, "train.schedule")))
+            o.schedule = v;
         model = ck;
     } else if (o.weights) {
         mge_tlist l = {0};
@@ -663,7 +729,7 @@ int main(int argc, char **argv)
                       .eta = step > start_step ? el / (double)(step - start_step) * (double)(total - step) : -1};
         tr_report_step(&rep, &ts);
         if (o.ckpt_every && step % o.ckpt_every == 0 && step < total) {
-            if (save(&o, t, model, step, step / bpe, 1))
+            if (save(&o, &to.optim, t, model, step, step / bpe, 1))
                 goto done;
             last_ckpt = step;
         }
@@ -678,7 +744,7 @@ int main(int argc, char **argv)
             goto done;
         tr_report_epoch(&rep, &es);
     }
-    if (save(&o, t, model, step, step / bpe, !o.no_state))
+    if (save(&o, &to.optim, t, model, step, step / bpe, !o.no_state))
         goto done;
     rc = 0;
 done:

@@ -222,12 +222,13 @@ assert ep[-1]["accuracy"] > 0.9, ep[-1]' "$T/log.jsonl"
     need_numpy
     write_small
     write_small_data 4096
-    "$MGE_TRAIN" "$T/small.mgt" --data "$T/small.npz" --steps 3000 --batch 8 --optimizer sgd --momentum 0.9 \
+    # about 5 s of steps with a checkpoint every 50 (each written, synced, renamed)
+    "$MGE_TRAIN" "$T/small.mgt" --data "$T/small.npz" --steps 200000 --batch 8 --optimizer sgd --momentum 0.9 \
         --seed 5 -o "$T/ref.mge"
-    for delay in 0.3 0.7; do
+    for delay in 0.2 0.9; do
         rm -f "$T/k.mge"
-        "$MGE_TRAIN" "$T/small.mgt" --data "$T/small.npz" --steps 3000 --batch 8 --optimizer sgd --momentum 0.9 \
-            --seed 5 --checkpoint-every 7 -o "$T/k.mge" &
+        "$MGE_TRAIN" "$T/small.mgt" --data "$T/small.npz" --steps 200000 --batch 8 --optimizer sgd --momentum 0.9 \
+            --seed 5 --checkpoint-every 50 -o "$T/k.mge" &
         pid=$!
         # wait for the first checkpoint, then kill at an arbitrary moment
         for _ in $(seq 200); do [ -e "$T/k.mge" ] && break; sleep 0.02; done
@@ -236,8 +237,11 @@ assert ep[-1]["accuracy"] > 0.9, ep[-1]' "$T/log.jsonl"
         wait $pid 2>/dev/null || true
         [ -e "$T/k.mge" ]
         "$MGE_DUMP" "$T/k.mge" > /dev/null
-        # no temporary files are trusted as checkpoints; resuming completes the run exactly
-        "$MGE_TRAIN" "$T/small.mgt" --data "$T/small.npz" --steps 3000 --batch 8 --checkpoint-every 7 \
+        # it was killed mid-run, not after the end
+        step=$("$MGE_DUMP" "$T/k.mge" | sed -n 's/^meta train.step = //p')
+        [ "$step" -lt 200000 ]
+        # resuming (optimizer settings come from the checkpoint) completes the run exactly
+        "$MGE_TRAIN" "$T/small.mgt" --data "$T/small.npz" --steps 200000 --checkpoint-every 50 \
             --resume "$T/k.mge" -o "$T/k.mge"
         cmp "$T/ref.mge" "$T/k.mge"
     done
