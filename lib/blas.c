@@ -19,8 +19,34 @@
 #include "internal.h"
 
 #include <cblas.h>
+#include <strings.h>
 
 void mge_blas_set_threads(int n)
 {
     openblas_set_num_threads(n < 1 ? 1 : n);
+}
+
+/* OpenBLAS picks its kernels once, when it is loaded, from the CPU model.
+ * A model it does not know (Debian's 0.3.21 on recent Xeons reports an
+ * "Intel(R) Xeon(R) Processor" it cannot place) gets its SSE3 "Prescott"
+ * kernels, 2-3x slower than the AVX2/AVX-512 ones the CPU can run. The
+ * choice can only be changed before loading, through OPENBLAS_CORETYPE, so
+ * the tools re-execute themselves with it set (cmd/cli.c). */
+const char *mge_blas_better_coretype(void)
+{
+    static const char *const modern[] = {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"};
+    const char *cur = openblas_get_corename();
+    if (!cur)
+        return NULL;
+    for (size_t i = 0; i < sizeof modern / sizeof modern[0]; i++)
+        if (strcasecmp(cur, modern[i]) == 0)
+            return NULL;
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+        return NULL;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512cd"))
+        return "SkylakeX";
+    return "Haswell";
 }

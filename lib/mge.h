@@ -463,6 +463,13 @@ float mge_rng_normal(mge_rng *r);           /* N(0, 1) */
 
 double mge_now(void);                       /* monotonic seconds */
 
+/* OpenBLAS chooses its kernels by CPU model when it is loaded; a model it
+ * does not know gets its oldest (SSE3) kernels. When that happened on a CPU
+ * with AVX2+FMA, returns the OPENBLAS_CORETYPE that suits it ("Haswell",
+ * or "SkylakeX" with AVX-512), else NULL. The tools then re-execute
+ * themselves with that variable set; programs linking libmge may do the same. */
+const char *mge_blas_better_coretype(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,7 +6,10 @@
  * `bias` says whether the bias input is present and must agree with it.
  * Float x needs weight and bias of the same dtype; qs8 x takes a qs8 weight
  * and a qs32 bias (the output keeps x's dtype: requantization is the kernel's).
- * FLOPs: 2*N*out*OH*OW*(C/groups)*kh*kw, plus N*out*OH*OW for the bias. */
+ * FLOPs: 2*N*out*OH*OW*(C/groups)*kh*kw, plus N*out*OH*OW for the bias.
+ * conv2d_grad_input(dy, weight, x) and conv2d_grad_weight(dy, x, weight)
+ * (autodiff) take the forward's attributes but 'out' and 'bias'; their
+ * FLOPs are the forward's without the bias. */
 #include "internal.h"
 
 #include <math.h>
@@ -40,12 +43,14 @@ static mge_status pair(int nattr, const mge_attr *attrs, int key, int64_t def, i
     return MGE_OK;
 }
 
-static mge_status get_attrs(int nattr, const mge_attr *attrs, conv_attrs *c, mge_error *err)
+/* The gradient ops have no 'out' and 'bias' (want_out = 0): out comes from
+ * the weight there, and is set to 1 here so the checks below pass. */
+static mge_status get_attrs_for(int nattr, const mge_attr *attrs, int want_out, conv_attrs *c, mge_error *err)
 {
     const mge_attr *a = mge_attrs_find(nattr, attrs, MGE_KEY_out);
-    if (!a)
+    if (!a && want_out)
         return mge_error_set(err, MGE_ERR_INVALID, "conv2d: needs attribute 'out'");
-    c->out = a->i[0];
+    c->out = a ? a->i[0] : 1;
     a = mge_attrs_find(nattr, attrs, MGE_KEY_groups);
     c->groups = a ? a->i[0] : 1;
     a = mge_attrs_find(nattr, attrs, MGE_KEY_bias);
@@ -63,10 +68,15 @@ static mge_status get_attrs(int nattr, const mge_attr *attrs, conv_attrs *c, mge
     if (c->groups < 1)
         return mge_error_set(err, MGE_ERR_INVALID, "conv2d: groups=%lld: expected at least 1",
                              (long long)c->groups);
-    if (c->out % c->groups)
+    if (want_out && c->out % c->groups)
         return mge_error_set(err, MGE_ERR_INVALID, "conv2d: out=%lld is not divisible by groups=%lld",
                              (long long)c->out, (long long)c->groups);
     return MGE_OK;
+}
+
+static mge_status get_attrs(int nattr, const mge_attr *attrs, conv_attrs *c, mge_error *err)
+{
+    return get_attrs_for(nattr, attrs, 1, c, err);
 }
 
 /* x must be [N,C,H,W] with C divisible by groups. */
@@ -87,7 +97,7 @@ static mge_status check_x(const mge_tdesc *x, const conv_attrs *c, mge_error *er
     return MGE_OK;
 }
 
-mge_status mge_conv_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
+static mge_status conv2d_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
 {
     conv_attrs c;
     mge_status s = get_attrs(n->nattr, n->attrs, &c, err);
@@ -136,8 +146,67 @@ mge_status mge_conv_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out
     return MGE_OK;
 }
 
+/* conv2d_grad_input(dy, weight, x) -> like x; conv2d_grad_weight(dy, x,
+ * weight) -> like weight. x and weight must fit the forward conv with the
+ * node's attributes (out = weight's first dim) and dy its output. */
+static mge_status conv_grad_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
+{
+    const char *op = mge_op_info(n->op)->name;
+    int gi = n->op == MGE_OP_CONV2D_GRAD_INPUT;
+    const mge_tdesc *dy = &in[0], *w = gi ? &in[1] : &in[2], *x = gi ? &in[2] : &in[1];
+    conv_attrs c;
+    mge_status s = get_attrs_for(n->nattr, n->attrs, 0, &c, err);
+    if (s)
+        return s;
+    char bx[96], bw[96], bd[96], be[96];
+    mge_tdesc_str(x, bx, sizeof bx);
+    mge_tdesc_str(w, bw, sizeof bw);
+    mge_tdesc_str(dy, bd, sizeof bd);
+    if (x->ndim != 4 || !mge_dtype_is_float(x->dtype))
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected a float [N,C,H,W]", op, bx);
+    if ((s = mge_shape_numel(x->ndim, x->dims, x->dtype, NULL, NULL, err)))
+        return s;
+    if (x->dims[1] < 1 || x->dims[1] % c.groups)
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: channels not divisible by groups=%lld", op, bx,
+                             (long long)c.groups);
+    if (w->dtype != x->dtype || w->ndim != 4 || w->dims[0] < 1 || w->dims[0] % c.groups ||
+        w->dims[1] != x->dims[1] / c.groups || w->dims[2] != c.k[0] || w->dims[3] != c.k[1])
+        return mge_error_set(err, MGE_ERR_SHAPE,
+                             "%s: weight %s does not fit x %s with kernel=[%lld,%lld] groups=%lld: expected "
+                             "%s[out,%lld,%lld,%lld] with out divisible by groups",
+                             op, bw, bx, (long long)c.k[0], (long long)c.k[1], (long long)c.groups,
+                             mge_dtype_name(x->dtype), (long long)(x->dims[1] / c.groups), (long long)c.k[0],
+                             (long long)c.k[1]);
+    int64_t ey[4] = {x->dims[0], w->dims[0], 0, 0};
+    for (int i = 0; i < 2; i++) {
+        ey[2 + i] = mge_conv_out_dim(x->dims[2 + i], c.k[i], c.s[i], c.p[i], c.d[i], 0);
+        if (ey[2 + i] <= 0)
+            return mge_error_set(err, MGE_ERR_SHAPE, "%s: x %s is too small for the kernel: empty output", op, bx);
+    }
+    mge_shape_str(x->dtype, 4, ey, be, sizeof be);
+    if (dy->dtype != x->dtype || dy->ndim != 4 || dy->dims[0] != ey[0] || dy->dims[1] != ey[1] ||
+        dy->dims[2] != ey[2] || dy->dims[3] != ey[3])
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: dy is %s: expected %s (the forward output)", op, bd, be);
+    *out = gi ? *x : *w;
+    return MGE_OK;
+}
+
+mge_status mge_conv_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
+{
+    if (n->op == MGE_OP_CONV2D_GRAD_INPUT || n->op == MGE_OP_CONV2D_GRAD_WEIGHT)
+        return conv_grad_infer(n, in, out, err);
+    return conv2d_infer(n, in, out, err);
+}
+
 double mge_conv_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc *out)
 {
+    if (n->op == MGE_OP_CONV2D_GRAD_INPUT || n->op == MGE_OP_CONV2D_GRAD_WEIGHT) {
+        /* the forward's multiply-adds, once: dy [N,O,OH,OW] times Cg*kh*kw */
+        const mge_tdesc *dy = &in[0], *w = n->op == MGE_OP_CONV2D_GRAD_INPUT ? &in[1] : &in[2];
+        if (dy->ndim != 4 || w->ndim != 4)
+            return 0;
+        return 2.0 * mge_tdesc_count(dy) * (double)w->dims[1] * (double)w->dims[2] * (double)w->dims[3];
+    }
     const mge_tdesc *x = &in[0], *w = &in[1], *y = &out[0];
     if (x->ndim != 4 || w->ndim != 4 || y->ndim != 4)
         return 0;

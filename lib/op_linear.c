@@ -7,7 +7,9 @@
  * removed from the result; leading (batch) dims broadcast. transpose_a and
  * transpose_b swap the last two dims of a rank >= 2 operand first.
  * FLOPs: a multiply-add counts 2: linear 2*M*in*out (+ M*out for the bias,
- * M = rows of x); matmul 2*batch*M*K*N. */
+ * M = rows of x); matmul 2*batch*M*K*N.
+ * linear_grad_input(dy, weight) = dy W and linear_grad_weight(dy, x) = the
+ * sum over leading dims of dy^T x (autodiff): 2*M*in*out each. */
 #include "internal.h"
 
 #include <math.h>
@@ -112,9 +114,48 @@ static mge_status matmul_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc
     return MGE_OK;
 }
 
+/* linear_grad_input(dy[..., out], weight[out, in]) -> [..., in];
+ * linear_grad_weight(dy[..., out], x[..., in]) -> [out, in]. */
+static mge_status linear_grad_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
+{
+    const char *op = mge_op_info(n->op)->name;
+    const mge_tdesc *dy = &in[0], *o = &in[1];
+    char bd[96], bo[96];
+    mge_tdesc_str(dy, bd, sizeof bd);
+    mge_tdesc_str(o, bo, sizeof bo);
+    if (dy->ndim < 1 || !mge_dtype_is_float(dy->dtype))
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: dy is %s: expected a float [..., out]", op, bd);
+    if (o->dtype != dy->dtype)
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: dy %s and %s differ in dtype", op, bd, bo);
+    if (n->op == MGE_OP_LINEAR_GRAD_INPUT) {
+        if (o->ndim != 2 || o->dims[0] != dy->dims[dy->ndim - 1])
+            return mge_error_set(err, MGE_ERR_SHAPE, "%s: weight %s does not fit dy %s: expected [%lld, in]", op, bo,
+                                 bd, (long long)dy->dims[dy->ndim - 1]);
+        *out = *dy;
+        out->dims[dy->ndim - 1] = o->dims[1];
+        return MGE_OK;
+    }
+    int same = o->ndim == dy->ndim;
+    for (int i = 0; same && i < dy->ndim - 1; i++)
+        same = o->dims[i] == dy->dims[i];
+    if (!same)
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x %s does not fit dy %s: expected the same leading dims", op,
+                             bo, bd);
+    out->dtype = dy->dtype;
+    out->ndim = 2;
+    out->dims[0] = dy->dims[dy->ndim - 1];
+    out->dims[1] = o->dims[o->ndim - 1];
+    return MGE_OK;
+}
+
 mge_status mge_linear_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
 {
-    return n->op == MGE_OP_LINEAR ? linear_infer(n, in, out, err) : matmul_infer(n, in, out, err);
+    switch (n->op) {
+    case MGE_OP_LINEAR: return linear_infer(n, in, out, err);
+    case MGE_OP_LINEAR_GRAD_INPUT:
+    case MGE_OP_LINEAR_GRAD_WEIGHT: return linear_grad_infer(n, in, out, err);
+    default: return matmul_infer(n, in, out, err);
+    }
 }
 
 double mge_linear_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc *out)
@@ -122,6 +163,10 @@ double mge_linear_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc 
     const mge_tdesc *a = &in[0], *b = &in[1];
     if (a->ndim < 1 || b->ndim < 1)
         return 0;
+    if (n->op == MGE_OP_LINEAR_GRAD_INPUT || n->op == MGE_OP_LINEAR_GRAD_WEIGHT) {
+        /* M*out*in multiply-adds: M*out from dy, in from the result's last dim */
+        return 2.0 * mge_tdesc_count(a) * (double)out[0].dims[out[0].ndim - 1];
+    }
     if (n->op == MGE_OP_LINEAR) {
         double k = (double)a->dims[a->ndim - 1];
         double rows_out = mge_tdesc_count(&out[0]); /* M * out */

@@ -6,7 +6,9 @@
  * ceil_mode the last window must start inside the input or its left pad.
  * global_avgpool: [N,C,H,W] -> [N,C,1,1].
  * FLOPs: 1 per window element per output (a compare or an add), plus one
- * divide per output for the average pools. */
+ * divide per output for the average pools.
+ * maxpool2d_grad, avgpool2d_grad, global_avgpool_grad (dy, x) -> like x
+ * (autodiff): the forward's attributes; dy must be the forward's output. */
 #include "internal.h"
 
 /* Bounds kernel/stride/pad/dilation so size arithmetic cannot overflow. */
@@ -31,10 +33,21 @@ static mge_status pair(const mge_node *n, const char *op, int key, int64_t def, 
     return MGE_OK;
 }
 
-mge_status mge_pool_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
+/* The forward op of a pool gradient op (itself for forward ops). */
+static int fwd_op(int op)
+{
+    switch (op) {
+    case MGE_OP_MAXPOOL2D_GRAD: return MGE_OP_MAXPOOL2D;
+    case MGE_OP_AVGPOOL2D_GRAD: return MGE_OP_AVGPOOL2D;
+    case MGE_OP_GLOBAL_AVGPOOL_GRAD: return MGE_OP_GLOBAL_AVGPOOL;
+    default: return op;
+    }
+}
+
+/* The forward output of op fop (attributes of n) for input x. */
+static mge_status pool_fwd_infer(const mge_node *n, int fop, const mge_tdesc *x, mge_tdesc *out, mge_error *err)
 {
     const char *op = mge_op_info(n->op)->name;
-    const mge_tdesc *x = &in[0];
     char bx[96];
     mge_tdesc_str(x, bx, sizeof bx);
     if (x->ndim != 4)
@@ -48,7 +61,7 @@ mge_status mge_pool_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out
     if (st)
         return st;
     *out = *x;
-    if (n->op == MGE_OP_GLOBAL_AVGPOOL) {
+    if (fop == MGE_OP_GLOBAL_AVGPOOL) {
         if (x->dims[2] < 1 || x->dims[3] < 1)
             return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected H, W >= 1", op, bx);
         out->dims[2] = out->dims[3] = 1;
@@ -81,8 +94,41 @@ mge_status mge_pool_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out
     return MGE_OK;
 }
 
+mge_status mge_pool_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
+{
+    int fop = fwd_op(n->op);
+    if (fop == n->op)
+        return pool_fwd_infer(n, fop, &in[0], out, err);
+    /* (dy, x) -> like x; dy must be the forward's output */
+    mge_tdesc y;
+    mge_status st = pool_fwd_infer(n, fop, &in[1], &y, err);
+    if (st)
+        return st;
+    const mge_tdesc *dy = &in[0];
+    int same = dy->dtype == y.dtype && dy->ndim == y.ndim;
+    for (int i = 0; same && i < y.ndim; i++)
+        same = dy->dims[i] == y.dims[i];
+    if (!same) {
+        char bd[96], by[96];
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: dy is %s: expected %s (the forward output)",
+                             mge_op_info(n->op)->name, mge_tdesc_str(dy, bd, sizeof bd),
+                             mge_tdesc_str(&y, by, sizeof by));
+    }
+    *out = in[1];
+    return MGE_OK;
+}
+
 double mge_pool_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc *out)
 {
+    if (fwd_op(n->op) != n->op) {
+        /* one multiply-add per window element per dy element (the scatter),
+         * plus the max's search */
+        double dys = mge_tdesc_count(&in[0]);
+        if (n->op == MGE_OP_GLOBAL_AVGPOOL_GRAD)
+            return mge_tdesc_count(&out[0]) + dys;
+        double win = (double)mge_node_ints(n, MGE_KEY_kernel, 0, 1) * (double)mge_node_ints(n, MGE_KEY_kernel, 1, 1);
+        return dys * win * (n->op == MGE_OP_MAXPOOL2D_GRAD ? 1.0 : 2.0);
+    }
     double outs = mge_tdesc_count(&out[0]);
     if (n->op == MGE_OP_GLOBAL_AVGPOOL)
         return mge_tdesc_count(&in[0]) + outs;

@@ -1,7 +1,299 @@
-/* cpu_grad_pool.c — fast CPU kernels (stub until written). */
+/* cpu_grad_pool.c — maxpool2d_grad, avgpool2d_grad and global_avgpool_grad
+ * (f32, NCHW), parallel over the N*C planes. Each plane belongs to one task
+ * and is summed in scan order, so the result does not depend on the thread
+ * count. Semantics are kernels/ref's (PyTorch's): maxpool sends each
+ * window's dy to its first maximal real element (a later NaN takes over);
+ * the average pools spread dy / divisor over the window's real elements. */
 #include "cpu.h"
+
+#include <stdint.h>
+
+typedef struct pg_geom {
+    int64_t H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw;
+    int incl;
+} pg_geom;
+
+static void pg_geometry(const mge_node *n, const mge_tensor *dy, const mge_tensor *x, pg_geom *g)
+{
+    g->H = x->dims[2], g->W = x->dims[3], g->OH = dy->dims[2], g->OW = dy->dims[3];
+    g->kh = mge_node_ints(n, MGE_KEY_kernel, 0, 1), g->kw = mge_node_ints(n, MGE_KEY_kernel, 1, 1);
+    g->sh = mge_node_ints(n, MGE_KEY_stride, 0, g->kh), g->sw = mge_node_ints(n, MGE_KEY_stride, 1, g->kw);
+    g->ph = mge_node_ints(n, MGE_KEY_pad, 0, 0), g->pw = mge_node_ints(n, MGE_KEY_pad, 1, 0);
+    int dil = n->op == MGE_OP_MAXPOOL2D_GRAD;
+    g->dh = dil ? mge_node_ints(n, MGE_KEY_dilation, 0, 1) : 1;
+    g->dw = dil ? mge_node_ints(n, MGE_KEY_dilation, 1, 1) : 1;
+    g->incl = (int)mge_node_int(n, MGE_KEY_count_include_pad, 1);
+}
+
+/* Taps t in [lo, hi) of a window starting at o*s - p whose element
+ * o*s - p + t*d lies in [0, len). */
+static inline void tap_range(int64_t start, int64_t k, int64_t d, int64_t len, int64_t *lo, int64_t *hi)
+{
+    int64_t l = start < 0 ? (-start + d - 1) / d : 0;
+    int64_t h = start + (k - 1) * d < len ? k : (len - 1 - start) / d + 1;
+    if (start > len - 1)
+        h = 0;
+    if (h < l)
+        h = l;
+    *lo = l, *hi = h;
+}
+
+/* Interior windows of one output row, outputs [0, n) starting at xw
+ * (their first tap): per output the running max m and the offset of its
+ * element from the window start, tap by tap in scan order across the row
+ * (so the loop over outputs vectorizes); the first maximum is kept, a
+ * later NaN takes over. */
+CPU_MULTI(max_row,
+          (const pg_geom *g, const float *restrict xw, int64_t n, float *restrict m, int32_t *restrict off),
+          (g, xw, n, m, off), {
+              const int64_t kh = g->kh, kw = g->kw, sw = g->sw, W = g->W, dh = g->dh, dw = g->dw;
+              for (int64_t k = 0; k < n; k++) {
+                  m[k] = xw[k * sw];
+                  off[k] = 0;
+              }
+              for (int64_t i = 0; i < kh; i++)
+                  for (int64_t j = i ? 0 : 1; j < kw; j++) {
+                      const int32_t t = (int32_t)(i * dh * W + j * dw);
+                      const float *restrict src = xw + t;
+                      if (sw == 1) {
+                          for (int64_t k = 0; k < n; k++) {
+                              float v = src[k];
+                              int take = (v > m[k]) | (v != v);
+                              m[k] = take ? v : m[k];
+                              off[k] = take ? t : off[k];
+                          }
+                      } else {
+                          for (int64_t k = 0; k < n; k++) {
+                              float v = src[k * sw];
+                              int take = (v > m[k]) | (v != v);
+                              m[k] = take ? v : m[k];
+                              off[k] = take ? t : off[k];
+                          }
+                      }
+                  }
+          })
+
+/* Floats (and int32s) of per-thread scratch of maxpool2d_grad. */
+static int64_t max_scratch(const pg_geom *g)
+{
+    return 2 * g->OW + 16;
+}
+
+/* One plane of maxpool2d_grad. Windows inside the input go through
+ * max_row; border windows take clipped scalar loops. Every window is
+ * scanned row by row, left to right, keeping the first maximum, so ties go
+ * where the ref kernel (and PyTorch) sends them. */
+static void maxpool_grad_plane(const pg_geom *g, const float *restrict dy, const float *restrict x,
+                               float *restrict dx, float *restrict scratch)
+{
+    const int64_t H = g->H, W = g->W, OH = g->OH, OW = g->OW, kh = g->kh, kw = g->kw;
+    const int64_t sh = g->sh, sw = g->sw, dh = g->dh, dw = g->dw;
+    float *m = scratch;
+    int32_t *off = (int32_t *)(scratch + OW + 8);
+    memset(dx, 0, sizeof(float) * (size_t)(H * W));
+    /* outputs whose window columns all lie in [0, W) */
+    int64_t wlo = 0, whi = 0;
+    if (W - (kw - 1) * dw > 0)
+        cpu_valid_range(OW, W - (kw - 1) * dw, sw, g->pw, 0, &wlo, &whi);
+    for (int64_t oh = 0; oh < OH; oh++) {
+        int64_t h0 = oh * sh - g->ph, ilo, ihi;
+        tap_range(h0, kh, dh, H, &ilo, &ihi);
+        const float *dyr = dy + oh * OW;
+        int full_rows = ilo == 0 && ihi == kh;
+        int64_t a = full_rows ? wlo : OW, b = full_rows ? whi : OW;
+        if (a < b) {
+            const float *xw = x + h0 * W + a * sw - g->pw;
+            max_row(g, xw, b - a, m, off);
+            float *dxw = dx + h0 * W + a * sw - g->pw;
+            for (int64_t k = 0; k < b - a; k++)
+                dxw[k * sw + off[k]] += dyr[a + k];
+        }
+        for (int64_t ow = 0; ow < OW; ow++) {
+            if (ow == a && b > a) {
+                ow = b - 1;
+                continue;
+            }
+            int64_t w0 = ow * sw - g->pw, jlo, jhi;
+            tap_range(w0, kw, dw, W, &jlo, &jhi);
+            int64_t best = -1;
+            float mv = -__builtin_inff();
+            for (int64_t i = ilo; i < ihi; i++) {
+                const float *xr = x + (h0 + i * dh) * W + w0;
+                for (int64_t j = jlo; j < jhi; j++) {
+                    float v = xr[j * dw];
+                    if (best < 0 || v > mv || v != v) {
+                        mv = v;
+                        best = (h0 + i * dh) * W + w0 + j * dw;
+                    }
+                }
+            }
+            if (best >= 0)
+                dx[best] += dyr[ow];
+        }
+    }
+}
+
+/* Padded plane of the average gradient: covers every window (with
+ * ceil_mode the last one may reach past the right/bottom pad). */
+static void pg_padded(const pg_geom *g, int64_t *Hp, int64_t *Wp)
+{
+    int64_t hr = (g->OH - 1) * g->sh + g->kh, wr = (g->OW - 1) * g->sw + g->kw;
+    *Hp = g->H + g->ph > hr ? g->H + g->ph : hr;
+    *Wp = g->W + g->pw > wr ? g->W + g->pw : wr;
+}
+
+static int64_t avg_scratch(const pg_geom *g)
+{
+    int64_t Hp, Wp;
+    pg_padded(g, &Hp, &Wp);
+    return Hp * Wp + g->OW + 16;
+}
+
+/* One plane of avgpool2d_grad: each row of dy divided by its windows'
+ * divisors, then added through every tap into a padded plane (contiguous
+ * loops at stride 1), which is cropped into dx. */
+CPU_MULTI(avgpool_grad_plane,
+          (const pg_geom *g, const float *restrict dy, float *restrict dx, float *restrict pad, float *restrict q),
+          (g, dy, dx, pad, q), {
+              const int64_t H = g->H, W = g->W, OH = g->OH, OW = g->OW, kh = g->kh, kw = g->kw;
+              const int64_t sh = g->sh, sw = g->sw, ph = g->ph, pw = g->pw;
+              int64_t Hp, Wp;
+              pg_padded(g, &Hp, &Wp);
+              for (int64_t k = 0; k < Hp * Wp; k++)
+                  pad[k] = 0.0f;
+              for (int64_t oh = 0; oh < OH; oh++) {
+                  int64_t h0 = oh * sh - ph, h1 = h0 + kh;
+                  if (h1 > H + ph)
+                      h1 = H + ph;
+                  int64_t hp = h1 - h0;
+                  h0 = h0 < 0 ? 0 : h0;
+                  h1 = h1 > H ? H : h1;
+                  int64_t hc = h1 > h0 ? h1 - h0 : 0;
+                  for (int64_t ow = 0; ow < OW; ow++) {
+                      int64_t w0 = ow * sw - pw, w1 = w0 + kw;
+                      if (w1 > W + pw)
+                          w1 = W + pw;
+                      int64_t wp = w1 - w0;
+                      w0 = w0 < 0 ? 0 : w0;
+                      w1 = w1 > W ? W : w1;
+                      int64_t wc = w1 > w0 ? w1 - w0 : 0;
+                      int64_t div = g->incl ? hp * wp : hc * wc;
+                      /* a window with no real element passes nothing on */
+                      q[ow] = hc * wc > 0 ? dy[oh * OW + ow] / (float)div : 0.0f;
+                  }
+                  for (int64_t i = 0; i < kh; i++) {
+                      float *restrict row = pad + (oh * sh + i) * Wp;
+                      for (int64_t j = 0; j < kw; j++) {
+                          float *restrict d = row + j;
+                          if (sw == 1)
+                              for (int64_t ow = 0; ow < OW; ow++)
+                                  d[ow] += q[ow];
+                          else
+                              for (int64_t ow = 0; ow < OW; ow++)
+                                  d[ow * sw] += q[ow];
+                      }
+                  }
+              }
+              for (int64_t ih = 0; ih < H; ih++)
+                  memcpy(dx + ih * W, pad + (ih + ph) * Wp + pw, sizeof(float) * (size_t)W);
+          })
+
+typedef struct pg_job {
+    const pg_geom *g;
+    int max;
+    const float *dy, *x;
+    float *dx, *ws;
+} pg_job;
+
+static void pg_task(void *a, int64_t p0, int64_t p1, int thread)
+{
+    const pg_job *j = a;
+    const pg_geom *g = j->g;
+    int64_t in = g->H * g->W, on = g->OH * g->OW;
+    for (int64_t p = p0; p < p1; p++) {
+        if (j->max)
+            maxpool_grad_plane(g, j->dy + p * on, j->x + p * in, j->dx + p * in,
+                               j->ws + (size_t)thread * (size_t)max_scratch(g));
+        else {
+            float *pad = j->ws + (size_t)thread * (size_t)avg_scratch(g);
+            int64_t Hp, Wp;
+            pg_padded(g, &Hp, &Wp);
+            avgpool_grad_plane(g, j->dy + p * on, j->dx + p * in, pad, pad + Hp * Wp);
+        }
+    }
+}
+
+static mge_status cpu_pool2d_grad(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
+                                  mge_tensor *const *out, mge_error *err)
+{
+    const mge_tensor *dy = in[0], *x = in[1];
+    pg_geom g;
+    pg_geometry(n, dy, x, &g);
+    int mx = n->op == MGE_OP_MAXPOOL2D_GRAD;
+    if (mx && g.H * g.W > INT32_MAX)   /* window offsets are int32 */
+        return cpu_fallback(ctx, n, in, out, err);
+    int threads = ctx->pool ? mge_pool_size(ctx->pool) : 1;
+    size_t need = sizeof(float) * (size_t)(mx ? max_scratch(&g) : avg_scratch(&g)) * (size_t)threads;
+    if (need && (!ctx->ws || ctx->ws_size < need))
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: workspace of %zu bytes, need %zu", mge_op_info(n->op)->name,
+                             ctx->ws_size, need);
+    pg_job j = {&g, mx, dy->data, x->data, out[0]->data, ctx->ws};
+    int64_t work = g.H * g.W + g.OH * g.OW * g.kh * g.kw;
+    cpu_parallel(ctx, x->dims[0] * x->dims[1], work >= CPU_GRAIN ? 1 : CPU_GRAIN / (work ? work : 1), pg_task, &j);
+    return MGE_OK;
+}
+
+/* ---------------------------------------------------------------- global average */
+
+typedef struct gap_job {
+    const float *dy;
+    float *dx;
+    int64_t S;
+} gap_job;
+
+CPU_MULTI(fill_planes, (const float *restrict dy, float *restrict dx, int64_t planes, int64_t S), (dy, dx, planes, S), {
+    for (int64_t p = 0; p < planes; p++) {
+        const float v = dy[p] / (float)S;
+        float *restrict d = dx + p * S;
+        for (int64_t i = 0; i < S; i++)
+            d[i] = v;
+    }
+})
+
+static void gap_task(void *a, int64_t p0, int64_t p1, int thread)
+{
+    (void)thread;
+    const gap_job *j = a;
+    fill_planes(j->dy + p0, j->dx + p0 * j->S, p1 - p0, j->S);
+}
+
+static mge_status cpu_global_avgpool_grad(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
+                                          mge_tensor *const *out, mge_error *err)
+{
+    (void)n, (void)err;
+    const mge_tensor *x = in[1];
+    int64_t S = x->dims[2] * x->dims[3];
+    if (S == 0)
+        return MGE_OK;
+    gap_job j = {in[0]->data, out[0]->data, S};
+    cpu_parallel(ctx, x->dims[0] * x->dims[1], S >= CPU_GRAIN ? 1 : CPU_GRAIN / S, gap_task, &j);
+    return MGE_OK;
+}
+
+static size_t pg_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int threads)
+{
+    pg_geom g;
+    pg_geometry(n, in[0], in[1], &g);
+    int64_t per = n->op == MGE_OP_MAXPOOL2D_GRAD ? max_scratch(&g) : avg_scratch(&g);
+    size_t own = sizeof(float) * (size_t)per * (size_t)(threads < 1 ? 1 : threads);
+    size_t ref = cpu_ref_ws(n, in, out, threads);   /* planes too large for int32 offsets fall back */
+    return own > ref ? own : ref;
+}
 
 void mge_cpu_register_grad_pool(mge_backend *b)
 {
-    (void)b;
+    cpu_isa_avx2();   /* decided once, before any kernel runs on pool threads */
+    b->k[MGE_OP_MAXPOOL2D_GRAD][MGE_F32] = (mge_kernel){cpu_pool2d_grad, pg_ws};
+    b->k[MGE_OP_AVGPOOL2D_GRAD][MGE_F32] = (mge_kernel){cpu_pool2d_grad, pg_ws};
+    b->k[MGE_OP_GLOBAL_AVGPOOL_GRAD][MGE_F32] = (mge_kernel){cpu_global_avgpool_grad, NULL};
 }
