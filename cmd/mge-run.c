@@ -25,6 +25,7 @@ static void help(void)
            "      --data D           read batches from a dataset instead (IDX, .npz, archive;\n"
            "                         see mge-train(1)), in order\n"
            "      --batch B          batch size for --data (default 256)\n"
+           "      --normalize M,S    with --data: u8 images become (x/255 - M) / S, as in training\n"
            "      --accuracy         with --data: print the accuracy of argmax(logits) against\n"
            "                         the labels of the model's cross_entropy loss\n"
            "  -o FILE                write outputs to FILE (default: stdout)\n"
@@ -150,7 +151,7 @@ static int at_eof(FILE *f)
     return 0;
 }
 
-enum { OPT_OUTPUT = CLI_OPT_FIRST_TOOL, OPT_SEED, OPT_CHECK, OPT_ATOL, OPT_RTOL, OPT_DATA, OPT_BATCH, OPT_ACCURACY };
+enum { OPT_OUTPUT = CLI_OPT_FIRST_TOOL, OPT_SEED, OPT_CHECK, OPT_ATOL, OPT_RTOL, OPT_DATA, OPT_BATCH, OPT_ACCURACY, OPT_NORMALIZE };
 
 int main(int argc, char **argv)
 {
@@ -166,12 +167,14 @@ int main(int argc, char **argv)
         {"data", 1, 0, OPT_DATA},
         {"batch", 1, 0, OPT_BATCH},
         {"accuracy", 0, 0, OPT_ACCURACY},
+        {"normalize", 1, 0, OPT_NORMALIZE},
         {0, 0, 0, 0},
     };
     cli_common co = {0};
     const char *out = NULL, *outputs = NULL, *data = NULL;
     int64_t data_batch = 256;
     int accuracy = 0;
+    mge_data_opts dopts = {0};
     const char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
     if (!inputs)
         return 1;
@@ -195,6 +198,16 @@ int main(int argc, char **argv)
         case OPT_DATA: data = optarg; break;
         case OPT_BATCH: data_batch = cli_long("--batch", optarg, 1, 1L << 24); break;
         case OPT_ACCURACY: accuracy = 1; break;
+        case OPT_NORMALIZE: {
+            char *end, *end2 = NULL;
+            double m = strtod(optarg, &end), sd = *end == ',' ? strtod(end + 1, &end2) : 0;
+            if (*end != ',' || end2 == end + 1 || *end2 || !(sd > 0) || !isfinite(m))
+                cli_usage("--normalize %s: expected MEAN,STD with STD > 0", optarg);
+            dopts.normalize = 1;
+            dopts.mean = (float)m;
+            dopts.std = (float)sd;
+            break;
+        }
         default:
             if (!cli_common_opt(c, optarg, &co, help))
                 cli_usage("unhandled option");
@@ -206,6 +219,8 @@ int main(int argc, char **argv)
         cli_usage("--data cannot be combined with --input or --check");
     if (accuracy && !data)
         cli_usage("--accuracy needs --data (the labels come from the dataset)");
+    if (dopts.normalize && !data)
+        cli_usage("--normalize needs --data (NPY inputs are used as they are)");
     if (outputs && (!*outputs || strstr(outputs, ",,") || outputs[0] == ',' || outputs[strlen(outputs) - 1] == ','))
         cli_usage("--output: empty name in '%s'", outputs);
     cli_check_device(co.device);
@@ -309,7 +324,7 @@ int main(int argc, char **argv)
     }
 
     if (data) {
-        if (run_data(data, data_batch, g, e, &o, out ? out : "<stdout>", labels, logits_k))
+        if (run_data(data, data_batch, &dopts, g, e, &o, out ? out : "<stdout>", labels, logits_k))
             goto done;
         rc = 0;
         goto done;

@@ -16,8 +16,8 @@ void run_data_classifier(const mge_graph *g, int *logits, int *labels)
         }
 }
 
-int run_data(const char *spec, int64_t batch, mge_graph *g, mge_exec *e, cli_out *out, const char *out_name,
-             int labels, int logits_k)
+int run_data(const char *spec, int64_t batch, const mge_data_opts *dopts, mge_graph *g, mge_exec *e, cli_out *out,
+             const char *out_name, int labels, int logits_k)
 {
     mge_error err;
     mge_error_clear(&err);
@@ -43,7 +43,7 @@ int run_data(const char *spec, int64_t batch, mge_graph *g, mge_exec *e, cli_out
             bind[nb++] = labels;
         }
     }
-    if (mge_dataset_load(spec, &ds, &err) || mge_dataset_bind(&ds, g, nb, bind, NULL, &err)) {
+    if (mge_dataset_load(spec, &ds, &err) || mge_dataset_bind(&ds, g, nb, bind, dopts, &err)) {
         cli_mge_error(cli_name(spec), &err);
         goto done;
     }

@@ -9,11 +9,11 @@
  * loss is something else. */
 void run_data_classifier(const mge_graph *g, int *logits, int *labels);
 
-/* Runs e over every batch of spec (bound to the executor's inputs, plus
+/* Runs e over every batch of spec (u8 images scaled, then normalized per dopts, which may be NULL) (bound to the executor's inputs, plus
  * labels when labels >= 0). Outputs go to out (when out->f); with labels >= 0
  * the accuracy of argmax(logits) is printed on stdout. logits_k is the
  * executor output holding the logits. Returns 0, or -1 after printing. */
-int run_data(const char *spec, int64_t batch, mge_graph *g, mge_exec *e, cli_out *out, const char *out_name,
-             int labels, int logits_k);
+int run_data(const char *spec, int64_t batch, const mge_data_opts *dopts, mge_graph *g, mge_exec *e, cli_out *out,
+             const char *out_name, int labels, int logits_k);
 
 #endif

@@ -206,6 +206,10 @@ mge_status mge_params_export(const mge_graph *g, mge_tlist *out, mge_error *err)
         const mge_value *val = &g->values[v];
         if ((val->kind != MGE_VAL_PARAM && val->kind != MGE_VAL_STATE) || !val->data)
             continue;
+        /* optimizer moments and step: training state, not the model's (a
+         * state_dict has no such names, and strict loading would refuse them) */
+        if (strstr(val->name, ".__opt.") || strncmp(val->name, "__opt.", 6) == 0)
+            continue;
         mge_tensor t;
         mge_status s = mge_tensor_copy(&t, val->data, err);
         if (!s && (s = mge_tlist_add(out, val->name, &t, err)))

@@ -361,6 +361,8 @@ int mge_npz_is_zip(const void *buf, size_t n);
 /* Parameters by name, in PyTorch's conventions. Binding reports every unknown
  * and every missing name (MGE_ERR_INVALID) unless allow_partial. */
 mge_status mge_params_bind(mge_graph *g, const mge_tlist *l, int allow_partial, mge_error *err);
+/* Export leaves optimizer state (names with ".__opt." or "__opt.") out: a
+ * PyTorch state_dict has no such entries, so strict load_state_dict accepts the result. */
 mge_status mge_params_export(const mge_graph *g, mge_tlist *out, mge_error *err);
 
 /* Whole-file helpers used by tools: read all of path ("-" = stdin) into memory,

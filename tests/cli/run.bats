@@ -345,3 +345,39 @@ print("%s:%s:rand" % (i["dtype"], "x".join("2" if s == "N" else str(s) for s in 
     assert_output --partial "terminal"
     [ ! -e "$T/out.npy" ]
 }
+
+@test "mge-run --data --accuracy on IDX files; --normalize; records with -o" {
+    FM="$BATS_TEST_DIRNAME/../../samples/data/fashion-mnist"
+    "$MGE_BIN/mge-train" "$SAMPLES/mlp.mgt" --data "$FM/train" --steps 30 --optimizer adam -o "$T/m.mge"
+    run --separate-stderr "$MGE_RUN" "$T/m.mge" --data "$FM/t10k" --accuracy
+    assert_success
+    [[ "$output" =~ ^accuracy\ 0\.[0-9]{4}\ \(([0-9]+)\ of\ 1000\)$ ]]
+    # 30 Adam steps learn something: well above chance (0.1)
+    [ "${BASH_REMATCH[1]}" -gt 400 ]
+    # normalization changes what the model sees
+    run "$MGE_RUN" "$T/m.mge" --data "$FM/t10k" --accuracy --normalize 0.5,0.01
+    assert_success
+    [[ "$output" == accuracy* ]]
+    # outputs as records: 1000 images in batches of 256 -> 4 records
+    run "$MGE_RUN" "$T/m.mge" --data "$FM/t10k" --batch 256 -o "$T/y.npy"
+    assert_success
+    run npy_count "$T/y.npy"
+    assert_output "4"
+}
+
+@test "mge-run --data usage errors" {
+    make_mlp_mge
+    run "$MGE_RUN" "$T/mlp.mge" --accuracy
+    assert_failure 2
+    run "$MGE_RUN" "$T/mlp.mge" --data x.npz --input y.npy
+    assert_failure 2
+    run "$MGE_RUN" "$T/mlp.mge" --normalize 0.5,0
+    assert_failure 2
+    run "$MGE_RUN" "$T/mlp.mge" --data "$T/nope.npz"
+    assert_failure 1
+    assert_output --partial "nope.npz"
+    # a model without a cross_entropy loss has no labels to compare with
+    run "$MGE_RUN" "$T/mlp.mge" --data "$T/nope.npz" --accuracy
+    assert_failure 1
+    assert_output --partial "cross_entropy"
+}
