@@ -245,6 +245,7 @@ static void parse_args(int argc, char **argv, opts *o)
                 cli_usage("unhandled option");
         }
     }
+    cli_check_device(o->co.device);
     if (optind >= argc)
         cli_usage("no model given (NET: a text model or .mge)");
     if (argc - optind > 1)
@@ -280,7 +281,6 @@ static void parse_args(int argc, char **argv, opts *o)
         if (o->nesterov && !(o->momentum > 0 && o->dampening == 0))
             cli_usage("--nesterov needs --momentum > 0 and no dampening");
     }
-    cli_check_device(o->co.device);
     if (!o->epochs && !o->steps)
         o->epochs = 1;
 }

@@ -33,6 +33,10 @@ all_tools_reject() {
     assert_failure 1
     [[ "$stderr" == *"error: "*"$want"* ]]
     [ ! -e "$T/out" ]
+    run --separate-stderr "$MGE_BIN/mge-train" "$f" --data "$T/none.npz" -o "$T/out"
+    assert_failure 1
+    [[ "$stderr" == "mge-train: $f"*"error: "*"$want"* ]] || { echo "stderr: $stderr"; return 1; }
+    [ ! -e "$T/out" ]
 }
 
 @test "a truncated .mge is rejected" {
@@ -105,7 +109,7 @@ all_tools_reject() {
 }
 
 @test "unknown options, missing arguments and bad numbers are usage errors (exit 2)" {
-    for tool in mge-run mge-dump mge-opt; do
+    for tool in mge-run mge-dump mge-opt mge-train; do
         run --separate-stderr "$MGE_BIN/$tool" --no-such-option
         assert_failure 2
         [[ "$stderr" == *"unrecognized option '--no-such-option'"*"Try '$tool --help'."* ]]
