@@ -246,3 +246,19 @@ assert ep[-1]["accuracy"] > 0.9, ep[-1]' "$T/log.jsonl"
         cmp "$T/ref.mge" "$T/k.mge"
     done
 }
+
+@test "on a terminal: a progress bar and an epoch summary on stderr" {
+    command -v script > /dev/null || skip "script (util-linux) not installed: no pseudo-terminal to test with"
+    need_numpy
+    write_small
+    write_small_data
+    run script -qec "'$MGE_TRAIN' '$T/small.mgt' --data '$T/small.npz' --steps 20 --batch 8 -o '$T/p.mge'" /dev/null
+    assert_success
+    assert_output --partial "epoch 1/1 ["
+    assert_output --partial "samples/s ETA"
+    assert_output --partial "mge-train: epoch 1/1: train loss"
+    # -q silences both
+    run script -qec "'$MGE_TRAIN' '$T/small.mgt' --data '$T/small.npz' --steps 20 --batch 8 -q -o '$T/p.mge'" /dev/null
+    assert_success
+    assert_output ""
+}
