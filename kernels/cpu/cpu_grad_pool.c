@@ -73,6 +73,49 @@ CPU_MULTI(max_row,
                   }
           })
 
+/* 2x2 windows at stride 2 without padding (LeNet's, VGG's, ResNet-free
+ * nets' usual pooling): every input element belongs to at most one window,
+ * so each is written once, dy at the window's first maximum and 0 at the
+ * others, with no zero fill and no scatter. Rows and columns no window
+ * covers (odd sizes) are zeroed. Same tie and NaN rules as max_row. */
+CPU_MULTI(max2_plane,
+          (const pg_geom *g, const float *restrict dy, const float *restrict x, float *restrict dx),
+          (g, dy, x, dx), {
+              const int64_t W = g->W, OH = g->OH, OW = g->OW;
+              for (int64_t oh = 0; oh < OH; oh++) {
+                  const float *restrict x0 = x + 2 * oh * W, *restrict x1 = x0 + W;
+                  float *restrict d0 = dx + 2 * oh * W, *restrict d1 = d0 + W;
+                  const float *restrict dyr = dy + oh * OW;
+                  for (int64_t ow = 0; ow < OW; ow++) {
+                      float a = x0[2 * ow], b = x0[2 * ow + 1], c = x1[2 * ow], d = x1[2 * ow + 1];
+                      int k = 0;
+                      float m = a;
+                      int t = (b > m) | (b != b);
+                      m = t ? b : m, k = t ? 1 : k;
+                      t = (c > m) | (c != c);
+                      m = t ? c : m, k = t ? 2 : k;
+                      t = (d > m) | (d != d);
+                      k = t ? 3 : k;
+                      const float v = dyr[ow];
+                      d0[2 * ow] = k == 0 ? v : 0.0f;
+                      d0[2 * ow + 1] = k == 1 ? v : 0.0f;
+                      d1[2 * ow] = k == 2 ? v : 0.0f;
+                      d1[2 * ow + 1] = k == 3 ? v : 0.0f;
+                  }
+                  for (int64_t w = 2 * OW; w < W; w++)
+                      d0[w] = d1[w] = 0.0f;
+              }
+              for (int64_t h = 2 * OH; h < g->H; h++)
+                  for (int64_t w = 0; w < W; w++)
+                      dx[h * W + w] = 0.0f;
+          })
+
+static int is_max2(const pg_geom *g)
+{
+    return g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 && g->pw == 0 && g->dh == 1 &&
+           g->dw == 1 && 2 * g->OH <= g->H && 2 * g->OW <= g->W;
+}
+
 /* Floats (and int32s) of per-thread scratch of maxpool2d_grad. */
 static int64_t max_scratch(const pg_geom *g)
 {
@@ -211,7 +254,9 @@ static void pg_task(void *a, int64_t p0, int64_t p1, int thread)
     const pg_geom *g = j->g;
     int64_t in = g->H * g->W, on = g->OH * g->OW;
     for (int64_t p = p0; p < p1; p++) {
-        if (j->max)
+        if (j->max && is_max2(g))
+            max2_plane(g, j->dy + p * on, j->x + p * in, j->dx + p * in);
+        else if (j->max)
             maxpool_grad_plane(g, j->dy + p * on, j->x + p * in, j->dx + p * in,
                                j->ws + (size_t)thread * (size_t)max_scratch(g));
         else {

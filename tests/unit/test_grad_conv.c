@@ -387,11 +387,53 @@ static void test_linear_kernels(void)
     kernel_check("linear_grad_input 3-D", MGE_OP_LINEAR_GRAD_INPUT, 2, nds2, gi, 0, NULL);
 }
 
+/* Ties in 2x2 windows at stride 2 (the cpu kernel's special path): all
+ * equal, so each window's dy goes to its top-left element. */
+static void test_maxpool2_ties(void)
+{
+    for (int be = 0; be < 2; be++) {
+        mge_graph *g = mge_graph_new();
+        int dyv = input(g, "dy", 4, (const int64_t[]){1, 1, 2, 2});
+        int x = input(g, "x", 4, (const int64_t[]){1, 1, 5, 4});
+        mge_attr at[1] = {A(MGE_KEY_kernel, 2)};
+        int in[2] = {dyv, x};
+        int dx = node(g, "dx", MGE_OP_MAXPOOL2D_GRAD, 2, in, 1, at);
+        mge_tensor tdy, tx;
+        CHECK_OK(mge_tensor_alloc(&tdy, MGE_F32, 4, (const int64_t[]){1, 1, 2, 2}, &gc_err), gc_err);
+        CHECK_OK(mge_tensor_alloc(&tx, MGE_F32, 4, (const int64_t[]){1, 1, 5, 4}, &gc_err), gc_err);
+        for (int i = 0; i < 4; i++)
+            ((float *)tdy.data)[i] = (float)(i + 1);
+        for (int i = 0; i < 20; i++)
+            ((float *)tx.data)[i] = 0.5f;
+        mge_exec_opts o = {.backend = be ? "cpu" : "ref", .threads = 2, .noutputs = 1, .outputs = &dx};
+        mge_exec *e = NULL;
+        CHECK_OK(mge_exec_create(g, &o, &e, &gc_err), gc_err);
+        const mge_tensor *ins[2] = {&tdy, &tx};
+        if (e && mge_exec_run(e, ins, &gc_err) == MGE_OK) {
+            const float *r = mge_exec_result(e, 0)->data;
+            for (int h = 0; h < 5; h++)
+                for (int w = 0; w < 4; w++) {
+                    float want = h < 4 && h % 2 == 0 && w % 2 == 0 ? (float)((h / 2) * 2 + w / 2 + 1) : 0.0f;
+                    CHECK_MSG(r[h * 4 + w] == want, "%s: dx[%d][%d] = %g, want %g", be ? "cpu" : "ref", h, w,
+                              r[h * 4 + w], want);
+                }
+        } else {
+            CHECK(0);
+        }
+        mge_exec_free(e);
+        mge_tensor_free(&tdy);
+        mge_tensor_free(&tx);
+        mge_graph_free(g);
+    }
+}
+
 static void test_pool_kernels(void)
 {
     const int MX = MGE_OP_MAXPOOL2D_GRAD, AV = MGE_OP_AVGPOOL2D_GRAD;
     const pool_case cases[] = {
         {MX, 2, 3, 12, 12, 2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 1},
+        {MX, 2, 3, 13, 11, 2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 1},   /* 2x2/2, odd sizes: uncovered row and column */
+        {MX, 1, 2, 13, 11, 2, 2, 2, 2, 0, 0, 1, 1, 1, 1, 1},   /* 2x2/2 with ceil_mode: the general path */
         {MX, 2, 5, 15, 13, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0},
         {MX, 1, 3, 16, 15, 3, 2, 1, 3, 1, 1, 2, 2, 1, 1, 0},
         {MX, 4, 8, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0},
@@ -529,6 +571,7 @@ int main(void)
     RUN(test_conv_kernels);
     RUN(test_linear_kernels);
     RUN(test_pool_kernels);
+    RUN(test_maxpool2_ties);
     RUN(test_infer_errors);
     RUN(test_only_wanted);
     RUN(test_flops);
