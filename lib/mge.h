@@ -472,11 +472,299 @@ double mge_now(void);                       /* monotonic seconds */
  * themselves with that variable set; programs linking libmge may do the same. */
 const char *mge_blas_better_coretype(void);
 
+/* ---------------------------------------------------------------- datasets */
+
+/* datasets and batch loading.
+ *
+ * A dataset is a set of arrays with the same leading dimension (the sample
+ * count), held in memory. The life of one in mge-train:
+ *
+ *     mge_dataset ds;
+ *     mge_dataset_load("fashion-mnist", &ds, &err);        any source below
+ *     mge_dataset_bind(&ds, g, nin, inputs, &opts, &err);   one array per model input
+ *     mge_dataset_split(&ds, 0.1, seed, &val, &err);       optional validation split
+ *     mge_loader_create(&ds, 64, 1, 0, seed, 1, &l, &err);
+ *     for each epoch e: mge_loader_start(l, e, 0, &err);
+ *                       while (mge_loader_next(l, &batch, &err) == MGE_OK) step(batch);
+ *     mge_loader_free(l); mge_dataset_free(&ds);
+ */
+
+/* ---------------------------------------------------------------- datasets */
+
+typedef struct mge_dataset {
+    int n;              /* arrays */
+    char **names;       /* per array: its name, or NULL when the source has no names (positional) */
+    mge_tensor *t;      /* per array: [count, ...], owned */
+    int64_t count;      /* samples; -1 for an unbound tensor stream (see stream) */
+    char *source;       /* what was loaded, for messages: "fashion-mnist train", "DIR train", "d.npz",
+                         * "<stdin>"; no count (it changes with bind and split): a tool prints
+                         * "%s: %lld samples" with count */
+    int positional;     /* bind by position, not by name: IDX pairs ("images", "labels" are
+                         * descriptive only), single IDX files, tensor streams */
+    int stream;         /* the arrays are the records of a tensor stream in load order, not yet
+                         * grouped: record i belongs to input i % nin (bind concatenates) */
+} mge_dataset;
+
+/* Loads a dataset. spec is one of:
+ *
+ *   fashion-mnist[:train|:test]
+ *       /usr/share/datasets/fashion-mnist (Debian package dataset-fashion-mnist);
+ *       train is the default, test is the t10k pair. Arrays "images" u8[n,28,28]
+ *       and "labels" u8[n], bound by position (images -> first input).
+ *   DIR[:train|:test]
+ *       a directory holding IDX pairs PREFIX-images-idxK-ubyte[.gz] and
+ *       PREFIX-labels-idxK-ubyte[.gz]. With one pair, that pair; with several,
+ *       the train- pair (or, with :test, the t10k- or test- pair); otherwise an
+ *       error lists the pairs found.
+ *   PREFIX[:test]
+ *       PREFIX-images-idx3-ubyte[.gz] + PREFIX-labels-idx1-ubyte[.gz]
+ *       (dir/train -> dir/train-images-idx3-ubyte.gz, ...); with :test and a
+ *       last component of "train", the t10k- pair next to it.
+ *   FILE or "-" (stdin), recognised by content (gzip is undone first):
+ *       IDX        one array, positional;
+ *       NPY        a tensor stream: records back to back, stored in load order
+ *                  (positional, stream = 1, count = -1 until bind groups them);
+ *       .npz       (a zip whose name ends in .npz) arrays by name;
+ *       tar, zip   (also .tar.gz, and what libarchive's filters undo: bz2, xz):
+ *                  member NAME.npy is array NAME; members DIR/ANY.npy are shards
+ *                  of array DIR (DIR may itself contain '/'), concatenated along
+ *                  axis 0 in sorted member-name order. Members that are not
+ *                  .npy are errors, except directories and hidden files (".x",
+ *                  "__MACOSX/"). A name given both ways is an error.
+ *
+ * Errors name the file: missing file, unknown format, arrays with different
+ * sample counts (except unbound streams), an empty dataset (0 samples, or
+ * no arrays), unsupported dtypes (f64 NPY: save float32). IDX i16 is widened
+ * to i32 and f64 narrowed to f32. On failure ds is zeroed. */
+mge_status mge_dataset_load(const char *spec, mge_dataset *ds, mge_error *err);
+void mge_dataset_free(mge_dataset *ds);   /* zeroes ds; safe on a zeroed ds */
+
+typedef struct mge_data_opts {
+    int normalize;          /* apply mean/std below to float-converted u8 data */
+    float mean, std;        /* e.g. 0.2860, 0.3530 for Fashion-MNIST */
+} mge_data_opts;
+
+/* Makes ds hold exactly one array per model input, in the order inputs[0..nin),
+ * each converted to that input's dtype and per-sample shape (the graph value's
+ * template shape with the batch dim MGE_DIM_N at position 0); names become the
+ * input names. o may be NULL (no normalization).
+ *
+ * Matching: a named dataset binds by name; every input must have an array
+ * of its exact name (else an error lists the missing inputs and the arrays
+ * there are). Arrays that no input asks for are dropped: each input still
+ * gets the array of its own name, so nothing trains on the wrong data, and
+ * a tool may bind a subset of a model's inputs (inference without labels).
+ * A positional dataset (IDX) binds array i -> input i; it needs at least
+ * nin arrays and drops the rest (images, labels -> x alone). An unbound
+ * stream must have a multiple of nin records: record i -> input i % nin,
+ * the records of one input concatenated along axis 0.
+ *
+ * Conversions: u8 -> float input: x / 255, then (x - mean) / std when
+ * o->normalize. Other integers (i8, i32, i64, bool) -> float: the value.
+ * Float -> float: the value (f32, f16, bf16). Integer -> integer: the value,
+ * which must fit (an error names the first that does not). Float -> integer
+ * and quantized dtypes are errors. The per-sample shape may differ from the
+ * input's only by size-1 dims ([n,28,28] fits [N,1,28,28]).
+ * Sample count 0 is the error "empty dataset". On failure ds is unchanged. */
+mge_status mge_dataset_bind(mge_dataset *ds, const mge_graph *g, int nin, const int *inputs,
+                            const mge_data_opts *o, mge_error *err);
+
+/* Moves a fraction frac (0 < frac < 1) of the samples, chosen by a shuffle
+ * seeded by seed, into val (a new dataset with the same names and kind). Both
+ * parts keep the original order of their samples. Each part gets at least one
+ * sample (round(frac * count), clamped), else MGE_ERR_INVALID. Not for
+ * unbound streams. On failure ds is unchanged and val zeroed. */
+mge_status mge_dataset_split(mge_dataset *ds, double frac, uint64_t seed, mge_dataset *val, mge_error *err);
+
+/* Smallest and largest value of integer array i (the labels' class range).
+ * MGE_ERR_INVALID for a float array, an index out of range or no elements. */
+mge_status mge_dataset_label_range(const mge_dataset *ds, int i, int64_t *min, int64_t *max);
+
+/* ---------------------------------------------------------------- loader */
+
+typedef struct mge_loader mge_loader;
+
+/* Batches over a bound dataset, which must outlive the loader and not change.
+ * shuffle: a permutation per epoch derived only from (seed, epoch)
+ * (Fisher-Yates with mge_rng seeded from a mix of seed and epoch), so
+ * resuming at (epoch, batch) reproduces the same order; without shuffle the
+ * samples come in order. drop_last drops a final partial batch (then a
+ * dataset smaller than one batch is an error). prefetch: gather the next
+ * batch on a background thread while the caller uses the current one; the
+ * batches are the same bytes either way. */
+mge_status mge_loader_create(const mge_dataset *ds, int64_t batch, int shuffle, int drop_last, uint64_t seed,
+                             int prefetch, mge_loader **out, mge_error *err);
+int64_t mge_loader_batches(const mge_loader *l);          /* batches per epoch */
+/* Begins epoch `epoch` (>= 0) at batch index first_batch (0 <= first_batch <=
+ * batches; == batches means the epoch is already over). A next() without a
+ * start begins epoch 0 at batch 0. */
+mge_status mge_loader_start(mge_loader *l, int64_t epoch, int64_t first_batch, mge_error *err);
+/* The next batch of the current epoch: (*batch)[i] for array i, dims[0] the
+ * rows in this batch (the last may be short), valid until the next call to
+ * next, start or free. MGE_ERR_EOF at the end of the epoch (and after). */
+mge_status mge_loader_next(mge_loader *l, const mge_tensor *const **batch, mge_error *err);
+void mge_loader_free(mge_loader *l);                      /* joins the thread; NULL is fine */
+
+/* ---------------------------------------------------------------- readers the loader uses */
+
+/* An IDX file in buf[0..n): raw, or gzip (recognised by its magic). Big-endian
+ * data is converted to native order; i16 becomes i32, f64 becomes f32. Every
+ * length is checked against n: truncation, trailing bytes, ndim 0, dims whose
+ * product overflows are MGE_ERR_FORMAT. t is overwritten (owned). */
+mge_status mge_idx_read_mem(const void *buf, size_t n, mge_tensor *t, mge_error *err);
+/* The same from a file ("-" = stdin); messages start with the path. */
+mge_status mge_idx_read_path(const char *path, mge_tensor *t, mge_error *err);
+int mge_idx_is_idx(const void *buf, size_t n);   /* magic: 0, 0, a known dtype, ndim >= 1 */
+/* Decompresses gzip (one or more members) in buf[0..n) into a malloc'ed
+ * *out of *outn bytes; fails beyond limit bytes of output (0 = no limit). */
+mge_status mge_gunzip_mem(const void *buf, size_t n, size_t limit, void **out, size_t *outn, mge_error *err);
+int mge_is_gzip(const void *buf, size_t n);
+
+/* Checks that a hand-built or freshly read dataset is consistent and sets
+ * ds->count: every array has a leading (sample) dimension of the same size,
+ * which is not 0 ("empty dataset"). Streams (ds->stream) only need >= 1
+ * record; their count stays -1. Messages start with what. */
+mge_status mge_dataset_check(mge_dataset *ds, const char *what, mge_error *err);
+
+/* tar or zip (any libarchive filter) of NPY members, as mge_dataset_load
+ * describes, from buf[0..n); what names the source in messages. */
+mge_status mge_dataset_load_archive_mem(const void *buf, size_t n, const char *what, mge_dataset *ds,
+                                        mge_error *err);
+
+/* ---------------------------------------------------------------- optimizers and schedules */
+
+/* optimizers and learning-rate schedules (part of the public
+ * API; included at the end of mge.h).
+ *
+ * The optimizer is part of the training graph: mge_optim_build appends, after
+ * the forward and gradient nodes, one update node per parameter (sgd or adam,
+ * lib/ops.def) that changes the parameter and its optimizer state in place,
+ * and optionally the nodes of gradient clipping by global L2 norm. The state
+ * values carry ".__opt." in their names, so a .mge written with no_state drops
+ * them and one written without keeps them, and training resumes exactly.
+ * Update rules are PyTorch's (torch.optim.SGD, Adam, AdamW; clip_grad_norm_). */
+
+typedef enum { MGE_OPTIM_SGD, MGE_OPTIM_ADAM, MGE_OPTIM_ADAMW } mge_optim_kind;
+
+typedef struct mge_optim_opts {
+    mge_optim_kind kind;
+    double lr, momentum, dampening, weight_decay, beta1, beta2, eps;
+    int nesterov;
+    double clip_norm;          /* > 0: clip gradients by global L2 norm (clip_grad_norm_) */
+} mge_optim_opts;
+
+/* PyTorch's defaults for kind. SGD: lr 0.01 (torch.optim.SGD has no default
+ * lr in 1.13; 0.01 is what later versions use), momentum 0, dampening 0,
+ * weight_decay 0. Adam: lr 0.001, betas (0.9, 0.999), eps 1e-8,
+ * weight_decay 0. AdamW: the same but weight_decay 0.01. clip_norm 0 (off). */
+void mge_optim_defaults(mge_optim_kind kind, mge_optim_opts *o);
+
+/* Checks o as PyTorch's constructors do (lr >= 0, momentum >= 0,
+ * weight_decay >= 0, 0 <= beta < 1, eps >= 0, nesterov needs momentum > 0
+ * and dampening 0, clip_norm >= 0, everything finite). */
+mge_status mge_optim_check(const mge_optim_opts *o, mge_error *err);
+
+/* Appends the optimizer to g, which already holds the forward and gradient
+ * nodes (grads[i] is d(loss)/d(params[i]), from mge_grad_build):
+ *  - the state value "__opt.hyper" f32[2] = {lr, step} (mge_optim_set_hyper),
+ *    created as {o->lr, 1};
+ *  - per param p: "<p>.__opt.momentum_buffer" (sgd with momentum), or
+ *    "<p>.__opt.exp_avg" and "<p>.__opt.exp_avg_sq" (adam, adamw), zeroed;
+ *  - with clip_norm > 0: sumsq nodes over at most 64 gradients each, add
+ *    nodes when there are more than 64 of those, and one clip_coef node whose
+ *    output scales every gradient (NaN when the norm is not finite: the
+ *    updates turn NaN and the trainer's NaN check stops the run);
+ *  - one update node per param, after everything else; updates[i] gets its
+ *    output (f32 scalar: the squared L2 norm of the applied update), *hyper
+ *    the hyper value. The executor runs only what its outputs need, so a
+ *    training step requests the updates[] values as outputs (their sum is
+ *    the squared norm of the whole step, a cheap divergence signal).
+ * State values that already exist (a resumed model) are reused when their
+ * kind, dtype and shape fit, keeping their data. A param whose grads[i] is
+ * -1 (it does not influence the loss) gets no update: updates[i] = -1, as
+ * PyTorch skips parameters without a gradient. Params must be f32. On
+ * failure g may hold some of the new values and nodes, unused. */
+mge_status mge_optim_build(mge_graph *g, const mge_optim_opts *o, int n, const int *params, const int *grads,
+                           int *updates, int *hyper, mge_error *err);
+
+/* Writes lr and step (the 1-based number of the coming update) into the
+ * hyper state tensor before a run. step travels as f32, exact up to 2^24. */
+mge_status mge_optim_set_hyper(mge_graph *g, int hyper, double lr, int64_t step, mge_error *err);
+
+/* ---------------------------------------------------------------- schedules */
+
+enum { MGE_SCHED_CONSTANT = 0, MGE_SCHED_STEP, MGE_SCHED_COSINE };
+
+typedef struct mge_sched {
+    int kind;                  /* MGE_SCHED_* */
+    double base_lr, gamma, min_lr;
+    int64_t step_size, warmup, total;
+} mge_sched;
+
+/* spec: "constant" | "step:EVERY[:GAMMA]" (lr *= GAMMA every EVERY steps,
+ * PyTorch's StepLR; GAMMA defaults to 0.1) | "cosine[:MIN_LR]" (PyTorch's
+ * CosineAnnealingLR from base_lr to MIN_LR, default 0, over total steps).
+ * NULL means "constant". warmup > 0: linear warm-up, the schedule's lr times
+ * step/warmup for the first warmup steps. Bad specs fail quoting the spec
+ * and the accepted forms. */
+mge_status mge_sched_parse(const char *spec, double base_lr, int64_t warmup, int64_t total, mge_sched *s,
+                           mge_error *err);
+/* The lr of 1-based step (steps < 1 count as 1; cosine stays at MIN_LR after total). */
+double mge_sched_lr(const mge_sched *s, int64_t step);
+
+/* ---------------------------------------------------------------- training */
+
+/* the training step as one graph.
+ *
+ * A trainer owns a deep copy of the model extended with the gradient nodes
+ * (mge_grad_build) and the optimizer updates (mge_optim_build), and two
+ * executors over it: training mode (forward, backward, update) and eval mode
+ * (forward only, for validation). Parameters, running statistics and
+ * optimizer moments live in the trainer's copy; mge_trainer_export writes
+ * them back into a model for saving. */
+
+typedef struct mge_trainer mge_trainer;
+
+typedef struct mge_train_opts {
+    mge_optim_opts optim;
+    int threads;             /* 0 = 1 */
+    const char *backend;     /* NULL = "cpu" */
+    uint64_t seed;           /* training-mode randomness (dropout): reseeded from (seed, step) every step */
+} mge_train_opts;
+
+typedef struct mge_train_result {
+    double loss;
+    int64_t correct;         /* argmax(logits) == label, when the loss is cross_entropy; else -1 */
+    int64_t count;           /* samples in the batch */
+} mge_train_result;
+
+/* model: a graph with a loss (`minimize`) and data for every param and state
+ * value. Optimizer state already in the model ("<param>.__opt.*",
+ * "__opt.hyper", as written by mge_trainer_export) is reused, so training resumes. */
+mge_status mge_trainer_create(const mge_graph *model, const mge_train_opts *o, mge_trainer **out, mge_error *err);
+void mge_trainer_free(mge_trainer *t);
+/* The model's graph inputs (value indices of the model graph, declaration
+ * order): batches are passed in this order. */
+int mge_trainer_ninputs(const mge_trainer *t);
+int mge_trainer_input(const mge_trainer *t, int i);
+/* Classes of a cross_entropy loss (logits' last dim), or 0. */
+int64_t mge_trainer_classes(const mge_trainer *t);
+/* One step: forward, backward, update with learning rate lr; step is the
+ * 1-based number of this update (Adam's bias correction, SGD's first step). */
+mge_status mge_trainer_step(mge_trainer *t, const mge_tensor *const *batch, double lr, int64_t step,
+                            mge_train_result *r, mge_error *err);
+/* Forward only in eval mode (dropout off, batchnorm running statistics). */
+mge_status mge_trainer_eval(mge_trainer *t, const mge_tensor *const *batch, mge_train_result *r, mge_error *err);
+/* Plan figures of the training step at batch (arena against its lower bound). */
+mge_status mge_trainer_stats(mge_trainer *t, int64_t batch, mge_plan_stats *st, mge_error *err);
+/* The training graph (forward + backward + update), for inspection. */
+const mge_graph *mge_trainer_graph(const mge_trainer *t);
+/* A copy of model with the trained params and state; with_opt also adds the
+ * optimizer state so that mge_trainer_create on the result resumes. */
+mge_status mge_trainer_export(const mge_trainer *t, const mge_graph *model, int with_opt, mge_graph **out,
+                              mge_error *err);
+
 #ifdef __cplusplus
 }
 #endif
-
-#include "mge_dataset.h"
-#include "mge_optim.h"
-#include "mge_train.h"
 #endif

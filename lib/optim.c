@@ -1,4 +1,4 @@
-/* optim.c — the optimizer part of a training graph (lib/mge_optim.h).
+/* optim.c — the optimizer part of a training graph (declared in lib/mge.h).
  *
  * After the forward and gradient nodes come, in this order: the clipping
  * nodes (sumsq over groups of at most 64 gradients, a balanced tree of add

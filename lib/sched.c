@@ -1,4 +1,4 @@
-/* sched.c — learning-rate schedules (lib/mge_optim.h), PyTorch's closed
+/* sched.c — learning-rate schedules (declared in lib/mge.h), PyTorch's closed
  * forms with 1-based steps (step 1 is PyTorch's epoch 0):
  *   step:EVERY[:GAMMA]  base * GAMMA^floor((step-1)/EVERY)          (StepLR)
  *   cosine[:MIN_LR]     min + (base-min) * (1 + cos(pi*t/T)) / 2,
