@@ -77,22 +77,14 @@ int run_data(const char *spec, int64_t batch, const mge_data_opts *dopts, mge_gr
                 goto done;
             }
         if (lab_k >= 0) {
-            const mge_tensor *lg = mge_exec_result(e, logits_k), *lb = b[lab_k];
-            if (lg->dtype != MGE_F32 || lg->ndim != 2 || lb->ndim != 1 || lb->dims[0] != lg->dims[0]) {
+            const mge_tensor *lg = mge_exec_result(e, logits_k);
+            int64_t ok = mge_count_correct(lg, b[lab_k]);
+            if (ok < 0) {
                 cli_error(cli_name(spec), "--accuracy needs f32 logits [N,C] and labels [N]");
                 goto done;
             }
-            int64_t n = lg->dims[0], c = lg->dims[1];
-            for (int64_t i = 0; i < n; i++) {
-                const float *row = (const float *)lg->data + i * c;
-                int64_t best = 0;
-                for (int64_t k = 1; k < c; k++)
-                    if (row[k] > row[best])
-                        best = k;
-                int64_t want = lb->dtype == MGE_I64 ? ((const int64_t *)lb->data)[i] : ((const int32_t *)lb->data)[i];
-                correct += best == want;
-            }
-            seen += n;
+            correct += ok;
+            seen += lg->dims[0];
         }
     }
     if (lab_k >= 0)

@@ -763,6 +763,9 @@ const mge_graph *mge_trainer_graph(const mge_trainer *t);
  * optimizer state so that mge_trainer_create on the result resumes. */
 mge_status mge_trainer_export(const mge_trainer *t, const mge_graph *model, int with_opt, mge_graph **out,
                               mge_error *err);
+/* Rows of f32 logits [N,C] whose argmax (first on ties) equals the i32/i64
+ * label [N]; -1 when the shapes or dtypes do not fit. */
+int64_t mge_count_correct(const mge_tensor *logits, const mge_tensor *labels);
 
 #ifdef __cplusplus
 }

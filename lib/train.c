@@ -200,10 +200,20 @@ static mge_status collect(const mge_trainer *t, const mge_exec *e, int li, const
     const mge_tensor *lg = mge_exec_result(e, li);
     if (lab < 0 || !lg || lg->ndim != 2 || lg->dtype != MGE_F32)
         return MGE_OK;
-    const mge_tensor *lb = batch[lab];
-    int64_t n = lg->dims[0], c = lg->dims[1], ok = 0;
-    if (lb->ndim != 1 || lb->dims[0] != n)
+    int64_t ok = mge_count_correct(lg, batch[lab]);
+    if (ok < 0)
         return mge_error_set(err, MGE_ERR_SHAPE, "labels do not match the logits");
+    r->correct = ok;
+    return MGE_OK;
+}
+
+int64_t mge_count_correct(const mge_tensor *logits, const mge_tensor *labels)
+{
+    const mge_tensor *lg = logits, *lb = labels;
+    if (!lg || !lb || lg->dtype != MGE_F32 || lg->ndim != 2 || lb->ndim != 1 || lb->dims[0] != lg->dims[0] ||
+        (lb->dtype != MGE_I64 && lb->dtype != MGE_I32))
+        return -1;
+    int64_t n = lg->dims[0], c = lg->dims[1], ok = 0;
     for (int64_t i = 0; i < n; i++) {
         const float *row = (const float *)lg->data + i * c;
         int64_t best = 0;
@@ -213,8 +223,7 @@ static mge_status collect(const mge_trainer *t, const mge_exec *e, int li, const
         int64_t want = lb->dtype == MGE_I64 ? ((const int64_t *)lb->data)[i] : ((const int32_t *)lb->data)[i];
         ok += best == want;
     }
-    r->correct = ok;
-    return MGE_OK;
+    return ok;
 }
 
 static mge_status run(mge_trainer *t, mge_exec *e, const int *map, const mge_tensor *const *batch, mge_error *err)

@@ -5,6 +5,7 @@
 
 #include "internal.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,10 +59,11 @@ void cpu_plane_deinterleave(const float *restrict pad, int64_t Hp, int64_t Wp, f
 
 /* Defines name##_avx2 and name##_base with the same parameters and body,
  * and name() that calls the one the CPU supports. The body (a braced
- * block, last) may contain commas; the return type is void. */
-#define CPU_MULTI(name, params, args, ...)                 \
-    static CPU_AVX2 void name##_avx2 params __VA_ARGS__    \
-    static CPU_BASE void name##_base params __VA_ARGS__    \
+ * block, last) may contain commas; the return type is void. CPU_MULTI_AS
+ * takes the two variants' attributes (cpu_optim.c's keep FP contraction off). */
+#define CPU_MULTI_AS(avx2, base, name, params, args, ...)  \
+    static avx2 void name##_avx2 params __VA_ARGS__        \
+    static base void name##_base params __VA_ARGS__        \
     static void name params                                \
     {                                                      \
         if (cpu_isa_avx2())                                \
@@ -69,6 +71,7 @@ void cpu_plane_deinterleave(const float *restrict pad, int64_t Hp, int64_t Wp, f
         else                                               \
             name##_base args;                              \
     }
+#define CPU_MULTI(name, params, args, ...) CPU_MULTI_AS(CPU_AVX2, CPU_BASE, name, params, args, __VA_ARGS__)
 
 /* expf for vectorized loops: exp(x) = 2^n * e^r with |r| <= ln2/2 and a
  * degree-6 polynomial for e^r (relative error about 2e-7). Branch-free so
@@ -152,6 +155,69 @@ static inline void cpu_valid_range(int64_t n, int64_t len, int64_t s, int64_t p,
     if (l > h)
         l = h;
     *lo = l, *hi = h;
+}
+
+/* Every size and leading dimension handed to BLAS fits its int. */
+static inline int cpu_blas_fits(int64_t a, int64_t b, int64_t c)
+{
+    return a >= 0 && b >= 0 && c >= 0 && a <= INT_MAX && b <= INT_MAX && c <= INT_MAX;
+}
+
+/* conv2d geometry (x [N,C,H,W], w [O,Cg,kh,kw], y or dy [N,O,OH,OW]), for
+ * the forward (cpu_gemm.c) and the gradients (cpu_grad_conv.c). */
+typedef struct cpu_conv {
+    int64_t N, C, H, W, O, OH, OW, G, Cg, Og;
+    int64_t P, ksz, K;   /* OH*OW, kh*kw, Cg*kh*kw */
+    int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+} cpu_conv;
+
+static inline void cpu_conv_shape(const mge_node *n, const mge_tensor *x, const mge_tensor *w, const mge_tensor *y,
+                                  cpu_conv *c)
+{
+    c->N = x->dims[0], c->C = x->dims[1], c->H = x->dims[2], c->W = x->dims[3];
+    c->O = y->dims[1], c->OH = y->dims[2], c->OW = y->dims[3];
+    c->G = mge_node_int(n, MGE_KEY_groups, 1);
+    c->Cg = c->C / c->G, c->Og = c->O / c->G;
+    c->kh = w->dims[2], c->kw = w->dims[3];
+    c->sh = mge_node_ints(n, MGE_KEY_stride, 0, 1), c->sw = mge_node_ints(n, MGE_KEY_stride, 1, 1);
+    c->ph = mge_node_ints(n, MGE_KEY_pad, 0, 0), c->pw = mge_node_ints(n, MGE_KEY_pad, 1, 0);
+    c->dh = mge_node_ints(n, MGE_KEY_dilation, 0, 1), c->dw = mge_node_ints(n, MGE_KEY_dilation, 1, 1);
+    c->P = c->OH * c->OW, c->ksz = c->kh * c->kw, c->K = c->Cg * c->ksz;
+}
+
+/* 1x1, stride 1, no pad: the input is its own im2col matrix. */
+static inline int cpu_conv_1x1(const cpu_conv *c)
+{
+    return c->kh == 1 && c->kw == 1 && c->sh == 1 && c->sw == 1 && c->ph == 0 && c->pw == 0;
+}
+
+/* cpu_gemm.c: rows [r0, r1) and columns (output pixels) [p0, p1) of the
+ * im2col matrix of one image and group (x: its first channel), row r at
+ * col + (r - r0) * (p1 - p0); row r is channel r / ksz at tap r % ksz. */
+void cpu_im2col(const cpu_conv *c, const float *x, float *col, int64_t p0, int64_t p1, int64_t r0, int64_t r1);
+
+/* pool2d geometry (x [N,C,H,W], y or dy [N,C,OH,OW]); dilation only when
+ * dil (maxpool). */
+typedef struct cpu_pool_geom {
+    int64_t H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw;
+    int64_t Hp, Wp;   /* padded plane: covers the input and every window */
+    int incl;
+} cpu_pool_geom;
+
+static inline void cpu_pool_geometry(const mge_node *n, const mge_tensor *x, const mge_tensor *y, int dil,
+                                     cpu_pool_geom *g)
+{
+    g->H = x->dims[2], g->W = x->dims[3], g->OH = y->dims[2], g->OW = y->dims[3];
+    g->kh = mge_node_ints(n, MGE_KEY_kernel, 0, 1), g->kw = mge_node_ints(n, MGE_KEY_kernel, 1, 1);
+    g->sh = mge_node_ints(n, MGE_KEY_stride, 0, g->kh), g->sw = mge_node_ints(n, MGE_KEY_stride, 1, g->kw);
+    g->ph = mge_node_ints(n, MGE_KEY_pad, 0, 0), g->pw = mge_node_ints(n, MGE_KEY_pad, 1, 0);
+    g->dh = dil ? mge_node_ints(n, MGE_KEY_dilation, 0, 1) : 1;
+    g->dw = dil ? mge_node_ints(n, MGE_KEY_dilation, 1, 1) : 1;
+    g->incl = (int)mge_node_int(n, MGE_KEY_count_include_pad, 1);
+    /* with ceil_mode the last window may reach past the right/bottom pad */
+    int64_t hr = (g->OH - 1) * g->sh + (g->kh - 1) * g->dh + 1, wr = (g->OW - 1) * g->sw + (g->kw - 1) * g->dw + 1;
+    g->Hp = g->H + g->ph > hr ? g->H + g->ph : hr;
+    g->Wp = g->W + g->pw > wr ? g->W + g->pw : wr;
 }
 
 /* Runs the ref kernel for cases a fast kernel does not cover. */

@@ -14,38 +14,13 @@
 #include "cpu.h"
 
 #include <cblas.h>
-#include <limits.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- shapes */
 
-typedef struct cpu_conv {
-    int64_t N, C, H, W, O, OH, OW, G, Cg, Og;
-    int64_t kh, kw, sh, sw, ph, pw, dh, dw;
-} cpu_conv;
-
 static void conv_shape(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, cpu_conv *c)
 {
-    const mge_tensor *x = in[0], *w = in[1], *y = out[0];
-    c->N = x->dims[0], c->C = x->dims[1], c->H = x->dims[2], c->W = x->dims[3];
-    c->O = y->dims[1], c->OH = y->dims[2], c->OW = y->dims[3];
-    c->G = mge_node_int(n, MGE_KEY_groups, 1);
-    c->Cg = c->C / c->G, c->Og = c->O / c->G;
-    c->kh = w->dims[2], c->kw = w->dims[3];
-    c->sh = mge_node_ints(n, MGE_KEY_stride, 0, 1), c->sw = mge_node_ints(n, MGE_KEY_stride, 1, 1);
-    c->ph = mge_node_ints(n, MGE_KEY_pad, 0, 0), c->pw = mge_node_ints(n, MGE_KEY_pad, 1, 0);
-    c->dh = mge_node_ints(n, MGE_KEY_dilation, 0, 1), c->dw = mge_node_ints(n, MGE_KEY_dilation, 1, 1);
-}
-
-static int conv_is_1x1(const cpu_conv *c)
-{
-    return c->kh == 1 && c->kw == 1 && c->sh == 1 && c->sw == 1 && c->ph == 0 && c->pw == 0;
-}
-
-/* Every size and leading dimension handed to BLAS fits its int. */
-static int blas_fits(int64_t a, int64_t b, int64_t c)
-{
-    return a >= 0 && b >= 0 && c >= 0 && a <= INT_MAX && b <= INT_MAX && c <= INT_MAX;
+    cpu_conv_shape(n, in[0], in[1], out[0], c);
 }
 
 /* ---------------------------------------------------------------- bias prefill
@@ -309,10 +284,8 @@ static void gemm_run(const mge_kctx *ctx, gemm_job *j, int64_t batch)
 
 /* ---------------------------------------------------------------- im2col */
 
-/* Rows [r0, r1) of the im2col matrix of one image and group, columns
- * (output pixels) [p0, p1) only, stored with leading dimension p1 - p0.
- * Row r is input channel r / (kh*kw) at tap (i, j). */
-static void im2col(const cpu_conv *c, const float *x, float *col, int64_t p0, int64_t p1, int64_t r0, int64_t r1)
+/* Row r is input channel r / (kh*kw) at tap (i, j); see cpu.h. */
+void cpu_im2col(const cpu_conv *c, const float *x, float *col, int64_t p0, int64_t p1, int64_t r0, int64_t r1)
 {
     /* locals, so the compiler need not reload them after each memcpy */
     const int64_t OW = c->OW, H = c->H, W = c->W, kw = c->kw, ksz = c->kh * c->kw, ld = p1 - p0;
@@ -324,7 +297,7 @@ static void im2col(const cpu_conv *c, const float *x, float *col, int64_t p0, in
         int64_t lo, hi;
         cpu_valid_range(OW, W, sw, pw, j * dw, &lo, &hi);
         /* one output row (oh) at a time; d[ow] is column oh*OW + ow */
-        float *d = col + r * ld - ow00;
+        float *d = col + (r - r0) * ld - ow00;
         int64_t ow0 = ow00, left = ld;
         for (int64_t oh = oh0; left > 0; oh++, d += OW, left -= OW - ow0, ow0 = 0) {
             int64_t ow1 = left < OW - ow0 ? ow0 + left : OW;
@@ -357,7 +330,8 @@ typedef struct col_job {
 static void col_rows(void *a, int64_t r0, int64_t r1, int thread)
 {
     const col_job *jb = a;
-    im2col(jb->c, jb->x, jb->col, 0, jb->c->OH * jb->c->OW, r0, r1);
+    int64_t P = jb->c->OH * jb->c->OW;
+    cpu_im2col(jb->c, jb->x, jb->col + r0 * P, 0, P, r0, r1);
 }
 
 /* ---------------------------------------------------------------- conv2d */
@@ -388,7 +362,7 @@ static void conv_cols_task(void *arg, int64_t task, int thread)
     fill_block(y, P, c->Og, p1 - p0, j->b ? j->b + g * c->Og : NULL, NULL);
     if (!j->direct) {
         float *col = j->ws + (size_t)thread * (size_t)(K * j->s.bs);
-        im2col(c, xg, col, p0, p1, 0, K);
+        cpu_im2col(c, xg, col, p0, p1, 0, K);
         src = col;
         ldb = p1 - p0;
     }
@@ -422,7 +396,7 @@ static size_t conv_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *cons
     size_t own = 0;
     if (c.Cg == 1)
         own = sizeof(float) * (size_t)dw_scratch(&c) * (size_t)(threads < 1 ? 1 : threads);
-    else if (!conv_is_1x1(&c))
+    else if (!cpu_conv_1x1(&c))
         own = sizeof(float) * (size_t)conv_col_scratch(&c, threads);
     size_t ref = cpu_ref_ws(n, in, out, threads);   /* shapes too large for BLAS fall back */
     return own > ref ? own : ref;
@@ -448,9 +422,9 @@ static mge_status cpu_conv2d(const mge_kctx *ctx, const mge_node *n, mge_tensor 
         return MGE_OK;
     }
     const int64_t P = c.OH * c.OW, K = c.Cg * c.kh * c.kw;
-    if (!blas_fits(c.Og, P, K))
+    if (!cpu_blas_fits(c.Og, P, K))
         return cpu_fallback(ctx, n, in, out, err);
-    int direct = conv_is_1x1(&c);
+    int direct = cpu_conv_1x1(&c);
     size_t need = direct ? 0 : sizeof(float) * (size_t)conv_col_scratch(&c, threads);
     if (need && (!ctx->ws || ctx->ws_size < need))
         return mge_error_set(err, MGE_ERR_INVALID, "conv2d: workspace of %zu bytes, need %zu", ctx->ws_size, need);
@@ -508,7 +482,7 @@ static mge_status cpu_linear(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     int64_t M = K ? mge_tensor_numel(x) / K : 0;
     if (M == 0 || O == 0)
         return MGE_OK;
-    if (!blas_fits(M, O, K))
+    if (!cpu_blas_fits(M, O, K))
         return cpu_fallback(ctx, n, in, out, err);
     float *y = out[0]->data;
     if (K == 0) {
@@ -552,7 +526,7 @@ static mge_status cpu_matmul(const mge_kctx *ctx, const mge_node *n, mge_tensor 
         batch *= y->dims[i];
     if (batch == 0 || M == 0 || N == 0)
         return MGE_OK;
-    if (!blas_fits(batch * M, N, K) || !blas_fits(lda, ldb, 0))
+    if (!cpu_blas_fits(batch * M, N, K) || !cpu_blas_fits(lda, ldb, 0))
         return cpu_fallback(ctx, n, in, out, err);
     float *yd = y->data;
     if (K == 0) {

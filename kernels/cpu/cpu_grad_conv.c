@@ -25,33 +25,16 @@
 #include "cpu.h"
 
 #include <cblas.h>
-#include <limits.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- shapes */
 
-typedef struct gconv {
-    int64_t N, C, H, W, O, OH, OW, G, Cg, Og, P, ksz, K;
-    int64_t kh, kw, sh, sw, ph, pw, dh, dw;
-} gconv;
+typedef cpu_conv gconv;
 
 /* dy [N,O,OH,OW], x [N,C,H,W], w [O,Cg,kh,kw] */
 static void gconv_shape(const mge_node *n, const mge_tensor *dy, const mge_tensor *x, const mge_tensor *w, gconv *c)
 {
-    c->N = x->dims[0], c->C = x->dims[1], c->H = x->dims[2], c->W = x->dims[3];
-    c->O = dy->dims[1], c->OH = dy->dims[2], c->OW = dy->dims[3];
-    c->G = mge_node_int(n, MGE_KEY_groups, 1);
-    c->Cg = c->C / c->G, c->Og = c->O / c->G;
-    c->kh = w->dims[2], c->kw = w->dims[3];
-    c->sh = mge_node_ints(n, MGE_KEY_stride, 0, 1), c->sw = mge_node_ints(n, MGE_KEY_stride, 1, 1);
-    c->ph = mge_node_ints(n, MGE_KEY_pad, 0, 0), c->pw = mge_node_ints(n, MGE_KEY_pad, 1, 0);
-    c->dh = mge_node_ints(n, MGE_KEY_dilation, 0, 1), c->dw = mge_node_ints(n, MGE_KEY_dilation, 1, 1);
-    c->P = c->OH * c->OW, c->ksz = c->kh * c->kw, c->K = c->Cg * c->ksz;
-}
-
-static int gconv_1x1(const gconv *c)
-{
-    return c->kh == 1 && c->kw == 1 && c->sh == 1 && c->sw == 1 && c->ph == 0 && c->pw == 0;
+    cpu_conv_shape(n, x, w, dy, c);
 }
 
 /* The per-plane depthwise paths serve one input channel per group when
@@ -61,11 +44,6 @@ static int gconv_1x1(const gconv *c)
 static int gconv_dw(const gconv *c)
 {
     return c->Cg == 1 && c->G > 1;
-}
-
-static int blas_fits(int64_t a, int64_t b, int64_t c)
-{
-    return a >= 0 && b >= 0 && c >= 0 && a <= INT_MAX && b <= INT_MAX && c <= INT_MAX;
 }
 
 static int pool_threads(const mge_kctx *ctx)
@@ -90,43 +68,6 @@ static mge_status need_ws(const mge_kctx *ctx, const mge_node *n, size_t need, m
 #define MAX_ACC_BYTES ((size_t)64 << 20)
 
 /* ---------------------------------------------------------------- im2col / col2im */
-
-/* Rows [r0, r1) and columns (output pixels) [p0, p1) of one image's and
- * group's im2col matrix, stored with leading dimension p1 - p0; row r is
- * channel r / ksz at tap r % ksz. */
-static void im2col_block(const gconv *c, const float *x, float *col, int64_t p0, int64_t p1, int64_t r0, int64_t r1)
-{
-    const int64_t OW = c->OW, H = c->H, W = c->W, kw = c->kw, ksz = c->ksz, ld = p1 - p0;
-    const int64_t sh = c->sh, sw = c->sw, ph = c->ph, pw = c->pw, dh = c->dh, dw = c->dw;
-    for (int64_t r = r0; r < r1; r++) {
-        int64_t ch = r / ksz, i = (r % ksz) / kw, j = r % kw;
-        const float *xc = x + ch * H * W + j * dw - pw;
-        int64_t lo, hi;
-        cpu_valid_range(OW, W, sw, pw, j * dw, &lo, &hi);
-        float *d = col + (r - r0) * ld - p0;   /* d[p] is pixel p */
-        for (int64_t p = p0; p < p1;) {
-            int64_t oh = p / OW, ow0 = p % OW, ow1 = OW - ow0 < p1 - p ? OW : ow0 + (p1 - p);
-            float *dr = d + oh * OW;
-            int64_t ih = oh * sh - ph + i * dh;
-            if (ih < 0 || ih >= H) {
-                memset(dr + ow0, 0, sizeof(float) * (size_t)(ow1 - ow0));
-            } else {
-                int64_t a = lo < ow0 ? ow0 : lo > ow1 ? ow1 : lo, b = hi < a ? a : hi > ow1 ? ow1 : hi;
-                const float *src = xc + ih * W;
-                for (int64_t ow = ow0; ow < a; ow++)
-                    dr[ow] = 0.0f;
-                if (sw == 1)
-                    memcpy(dr + a, src + a, sizeof(float) * (size_t)(b - a));
-                else
-                    for (int64_t ow = a; ow < b; ow++)
-                        dr[ow] = src[ow * sw];
-                for (int64_t ow = b; ow < ow1; ow++)
-                    dr[ow] = 0.0f;
-            }
-            p += ow1 - ow0;
-        }
-    }
-}
 
 /* dx += col2im of rows [r0, r1) and pixels [p0, p1) of cols (leading
  * dimension p1 - p0), row by row in order. */
@@ -449,7 +390,7 @@ static size_t gi_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const 
     size_t t = (size_t)(threads < 1 ? 1 : threads), own = 0;
     if (gconv_dw(&c))
         own = sizeof(float) * (size_t)dwi_floats(&c) * t;
-    else if (!gconv_1x1(&c))
+    else if (!cpu_conv_1x1(&c))
         own = sizeof(float) * (size_t)(gi_block_channels(&c) * c.ksz * col_block(&c, gi_block_channels(&c) * c.ksz)) * t;
     size_t ref = cpu_ref_ws(n, in, out, threads);
     return own > ref ? own : ref;
@@ -474,9 +415,9 @@ static mge_status cpu_conv2d_grad_input(const mge_kctx *ctx, const mge_node *n, 
         cpu_parallel(ctx, c.N * c.C, work >= 4096 ? 1 : 4096 / work, dwi_task, &j);
         return MGE_OK;
     }
-    if (!blas_fits(c.K, c.P, c.Og) || !blas_fits(c.O * c.K, 0, 0))
+    if (!cpu_blas_fits(c.K, c.P, c.Og) || !cpu_blas_fits(c.O * c.K, 0, 0))
         return cpu_fallback(ctx, n, in, out, err);
-    int direct = gconv_1x1(&c);
+    int direct = cpu_conv_1x1(&c);
     gi_job j = {&c, dy, w, dx, ctx->ws, gi_block_channels(&c), 0, direct};
     j.nb = (c.Cg + j.bc - 1) / j.bc;
     if (!direct && (st = need_ws(ctx, n, sizeof(float) * (size_t)(j.bc * c.ksz * col_block(&c, j.bc * c.ksz)) *
@@ -550,7 +491,7 @@ static void gw_task(void *a, int64_t task, int thread)
         /* pixel blocks in order, each im2col'd into cache then contracted */
         for (int64_t p0 = 0; p0 < P; p0 += cb) {
             int64_t p1 = p0 + cb < P ? p0 + cb : P;
-            im2col_block(c, xg, col, p0, p1, k0, k1);
+            cpu_im2col(c, xg, col, p0, p1, k0, k1);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)c->Og, (blasint)(k1 - k0), (blasint)(p1 - p0),
                         1.0f, dyg + p0, (blasint)P, col, (blasint)(p1 - p0), 1.0f, dst, (blasint)K);
         }
@@ -595,7 +536,7 @@ static size_t gw_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const 
         own = sizeof(float) * (size_t)dww_floats(&c) * (size_t)(threads < 1 ? 1 : threads);
     } else {
         gw_plan s = gw_split(&c);
-        own = sizeof(float) * gw_floats(&c, &s, threads, gconv_1x1(&c));
+        own = sizeof(float) * gw_floats(&c, &s, threads, cpu_conv_1x1(&c));
     }
     size_t ref = cpu_ref_ws(n, in, out, threads);
     return own > ref ? own : ref;
@@ -620,9 +561,9 @@ static mge_status cpu_conv2d_grad_weight(const mge_kctx *ctx, const mge_node *n,
         cpu_parallel(ctx, c.O, work >= 4096 ? 1 : 4096 / (work ? work : 1), dww_task, &j);
         return MGE_OK;
     }
-    if (!blas_fits(c.Og, c.K, c.P))
+    if (!cpu_blas_fits(c.Og, c.K, c.P))
         return cpu_fallback(ctx, n, in, out, err);
-    int direct = gconv_1x1(&c);
+    int direct = cpu_conv_1x1(&c);
     gw_plan s = gw_split(&c);
     if ((st = need_ws(ctx, n, sizeof(float) * gw_floats(&c, &s, threads, direct), err)))
         return st;
@@ -706,7 +647,7 @@ static mge_status cpu_linear_grad(const mge_kctx *ctx, const mge_node *n, mge_te
     int64_t numel = gi ? M * K : O * K;
     if (numel == 0)
         return MGE_OK;
-    if (!blas_fits(M, O, K))
+    if (!cpu_blas_fits(M, O, K))
         return cpu_fallback(ctx, n, in, out, err);
     if ((gi ? O : M) == 0) {
         memset(res->data, 0, sizeof(float) * (size_t)numel);

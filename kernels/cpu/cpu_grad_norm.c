@@ -6,8 +6,8 @@
  * float lanes combined in a fixed tree, planes accumulated in double), so
  * the results do not depend on how many threads split the channels.
  *
- * batchnorm: registering it here replaces cpu_misc.c's kernel, so eval mode
- * is handled here too (the same folded scale and shift per channel);
+ * batchnorm: eval mode folds the running statistics into one scale and
+ * shift per channel, applied plane by plane;
  * training mode uses the batch mean and biased variance and updates the
  * running statistics exactly as the ref kernel (in double: momentum
  * blend, unbiased variance). Cases these kernels do not cover (non-f32
@@ -143,7 +143,7 @@ static void bnf_train_task(void *a, int64_t c0, int64_t c1, int thread)
     }
 }
 
-/* eval: one plane (n, c) per item, as cpu_misc.c */
+/* eval: one plane (n, c) per item */
 static void bnf_eval_task(void *a, int64_t p0, int64_t p1, int thread)
 {
     const bnf_job *j = a;

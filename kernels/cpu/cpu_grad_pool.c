@@ -8,21 +8,11 @@
 
 #include <stdint.h>
 
-typedef struct pg_geom {
-    int64_t H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw;
-    int incl;
-} pg_geom;
+typedef cpu_pool_geom pg_geom;
 
 static void pg_geometry(const mge_node *n, const mge_tensor *dy, const mge_tensor *x, pg_geom *g)
 {
-    g->H = x->dims[2], g->W = x->dims[3], g->OH = dy->dims[2], g->OW = dy->dims[3];
-    g->kh = mge_node_ints(n, MGE_KEY_kernel, 0, 1), g->kw = mge_node_ints(n, MGE_KEY_kernel, 1, 1);
-    g->sh = mge_node_ints(n, MGE_KEY_stride, 0, g->kh), g->sw = mge_node_ints(n, MGE_KEY_stride, 1, g->kw);
-    g->ph = mge_node_ints(n, MGE_KEY_pad, 0, 0), g->pw = mge_node_ints(n, MGE_KEY_pad, 1, 0);
-    int dil = n->op == MGE_OP_MAXPOOL2D_GRAD;
-    g->dh = dil ? mge_node_ints(n, MGE_KEY_dilation, 0, 1) : 1;
-    g->dw = dil ? mge_node_ints(n, MGE_KEY_dilation, 1, 1) : 1;
-    g->incl = (int)mge_node_int(n, MGE_KEY_count_include_pad, 1);
+    cpu_pool_geometry(n, x, dy, n->op == MGE_OP_MAXPOOL2D_GRAD, g);
 }
 
 /* Taps t in [lo, hi) of a window starting at o*s - p whose element
@@ -176,20 +166,23 @@ static void maxpool_grad_plane(const pg_geom *g, const float *restrict dy, const
     }
 }
 
-/* Padded plane of the average gradient: covers every window (with
- * ceil_mode the last one may reach past the right/bottom pad). */
-static void pg_padded(const pg_geom *g, int64_t *Hp, int64_t *Wp)
-{
-    int64_t hr = (g->OH - 1) * g->sh + g->kh, wr = (g->OW - 1) * g->sw + g->kw;
-    *Hp = g->H + g->ph > hr ? g->H + g->ph : hr;
-    *Wp = g->W + g->pw > wr ? g->W + g->pw : wr;
-}
-
+/* The average gradient's padded plane is g->Hp x g->Wp (no dilation). */
 static int64_t avg_scratch(const pg_geom *g)
 {
-    int64_t Hp, Wp;
-    pg_padded(g, &Hp, &Wp);
-    return Hp * Wp + g->OW + 16;
+    return g->Hp * g->Wp + g->OW + 16;
+}
+
+/* An average window along one axis, starting at a (= o*s - p), k wide:
+ * its length clipped to the input+pad (padded) and to the input (real). */
+static inline CPU_BASE void avg_span(int64_t a, int64_t k, int64_t len, int64_t p, int64_t *padded, int64_t *real)
+{
+    int64_t b = a + k;
+    if (b > len + p)
+        b = len + p;
+    *padded = b - a;
+    a = a < 0 ? 0 : a;
+    b = b > len ? len : b;
+    *real = b > a ? b - a : 0;
 }
 
 /* One plane of avgpool2d_grad: each row of dy divided by its windows'
@@ -200,26 +193,14 @@ CPU_MULTI(avgpool_grad_plane,
           (g, dy, dx, pad, q), {
               const int64_t H = g->H, W = g->W, OH = g->OH, OW = g->OW, kh = g->kh, kw = g->kw;
               const int64_t sh = g->sh, sw = g->sw, ph = g->ph, pw = g->pw;
-              int64_t Hp, Wp;
-              pg_padded(g, &Hp, &Wp);
+              const int64_t Hp = g->Hp, Wp = g->Wp;
               for (int64_t k = 0; k < Hp * Wp; k++)
                   pad[k] = 0.0f;
               for (int64_t oh = 0; oh < OH; oh++) {
-                  int64_t h0 = oh * sh - ph, h1 = h0 + kh;
-                  if (h1 > H + ph)
-                      h1 = H + ph;
-                  int64_t hp = h1 - h0;
-                  h0 = h0 < 0 ? 0 : h0;
-                  h1 = h1 > H ? H : h1;
-                  int64_t hc = h1 > h0 ? h1 - h0 : 0;
+                  int64_t hp, hc, wp, wc;
+                  avg_span(oh * sh - ph, kh, H, ph, &hp, &hc);
                   for (int64_t ow = 0; ow < OW; ow++) {
-                      int64_t w0 = ow * sw - pw, w1 = w0 + kw;
-                      if (w1 > W + pw)
-                          w1 = W + pw;
-                      int64_t wp = w1 - w0;
-                      w0 = w0 < 0 ? 0 : w0;
-                      w1 = w1 > W ? W : w1;
-                      int64_t wc = w1 > w0 ? w1 - w0 : 0;
+                      avg_span(ow * sw - pw, kw, W, pw, &wp, &wc);
                       int64_t div = g->incl ? hp * wp : hc * wc;
                       /* a window with no real element passes nothing on */
                       q[ow] = hc * wc > 0 ? dy[oh * OW + ow] / (float)div : 0.0f;
@@ -261,9 +242,7 @@ static void pg_task(void *a, int64_t p0, int64_t p1, int thread)
                                j->ws + (size_t)thread * (size_t)max_scratch(g));
         else {
             float *pad = j->ws + (size_t)thread * (size_t)avg_scratch(g);
-            int64_t Hp, Wp;
-            pg_padded(g, &Hp, &Wp);
-            avgpool_grad_plane(g, j->dy + p * on, j->dx + p * in, pad, pad + Hp * Wp);
+            avgpool_grad_plane(g, j->dy + p * on, j->dx + p * in, pad, pad + g->Hp * g->Wp);
         }
     }
 }

@@ -1,53 +1,9 @@
-/* cpu_misc.c — batchnorm (inference), layernorm, softmax and log_softmax
- * (f32), parallel over the pool.
- *
- * batchnorm folds the running statistics into one scale and shift per
- * channel and applies them plane by plane; training mode (batch statistics,
- * running-stat updates) is left to the ref kernel. Sums use 8 partial
- * accumulators so the loops vectorize without reassociation flags. */
+/* cpu_misc.c — layernorm, softmax and log_softmax (f32), parallel over the
+ * pool (batchnorm is cpu_grad_norm.c's). Sums use 8 partial accumulators
+ * so the loops vectorize without reassociation flags. */
 #include "cpu.h"
 
 #include <math.h>
-
-/* ---------------------------------------------------------------- batchnorm */
-
-CPU_MULTI(affine_plane, (const float *x, float *y, int64_t n, float sc, float sh), (x, y, n, sc, sh), {
-    for (int64_t i = 0; i < n; i++)
-        y[i] = x[i] * sc + sh;
-})
-
-typedef struct bn_job {
-    const float *x, *w, *b, *rm, *rv;
-    float *y;
-    int64_t C, S;
-    double eps;
-} bn_job;
-
-static void bn_task(void *a, int64_t p0, int64_t p1, int thread)
-{
-    const bn_job *j = a;
-    for (int64_t p = p0; p < p1; p++) {
-        int64_t c = p % j->C;
-        double inv = 1.0 / sqrt((double)j->rv[c] + j->eps);
-        double sc = j->w[c] * inv, sh = j->b[c] - j->rm[c] * sc;
-        affine_plane(j->x + p * j->S, j->y + p * j->S, j->S, (float)sc, (float)sh);
-    }
-}
-
-static mge_status cpu_batchnorm(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
-                                mge_tensor *const *out, mge_error *err)
-{
-    const mge_tensor *x = in[0];
-    if (ctx->training || x->ndim < 2)
-        return cpu_fallback(ctx, n, in, out, err);
-    int64_t C = x->dims[1], S = 1;
-    for (int i = 2; i < x->ndim; i++)
-        S *= x->dims[i];
-    bn_job j = {x->data, in[1]->data, in[2]->data, in[3]->data, in[4]->data, out[0]->data, C, S,
-                mge_node_float(n, MGE_KEY_eps, 1e-5)};
-    cpu_parallel(ctx, x->dims[0] * C, S >= CPU_GRAIN ? 1 : CPU_GRAIN / (S ? S : 1), bn_task, &j);
-    return MGE_OK;
-}
 
 /* ---------------------------------------------------------------- layernorm */
 
@@ -266,7 +222,6 @@ static mge_status cpu_softmax(const mge_kctx *ctx, const mge_node *n, mge_tensor
 void mge_cpu_register_misc(mge_backend *b)
 {
     cpu_isa_avx2();   /* decided once, before any kernel runs on pool threads */
-    b->k[MGE_OP_BATCHNORM][MGE_F32] = (mge_kernel){cpu_batchnorm, cpu_ref_ws};
     b->k[MGE_OP_LAYERNORM][MGE_F32] = (mge_kernel){cpu_layernorm, cpu_ref_ws};
     b->k[MGE_OP_SOFTMAX][MGE_F32] = (mge_kernel){cpu_softmax, sm_ws};
     b->k[MGE_OP_LOG_SOFTMAX][MGE_F32] = (mge_kernel){cpu_softmax, sm_ws};

@@ -35,16 +35,7 @@
 #define OPT_BASE CPU_BASE
 #endif
 
-#define OPT_MULTI(name, params, args, ...)                 \
-    static OPT_AVX2 void name##_avx2 params __VA_ARGS__    \
-    static OPT_BASE void name##_base params __VA_ARGS__    \
-    static void name params                                \
-    {                                                      \
-        if (cpu_isa_avx2())                                \
-            name##_avx2 args;                              \
-        else                                               \
-            name##_base args;                              \
-    }
+#define OPT_MULTI(name, params, args, ...) CPU_MULTI_AS(OPT_AVX2, OPT_BASE, name, params, args, __VA_ARGS__)
 
 static inline double lanes_sum(const double *a)
 {

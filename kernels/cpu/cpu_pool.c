@@ -14,26 +14,11 @@
 
 #include <math.h>
 
-typedef struct pool_geom {
-    int64_t H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw;
-    int64_t Hp, Wp;   /* padded plane: covers the input and every window */
-    int incl;
-} pool_geom;
+typedef cpu_pool_geom pool_geom;
 
 static void pool_geometry(const mge_node *n, const mge_tensor *x, const mge_tensor *y, pool_geom *g)
 {
-    g->H = x->dims[2], g->W = x->dims[3], g->OH = y->dims[2], g->OW = y->dims[3];
-    g->kh = mge_node_ints(n, MGE_KEY_kernel, 0, 1), g->kw = mge_node_ints(n, MGE_KEY_kernel, 1, 1);
-    g->sh = mge_node_ints(n, MGE_KEY_stride, 0, g->kh), g->sw = mge_node_ints(n, MGE_KEY_stride, 1, g->kw);
-    g->ph = mge_node_ints(n, MGE_KEY_pad, 0, 0), g->pw = mge_node_ints(n, MGE_KEY_pad, 1, 0);
-    int dil = n->op == MGE_OP_MAXPOOL2D;
-    g->dh = dil ? mge_node_ints(n, MGE_KEY_dilation, 0, 1) : 1;
-    g->dw = dil ? mge_node_ints(n, MGE_KEY_dilation, 1, 1) : 1;
-    g->incl = (int)mge_node_int(n, MGE_KEY_count_include_pad, 1);
-    /* with ceil_mode the last window may reach past the right/bottom pad */
-    int64_t hr = (g->OH - 1) * g->sh + (g->kh - 1) * g->dh + 1, wr = (g->OW - 1) * g->sw + (g->kw - 1) * g->dw + 1;
-    g->Hp = g->H + g->ph > hr ? g->H + g->ph : hr;
-    g->Wp = g->W + g->pw > wr ? g->W + g->pw : wr;
+    cpu_pool_geometry(n, x, y, n->op == MGE_OP_MAXPOOL2D, g);
 }
 
 /* Floats of per-thread scratch: the padded plane, then the wide output

@@ -9,6 +9,9 @@
 
 #include "internal.h"
 
+#include <math.h>
+#include <string.h>
+
 static inline const char *ref_opname(const mge_node *n)
 {
     const mge_opinfo *oi = mge_op_info(n->op);
@@ -128,6 +131,174 @@ static inline void ref_ist(mge_dtype dt, void *p, int64_t i, int64_t v)
     case MGE_BOOL: ((uint8_t *)p)[i] = v != 0; break;
     default: break;
     }
+}
+
+/* The node's axis attribute (def when absent) resolved against x's rank
+ * into *ax; an error when out of range. */
+static inline mge_status ref_axis(const mge_node *n, const mge_tensor *x, int64_t def, int *ax, mge_error *err)
+{
+    int64_t av = mge_node_ints(n, MGE_KEY_axis, 0, def);
+    *ax = mge_axis(av, x->ndim);
+    if (*ax < 0)
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: axis=%lld is out of range for rank %d", ref_opname(n),
+                             (long long)av, x->ndim);
+    return MGE_OK;
+}
+
+/* slice and slice_grad: the attributes resolved against x (the full
+ * tensor); ydims gets the sliced shape. */
+typedef struct ref_slice {
+    int ax;
+    int64_t dim, start, step, len;
+} ref_slice;
+
+static inline mge_status ref_slice_setup(const mge_node *n, const mge_tensor *x, ref_slice *sl, int64_t *ydims,
+                                         mge_error *err)
+{
+    int ax;
+    mge_status st = ref_axis(n, x, 0, &ax, err);
+    if (st)
+        return st;
+    int64_t dim = x->dims[ax], step = mge_node_int(n, MGE_KEY_step, 1);
+    if (step < 1)
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: step=%lld: expected a positive step", ref_opname(n),
+                             (long long)step);
+    int64_t start = mge_node_int(n, MGE_KEY_start, 0);
+    int64_t end = mge_node_attr(n, MGE_KEY_end) ? mge_node_int(n, MGE_KEY_end, dim) : dim;
+    if (start < 0)
+        start += dim;
+    if (end < 0)
+        end += dim;
+    start = start < 0 ? 0 : start > dim ? dim : start;
+    end = end < 0 ? 0 : end > dim ? dim : end;
+    sl->ax = ax;
+    sl->dim = dim;
+    sl->start = start;
+    sl->step = step;
+    sl->len = end > start ? (end - start + step - 1) / step : 0;
+    memcpy(ydims, x->dims, sizeof(int64_t) * MGE_MAX_DIMS);
+    ydims[ax] = sl->len;
+    return MGE_OK;
+}
+
+/* Copies the slice between full (x's shape) and part (the sliced shape):
+ * into part when to_full is 0, else into full. */
+static inline void ref_slice_copy(const ref_slice *sl, const mge_tensor *x, char *full, char *part, int to_full)
+{
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < sl->ax; d++)
+        outer *= x->dims[d];
+    for (int d = sl->ax + 1; d < x->ndim; d++)
+        inner *= x->dims[d];
+    size_t es = mge_dtype_size(x->dtype), chunk = (size_t)inner * es;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t j = 0; j < sl->len; j++) {
+            char *f = full + (size_t)((o * sl->dim + sl->start + j * sl->step) * inner) * es;
+            char *p = part + (size_t)((o * sl->len + j) * inner) * es;
+            memcpy(to_full ? f : p, to_full ? p : f, chunk);
+        }
+}
+
+/* cross_entropy and its gradient: logits x [N,C,d...] (float) with labels
+ * [N,d...] (i32 or i64, each in [0, C)); S is the product of d... */
+static inline mge_status ref_ce_check(const mge_node *n, const mge_tensor *x, const mge_tensor *lab, int64_t *N,
+                                      int64_t *C, int64_t *S, mge_error *err)
+{
+    if (!mge_dtype_is_float(x->dtype))
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s logits", ref_opname(n),
+                             mge_dtype_name(x->dtype));
+    if (lab->dtype != MGE_I32 && lab->dtype != MGE_I64)
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: label is %s: expected i32 or i64", ref_opname(n),
+                             mge_dtype_name(lab->dtype));
+    if (x->ndim < 2)
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: logits have rank %d: expected [N,C,...]", ref_opname(n),
+                             x->ndim);
+    int64_t ld[MGE_MAX_DIMS];
+    *N = ld[0] = x->dims[0];
+    *C = x->dims[1];
+    *S = 1;
+    for (int d = 2; d < x->ndim; d++) {
+        ld[d - 1] = x->dims[d];
+        *S *= x->dims[d];
+    }
+    mge_status st = ref_check(n, "label", lab, lab->dtype, x->ndim - 1, ld, err);
+    for (int64_t at = 0; !st && at < *N * *S; at++) {
+        int64_t c = ref_ild(lab->dtype, lab->data, at);
+        if (c < 0 || c >= *C)
+            st = mge_error_set(err, MGE_ERR_INVALID, "%s: label[%lld] = %lld is outside the classes [0, %lld)",
+                               ref_opname(n), (long long)at, (long long)c, (long long)*C);
+    }
+    return st;
+}
+
+/* Max m (NaN wins) and sum of exp(v - m) over the C classes of one
+ * position, class j at row + j * S. */
+static inline void ref_ce_row(mge_dtype dt, const void *x, int64_t row, int64_t C, int64_t S, double *m, double *sum)
+{
+    double mx = -INFINITY, s = 0;
+    for (int64_t j = 0; j < C; j++) {
+        double v = ref_ld(dt, x, row + j * S);
+        if (v > mx || isnan(v))
+            mx = v;
+    }
+    for (int64_t j = 0; j < C; j++)
+        s += exp(ref_ld(dt, x, row + j * S) - mx);
+    *m = mx;
+    *sum = s;
+}
+
+/* Mean and 1 / sqrt(biased variance + eps) of D contiguous values at o. */
+static inline void ref_row_moments(mge_dtype dt, const void *x, int64_t o, int64_t D, double eps, double *mean,
+                                   double *inv)
+{
+    double sum = 0, sq = 0;
+    for (int64_t j = 0; j < D; j++)
+        sum += ref_ld(dt, x, o + j);
+    double m = sum / (double)D;
+    for (int64_t j = 0; j < D; j++) {
+        double d = ref_ld(dt, x, o + j) - m;
+        sq += d * d;
+    }
+    *mean = m;
+    *inv = 1.0 / sqrt(sq / (double)D + eps);
+}
+
+/* pool2d geometry (NCHW); d is 1 but for maxpool. */
+typedef struct ref_pool_geom {
+    int64_t N, C, H, W, OH, OW, k[2], s[2], p[2], d[2];
+} ref_pool_geom;
+
+/* kernel, stride (default: kernel), pad, and dilation when dil. */
+static inline mge_status ref_pool_attrs(const mge_node *n, int dil, ref_pool_geom *g, mge_error *err)
+{
+    for (int i = 0; i < 2; i++) {
+        g->k[i] = mge_node_ints(n, MGE_KEY_kernel, i, 1);
+        g->s[i] = mge_node_ints(n, MGE_KEY_stride, i, g->k[i]);
+        g->p[i] = mge_node_ints(n, MGE_KEY_pad, i, 0);
+        g->d[i] = dil ? mge_node_ints(n, MGE_KEY_dilation, i, 1) : 1;
+        if (g->k[i] < 1 || g->s[i] < 1 || g->p[i] < 0 || g->d[i] < 1)
+            return mge_error_set(err, MGE_ERR_INVALID, "%s: invalid kernel, stride, pad or dilation", ref_opname(n));
+    }
+    return MGE_OK;
+}
+
+/* avgpool window of output (oh, ow): clipped to the padded input, then to
+ * the input ([h0,h1) x [w0,w1)); returns the divisor (count_include_pad:
+ * the padded window's size), <= 0 when there is none. */
+static inline int64_t ref_avg_window(const ref_pool_geom *g, int64_t oh, int64_t ow, int incl, int64_t *h0,
+                                     int64_t *h1, int64_t *w0, int64_t *w1)
+{
+    int64_t a0 = oh * g->s[0] - g->p[0], b0 = ow * g->s[1] - g->p[1];
+    int64_t a1 = a0 + g->k[0], b1 = b0 + g->k[1];
+    if (a1 > g->H + g->p[0])
+        a1 = g->H + g->p[0];
+    if (b1 > g->W + g->p[1])
+        b1 = g->W + g->p[1];
+    int64_t padded = (a1 - a0) * (b1 - b0);
+    a0 = a0 < 0 ? 0 : a0, b0 = b0 < 0 ? 0 : b0;
+    a1 = a1 > g->H ? g->H : a1, b1 = b1 > g->W ? g->W : b1;
+    *h0 = a0, *h1 = a1, *w0 = b0, *w1 = b1;
+    return incl ? padded : (a1 > a0 && b1 > b0 ? (a1 - a0) * (b1 - b0) : 0);
 }
 
 /* Loops dt over the float dtypes (f32, f16, bf16: the first three of mge_dtype). */

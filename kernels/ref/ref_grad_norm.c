@@ -86,12 +86,8 @@ static mge_status layernorm_grad_float(const mge_kctx *ctx, const mge_node *n, m
     mge_status st = ref_check_data(n, "x", x, err);
     if (st)
         return st;
-    int64_t av = mge_node_ints(n, MGE_KEY_axis, 0, -1);
-    int ax = mge_axis(av, x->ndim);
-    if (ax < 0)
-        return mge_error_set(err, MGE_ERR_INVALID, "layernorm_grad: axis=%lld is out of range for rank %d",
-                             (long long)av, x->ndim);
-    if ((st = check_common(n, in, out, x->ndim - ax, &x->dims[ax], err)))
+    int ax;
+    if ((st = ref_axis(n, x, -1, &ax, err)) || (st = check_common(n, in, out, x->ndim - ax, &x->dims[ax], err)))
         return st;
     int64_t rows = 1, D = 1;
     for (int i = 0; i < ax; i++)
@@ -105,15 +101,8 @@ static mge_status layernorm_grad_float(const mge_kctx *ctx, const mge_node *n, m
         return mge_error_set(err, MGE_ERR_NOMEM, "layernorm_grad: out of memory");
     for (int64_t r = 0; r < rows && D > 0; r++) {
         int64_t o = r * D;
-        double sum = 0, sq = 0, sg = 0, sgx = 0;
-        for (int64_t j = 0; j < D; j++)
-            sum += ref_ld(dt, x->data, o + j);
-        double mean = sum / (double)D;
-        for (int64_t j = 0; j < D; j++) {
-            double d = ref_ld(dt, x->data, o + j) - mean;
-            sq += d * d;
-        }
-        double inv = 1.0 / sqrt(sq / (double)D + eps);
+        double mean, inv, sg = 0, sgx = 0;
+        ref_row_moments(dt, x->data, o, D, eps, &mean, &inv);
         stat[2 * r] = mean;
         stat[2 * r + 1] = inv;
         for (int64_t j = 0; j < D; j++) {

@@ -13,23 +13,19 @@
 #include <string.h>
 
 typedef struct pg_geom {
-    int64_t N, C, H, W, OH, OW, k[2], s[2], p[2], d[2];
+    ref_pool_geom g;
     int incl;
 } pg_geom;
 
 static mge_status pg_setup(const mge_node *n, const mge_tensor *dy, const mge_tensor *x, const mge_tensor *dx,
-                           pg_geom *g, mge_error *err)
+                           pg_geom *pg, mge_error *err)
 {
     int mx = n->op == MGE_OP_MAXPOOL2D_GRAD, glob = n->op == MGE_OP_GLOBAL_AVGPOOL_GRAD;
-    for (int i = 0; i < 2 && !glob; i++) {
-        g->k[i] = mge_node_ints(n, MGE_KEY_kernel, i, 1);
-        g->s[i] = mge_node_ints(n, MGE_KEY_stride, i, g->k[i]); /* absent: stride = kernel */
-        g->p[i] = mge_node_ints(n, MGE_KEY_pad, i, 0);
-        g->d[i] = mx ? mge_node_ints(n, MGE_KEY_dilation, i, 1) : 1;
-        if (g->k[i] < 1 || g->s[i] < 1 || g->p[i] < 0 || g->d[i] < 1)
-            return mge_error_set(err, MGE_ERR_INVALID, "%s: invalid kernel, stride, pad or dilation", ref_opname(n));
-    }
-    g->incl = (int)mge_node_int(n, MGE_KEY_count_include_pad, 1);
+    ref_pool_geom *g = &pg->g;
+    mge_status st = glob ? MGE_OK : ref_pool_attrs(n, mx, g, err);
+    if (st)
+        return st;
+    pg->incl = (int)mge_node_int(n, MGE_KEY_count_include_pad, 1);
     mge_dtype dt = dy->dtype;
     if (!mge_dtype_is_float(dt))
         return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(n),
@@ -45,7 +41,6 @@ static mge_status pg_setup(const mge_node *n, const mge_tensor *dy, const mge_te
         g->OW = mge_conv_out_dim(g->W, g->k[1], g->s[1], g->p[1], g->d[1], ceil_mode);
     }
     int64_t ey[4] = {g->N, g->C, g->OH, g->OW};
-    mge_status st;
     if ((st = ref_check(n, "dy", dy, dt, 4, ey, err)) || (st = ref_check(n, "result", dx, dt, 4, x->dims, err)))
         return st;
     /* maxpool reads x's values; the average pools its shape only */
@@ -62,11 +57,12 @@ static size_t pg_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const 
 static mge_status pool_grad_float(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
                                   mge_tensor *const *out, mge_error *err)
 {
-    pg_geom g = {0};
+    pg_geom pg = {0};
     const mge_tensor *dy = in[0], *x = in[1];
-    mge_status st = pg_setup(n, dy, x, out[0], &g, err);
+    mge_status st = pg_setup(n, dy, x, out[0], &pg, err);
     if (st)
         return st;
+    const ref_pool_geom g = pg.g;
     mge_dtype dt = dy->dtype;
     int64_t HW = g.H * g.W;
     if (n->op == MGE_OP_GLOBAL_AVGPOOL_GRAD) {
@@ -110,16 +106,7 @@ static mge_status pool_grad_float(const mge_kctx *ctx, const mge_node *n, mge_te
                         acc[best] += gy;
                     continue;
                 }
-                int64_t h0 = oh * g.s[0] - g.p[0], w0 = ow * g.s[1] - g.p[1];
-                int64_t h1 = h0 + g.k[0], w1 = w0 + g.k[1];
-                if (h1 > g.H + g.p[0])
-                    h1 = g.H + g.p[0];
-                if (w1 > g.W + g.p[1])
-                    w1 = g.W + g.p[1];
-                int64_t padded = (h1 - h0) * (w1 - w0);
-                h0 = h0 < 0 ? 0 : h0, w0 = w0 < 0 ? 0 : w0;
-                h1 = h1 > g.H ? g.H : h1, w1 = w1 > g.W ? g.W : w1;
-                int64_t div = g.incl ? padded : (h1 > h0 && w1 > w0 ? (h1 - h0) * (w1 - w0) : 0);
+                int64_t h0, h1, w0, w1, div = ref_avg_window(&g, oh, ow, pg.incl, &h0, &h1, &w0, &w1);
                 if (div <= 0)
                     continue;
                 double v = gy / (double)div;

@@ -27,41 +27,17 @@ static mge_status cross_entropy_float(const mge_kctx *ctx, const mge_node *n, mg
     mge_status st = ref_check_data(n, "logits", x, err);
     if (st || (st = ref_check_data(n, "label", lab, err)) || (st = scalar_out(n, out[0], err)))
         return st;
-    if (!mge_dtype_is_float(dt))
-        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "cross_entropy: no reference kernel for %s logits",
-                             mge_dtype_name(dt));
-    if (lab->dtype != MGE_I32 && lab->dtype != MGE_I64)
-        return mge_error_set(err, MGE_ERR_SHAPE, "cross_entropy: label is %s: expected i32 or i64",
-                             mge_dtype_name(lab->dtype));
-    if (x->ndim < 2)
-        return mge_error_set(err, MGE_ERR_SHAPE, "cross_entropy: logits have rank %d: expected [N,C,...]", x->ndim);
-    int64_t ld[MGE_MAX_DIMS], N = x->dims[0], C = x->dims[1], S = 1;
-    ld[0] = N;
-    for (int d = 2; d < x->ndim; d++) {
-        ld[d - 1] = x->dims[d];
-        S *= x->dims[d];
-    }
-    if ((st = ref_check(n, "label", lab, lab->dtype, x->ndim - 1, ld, err)))
+    int64_t N = 0, C = 0, S = 0;
+    if ((st = ref_ce_check(n, x, lab, &N, &C, &S, err)))
         return st;
     const void *xp = x->data;
     double total = 0;
     for (int64_t i = 0; i < N; i++)
         for (int64_t s = 0; s < S; s++) {
-            int64_t at = i * S + s;
-            int64_t c = lab->dtype == MGE_I32 ? ((const int32_t *)lab->data)[at] : ((const int64_t *)lab->data)[at];
-            if (c < 0 || c >= C)
-                return mge_error_set(err, MGE_ERR_INVALID,
-                                     "cross_entropy: label[%lld] = %lld is outside the classes [0, %lld)",
-                                     (long long)at, (long long)c, (long long)C);
+            int64_t c = ref_ild(lab->dtype, lab->data, i * S + s);
             int64_t row = i * C * S + s; /* class j at row + j * S */
-            double m = -INFINITY, sum = 0;
-            for (int64_t j = 0; j < C; j++) {
-                double v = ref_ld(dt, xp, row + j * S);
-                if (v > m || isnan(v))
-                    m = v;
-            }
-            for (int64_t j = 0; j < C; j++)
-                sum += exp(ref_ld(dt, xp, row + j * S) - m);
+            double m, sum;
+            ref_ce_row(dt, xp, row, C, S, &m, &sum);
             total += -(ref_ld(dt, xp, row + c * S) - m - log(sum));
         }
     int64_t cnt = N * S;

@@ -82,12 +82,10 @@ static mge_status layernorm_float(const mge_kctx *ctx, const mge_node *n, mge_te
 {
     const mge_tensor *x = in[0], *w = in[1], *b = in[2];
     mge_tensor *y = out[0];
-    mge_status st;
-    int64_t av = mge_node_ints(n, MGE_KEY_axis, 0, -1);
-    int ax = mge_axis(av, x->ndim);
-    if (ax < 0)
-        return mge_error_set(err, MGE_ERR_INVALID, "layernorm: axis=%lld is out of range for rank %d",
-                             (long long)av, x->ndim);
+    int ax;
+    mge_status st = ref_axis(n, x, -1, &ax, err);
+    if (st)
+        return st;
     int nd = x->ndim - ax;
     mge_dtype dt = x->dtype;
     if (!mge_dtype_is_float(dt))
@@ -105,15 +103,8 @@ static mge_status layernorm_float(const mge_kctx *ctx, const mge_node *n, mge_te
     double eps = mge_node_float(n, MGE_KEY_eps, 1e-5);
     for (int64_t r = 0; r < rows; r++) {
         int64_t o = r * D;
-        double sum = 0, sq = 0;
-        for (int64_t j = 0; j < D; j++)
-            sum += ref_ld(dt, x->data, o + j);
-        double mean = sum / (double)D;
-        for (int64_t j = 0; j < D; j++) {
-            double dlt = ref_ld(dt, x->data, o + j) - mean;
-            sq += dlt * dlt;
-        }
-        double inv = 1.0 / sqrt(sq / (double)D + eps);
+        double mean, inv;
+        ref_row_moments(dt, x->data, o, D, eps, &mean, &inv);
         for (int64_t j = 0; j < D; j++)
             ref_st(dt, y->data, o + j,
                    (ref_ld(dt, x->data, o + j) - mean) * inv * ref_ld(dt, w->data, j) + ref_ld(dt, b->data, j));

@@ -150,6 +150,15 @@ static mge_status adam_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor *c
     return MGE_OK;
 }
 
+/* Input k of sumsq and clip_coef: a float tensor holding its data. */
+static mge_status float_input(const mge_node *n, int k, const mge_tensor *t, mge_error *err)
+{
+    if (!mge_dtype_is_float(t->dtype))
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: input %d is %s: expected a float dtype", ref_opname(n), k,
+                             mge_dtype_name(t->dtype));
+    return ref_check_data(n, "input", t, err);
+}
+
 static mge_status sumsq_float(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
                               mge_error *err)
 {
@@ -159,10 +168,7 @@ static mge_status sumsq_float(const mge_kctx *ctx, const mge_node *n, mge_tensor
     double total = 0;
     for (int k = 0; k < n->nin; k++) {
         const mge_tensor *t = in[k];
-        if (!mge_dtype_is_float(t->dtype))
-            return mge_error_set(err, MGE_ERR_SHAPE, "sumsq: input %d is %s: expected a float dtype", k,
-                                 mge_dtype_name(t->dtype));
-        if ((s = ref_check_data(n, "input", t, err)))
+        if ((s = float_input(n, k, t, err)))
             return s;
         int64_t numel = ref_numel(t);
         for (int64_t b0 = 0; b0 < numel; b0 += OPTIM_BLOCK) {
@@ -193,10 +199,7 @@ static mge_status clip_coef_float(const mge_kctx *ctx, const mge_node *n, mge_te
     double total = 0, mx = mge_node_float(n, MGE_KEY_max_norm, 1);
     for (int k = 0; k < n->nin; k++) {
         const mge_tensor *t = in[k];
-        if (!mge_dtype_is_float(t->dtype))
-            return mge_error_set(err, MGE_ERR_SHAPE, "clip_coef: input %d is %s: expected a float dtype", k,
-                                 mge_dtype_name(t->dtype));
-        if ((s = ref_check_data(n, "input", t, err)))
+        if ((s = float_input(n, k, t, err)))
             return s;
         int64_t numel = ref_numel(t);
         for (int64_t i = 0; i < numel; i++)

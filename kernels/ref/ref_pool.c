@@ -7,21 +7,14 @@
 
 #include <math.h>
 
-typedef struct pool_geom {
-    int64_t N, C, H, W, OH, OW, k[2], s[2], p[2], d[2];
-} pool_geom;
+typedef ref_pool_geom pool_geom;
 
 /* Attributes and shapes; checks x and the output against them. */
 static mge_status geom(const mge_node *n, const mge_tensor *x, const mge_tensor *y, pool_geom *g, mge_error *err)
 {
-    for (int i = 0; i < 2; i++) {
-        g->k[i] = mge_node_ints(n, MGE_KEY_kernel, i, 1);
-        g->s[i] = mge_node_ints(n, MGE_KEY_stride, i, g->k[i]); /* absent: stride = kernel */
-        g->p[i] = mge_node_ints(n, MGE_KEY_pad, i, 0);
-        g->d[i] = n->op == MGE_OP_MAXPOOL2D ? mge_node_ints(n, MGE_KEY_dilation, i, 1) : 1;
-        if (g->k[i] < 1 || g->s[i] < 1 || g->p[i] < 0 || g->d[i] < 1)
-            return mge_error_set(err, MGE_ERR_INVALID, "%s: invalid kernel, stride, pad or dilation", ref_opname(n));
-    }
+    mge_status st = ref_pool_attrs(n, n->op == MGE_OP_MAXPOOL2D, g, err);
+    if (st)
+        return st;
     if (x->ndim != 4)
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: x has rank %d: expected 4 [N,C,H,W]", ref_opname(n), x->ndim);
     int ceil_mode = (int)mge_node_int(n, MGE_KEY_ceil_mode, 0);
@@ -32,7 +25,7 @@ static mge_status geom(const mge_node *n, const mge_tensor *x, const mge_tensor 
     g->OH = mge_conv_out_dim(g->H, g->k[0], g->s[0], g->p[0], g->d[0], ceil_mode);
     g->OW = mge_conv_out_dim(g->W, g->k[1], g->s[1], g->p[1], g->d[1], ceil_mode);
     int64_t ey[4] = {g->N, g->C, g->OH, g->OW};
-    mge_status st = ref_check_data(n, "x", x, err);
+    st = ref_check_data(n, "x", x, err);
     return st ? st : ref_check(n, "output", y, x->dtype, 4, ey, err);
 }
 
@@ -112,27 +105,11 @@ static mge_status avgpool_float(const mge_kctx *ctx, const mge_node *n, mge_tens
     for (int64_t nc = 0; nc < g.N * g.C; nc++)
         for (int64_t oh = 0; oh < g.OH; oh++)
             for (int64_t ow = 0; ow < g.OW; ow++) {
-                /* the window clipped to the padded input, then to the input */
-                int64_t h0 = oh * g.s[0] - g.p[0], w0 = ow * g.s[1] - g.p[1];
-                int64_t h1 = h0 + g.k[0], w1 = w0 + g.k[1];
-                if (h1 > g.H + g.p[0])
-                    h1 = g.H + g.p[0];
-                if (w1 > g.W + g.p[1])
-                    w1 = g.W + g.p[1];
-                int64_t padded = (h1 - h0) * (w1 - w0);
-                if (h0 < 0)
-                    h0 = 0;
-                if (w0 < 0)
-                    w0 = 0;
-                if (h1 > g.H)
-                    h1 = g.H;
-                if (w1 > g.W)
-                    w1 = g.W;
+                int64_t h0, h1, w0, w1, div = ref_avg_window(&g, oh, ow, incl, &h0, &h1, &w0, &w1);
                 double sum = 0;
                 for (int64_t ih = h0; ih < h1; ih++)
                     for (int64_t iw = w0; iw < w1; iw++)
                         sum += ref_ld(dt, x, (nc * g.H + ih) * g.W + iw);
-                int64_t div = incl ? padded : (h1 > h0 && w1 > w0 ? (h1 - h0) * (w1 - w0) : 0);
                 ref_st(dt, y, (nc * g.OH + oh) * g.OW + ow, div > 0 ? sum / (double)div : NAN);
             }
     return MGE_OK;

@@ -134,41 +134,14 @@ static mge_status slice_any(const mge_kctx *ctx, const mge_node *n, mge_tensor *
     mge_status st = ref_check_data(n, "x", x, err);
     if (st)
         return st;
-    int64_t av = mge_node_ints(n, MGE_KEY_axis, 0, 0);
-    int ax = mge_axis(av, x->ndim);
-    if (ax < 0)
-        return mge_error_set(err, MGE_ERR_INVALID, "slice: axis=%lld is out of range for rank %d", (long long)av,
-                             x->ndim);
-    int64_t dim = x->dims[ax], step = mge_node_int(n, MGE_KEY_step, 1);
-    if (step < 1)
-        return mge_error_set(err, MGE_ERR_INVALID, "slice: step=%lld: expected a positive step", (long long)step);
-    int64_t start = mge_node_int(n, MGE_KEY_start, 0);
-    int64_t end = mge_node_attr(n, MGE_KEY_end) ? mge_node_int(n, MGE_KEY_end, dim) : dim;
-    if (start < 0)
-        start += dim;
-    if (end < 0)
-        end += dim;
-    start = start < 0 ? 0 : start > dim ? dim : start;
-    end = end < 0 ? 0 : end > dim ? dim : end;
-    int64_t len = end > start ? (end - start + step - 1) / step : 0;
-    int64_t ydims[MGE_MAX_DIMS], outer = 1, inner = 1;
-    memcpy(ydims, x->dims, sizeof ydims);
-    ydims[ax] = len;
-    if ((st = ref_check(n, "output", y, x->dtype, x->ndim, ydims, err)))
+    ref_slice sl = {0};
+    int64_t ydims[MGE_MAX_DIMS];
+    if ((st = ref_slice_setup(n, x, &sl, ydims, err)) ||
+        (st = ref_check(n, "output", y, x->dtype, x->ndim, ydims, err)))
         return st;
     if (y->data == x->data && ref_numel(y) > 0)
         return mge_error_set(err, MGE_ERR_INVALID, "slice: output may not be the input's buffer");
-    for (int d = 0; d < ax; d++)
-        outer *= x->dims[d];
-    for (int d = ax + 1; d < x->ndim; d++)
-        inner *= x->dims[d];
-    size_t es = mge_dtype_size(x->dtype), chunk = (size_t)inner * es;
-    const char *xp = x->data;
-    char *yp = y->data;
-    for (int64_t o = 0; o < outer; o++)
-        for (int64_t j = 0; j < len; j++)
-            memcpy(yp + (size_t)((o * len + j) * inner) * es, xp + (size_t)((o * dim + start + j * step) * inner) * es,
-                   chunk);
+    ref_slice_copy(&sl, x, x->data, y->data, 0);
     return MGE_OK;
 }
 

@@ -222,41 +222,56 @@ static void test_pool_fd(void)
         pool_fd(&cases[i]);
 }
 
+/* maxpool2d_grad on backend be (0 ref, 1 cpu) of dy = 1, 2, ... [1,1,OH,OW]
+ * over an all-equal x [1,1,H,W] (ties everywhere); dx into r (H*W
+ * floats). 0 when the graph or the run failed. */
+static int maxpool_ties_run(int be, int64_t OH, int64_t OW, int64_t H, int64_t W, int nattr, const mge_attr *at,
+                            float *r)
+{
+    const int64_t dyd[4] = {1, 1, OH, OW}, xd[4] = {1, 1, H, W};
+    mge_graph *g = mge_graph_new();
+    int in[2];
+    in[0] = input(g, "dy", 4, dyd);   /* declaration order = the run's input order */
+    in[1] = input(g, "x", 4, xd);
+    int dx = node(g, "dx", MGE_OP_MAXPOOL2D_GRAD, 2, in, nattr, at), ok = 0;
+    CHECK(dx >= 0);
+    mge_tensor tdy, tx;
+    CHECK_OK(mge_tensor_alloc(&tdy, MGE_F32, 4, dyd, &gc_err), gc_err);
+    CHECK_OK(mge_tensor_alloc(&tx, MGE_F32, 4, xd, &gc_err), gc_err);
+    for (int64_t i = 0; i < OH * OW; i++)
+        ((float *)tdy.data)[i] = (float)(i + 1);
+    for (int64_t i = 0; i < H * W; i++)
+        ((float *)tx.data)[i] = 0.5f;
+    mge_exec_opts o = {.backend = be ? "cpu" : "ref", .threads = 2, .noutputs = 1, .outputs = &dx};
+    mge_exec *e = NULL;
+    CHECK_OK(mge_exec_create(g, &o, &e, &gc_err), gc_err);
+    const mge_tensor *ins[2] = {&tdy, &tx};
+    mge_status s = e ? mge_exec_run(e, ins, &gc_err) : MGE_ERR_INVALID;
+    if (e)
+        CHECK_OK(s, gc_err);
+    if (s == MGE_OK) {
+        memcpy(r, mge_exec_result(e, 0)->data, sizeof(float) * (size_t)(H * W));
+        ok = 1;
+    }
+    mge_exec_free(e);
+    mge_tensor_free(&tdy);
+    mge_tensor_free(&tx);
+    mge_graph_free(g);
+    return ok;
+}
+
 /* Ties: the whole gradient of a window goes to its first maximal element
  * in scan order (PyTorch). All-equal input, kernel 2 stride 1: window
  * (oh, ow) sends dy to (oh, ow). */
 static void test_maxpool_ties(void)
 {
     for (int be = 0; be < 2; be++) {
-        mge_graph *g = mge_graph_new();
-        int dyv = input(g, "dy", 4, (const int64_t[]){1, 1, 3, 3});
-        int x = input(g, "x", 4, (const int64_t[]){1, 1, 4, 4});
         mge_attr at[2] = {A(MGE_KEY_kernel, 2), A(MGE_KEY_stride, 1)};
-        int in[2] = {dyv, x};
-        int dx = node(g, "dx", MGE_OP_MAXPOOL2D_GRAD, 2, in, 2, at);
-        CHECK(dx >= 0);
-        mge_tensor tdy, tx;
-        CHECK_OK(mge_tensor_alloc(&tdy, MGE_F32, 4, (const int64_t[]){1, 1, 3, 3}, &gc_err), gc_err);
-        CHECK_OK(mge_tensor_alloc(&tx, MGE_F32, 4, (const int64_t[]){1, 1, 4, 4}, &gc_err), gc_err);
-        for (int i = 0; i < 9; i++)
-            ((float *)tdy.data)[i] = (float)(i + 1);
-        for (int i = 0; i < 16; i++)
-            ((float *)tx.data)[i] = 0.5f;
-        mge_exec_opts o = {.backend = be ? "cpu" : "ref", .threads = 2, .noutputs = 1, .outputs = &dx};
-        mge_exec *e = NULL;
-        CHECK_OK(mge_exec_create(g, &o, &e, &gc_err), gc_err);
-        const mge_tensor *ins[2] = {&tdy, &tx};
-        if (e) {
-            CHECK_OK(mge_exec_run(e, ins, &gc_err), gc_err);
-            const float *r = mge_exec_result(e, 0)->data;
+        float r[16];
+        if (maxpool_ties_run(be, 3, 3, 4, 4, 2, at, r))
             for (int h = 0; h < 4; h++)
                 for (int w = 0; w < 4; w++)
                     CHECK_NEAR(r[h * 4 + w], h < 3 && w < 3 ? (float)(h * 3 + w + 1) : 0.0f, 0);
-        }
-        mge_exec_free(e);
-        mge_tensor_free(&tdy);
-        mge_tensor_free(&tx);
-        mge_graph_free(g);
     }
 }
 
@@ -392,25 +407,9 @@ static void test_linear_kernels(void)
 static void test_maxpool2_ties(void)
 {
     for (int be = 0; be < 2; be++) {
-        mge_graph *g = mge_graph_new();
-        int dyv = input(g, "dy", 4, (const int64_t[]){1, 1, 2, 2});
-        int x = input(g, "x", 4, (const int64_t[]){1, 1, 5, 4});
         mge_attr at[1] = {A(MGE_KEY_kernel, 2)};
-        int in[2] = {dyv, x};
-        int dx = node(g, "dx", MGE_OP_MAXPOOL2D_GRAD, 2, in, 1, at);
-        mge_tensor tdy, tx;
-        CHECK_OK(mge_tensor_alloc(&tdy, MGE_F32, 4, (const int64_t[]){1, 1, 2, 2}, &gc_err), gc_err);
-        CHECK_OK(mge_tensor_alloc(&tx, MGE_F32, 4, (const int64_t[]){1, 1, 5, 4}, &gc_err), gc_err);
-        for (int i = 0; i < 4; i++)
-            ((float *)tdy.data)[i] = (float)(i + 1);
-        for (int i = 0; i < 20; i++)
-            ((float *)tx.data)[i] = 0.5f;
-        mge_exec_opts o = {.backend = be ? "cpu" : "ref", .threads = 2, .noutputs = 1, .outputs = &dx};
-        mge_exec *e = NULL;
-        CHECK_OK(mge_exec_create(g, &o, &e, &gc_err), gc_err);
-        const mge_tensor *ins[2] = {&tdy, &tx};
-        if (e && mge_exec_run(e, ins, &gc_err) == MGE_OK) {
-            const float *r = mge_exec_result(e, 0)->data;
+        float r[20];
+        if (maxpool_ties_run(be, 2, 2, 5, 4, 1, at, r)) {
             for (int h = 0; h < 5; h++)
                 for (int w = 0; w < 4; w++) {
                     float want = h < 4 && h % 2 == 0 && w % 2 == 0 ? (float)((h / 2) * 2 + w / 2 + 1) : 0.0f;
@@ -420,10 +419,6 @@ static void test_maxpool2_ties(void)
         } else {
             CHECK(0);
         }
-        mge_exec_free(e);
-        mge_tensor_free(&tdy);
-        mge_tensor_free(&tx);
-        mge_graph_free(g);
     }
 }
 

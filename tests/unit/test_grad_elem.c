@@ -522,6 +522,19 @@ static void test_cpu_sum_to(void)
     }
 }
 
+/* cross_entropy or its gradient on logits [N,C] with ldt labels: cpu == ref. */
+static void ce_check(int op, int nin, mge_tensor **in, int64_t N, int64_t C, mge_dtype ldt)
+{
+    kcase kc;
+    if (kcase_make(&kc, op, nin, in, 1, 0, NULL)) {
+        char desc[96];
+        snprintf(desc, sizeof desc, "%s [%lld,%lld] %s", mge_op_info(op)->name, (long long)N, (long long)C,
+                 mge_dtype_name(ldt));
+        kcheck(&kc, desc, 1e-5, 0, 0);
+    }
+    kcase_free(&kc);
+}
+
 static void test_cpu_losses(void)
 {
     static const int64_t shapes[][2] = {{1, 1}, {7, 10}, {64, 10}, {300, 1000}, {5, 3}};
@@ -529,18 +542,11 @@ static void test_cpu_losses(void)
         for (int l64 = 0; l64 < 2; l64++) {
             mge_dtype ldt = l64 ? MGE_I64 : MGE_I32;
             int64_t N = shapes[s][0], C = shapes[s][1];
-            char desc[96];
             /* forward */
             {
                 mge_tensor *x = ranged(2, shapes[s], -5, 5, NULL, 0), *lab = labels(ldt, N, C);
                 mge_tensor *in[2] = {x, lab};
-                kcase kc;
-                if (kcase_make(&kc, MGE_OP_CROSS_ENTROPY, 2, in, 1, 0, NULL)) {
-                    snprintf(desc, sizeof desc, "cross_entropy [%lld,%lld] %s", (long long)N, (long long)C,
-                             mge_dtype_name(ldt));
-                    kcheck(&kc, desc, 1e-5, 0, 0);
-                }
-                kcase_free(&kc);
+                ce_check(MGE_OP_CROSS_ENTROPY, 2, in, N, C, ldt);
             }
             /* gradient */
             {
@@ -548,13 +554,7 @@ static void test_cpu_losses(void)
                 *(float *)dy->data = 0.75f;
                 mge_tensor *x = ranged(2, shapes[s], -5, 5, NULL, 0), *lab = labels(ldt, N, C);
                 mge_tensor *in[3] = {dy, x, lab};
-                kcase kc;
-                if (kcase_make(&kc, MGE_OP_CROSS_ENTROPY_GRAD, 3, in, 1, 0, NULL)) {
-                    snprintf(desc, sizeof desc, "cross_entropy_grad [%lld,%lld] %s", (long long)N, (long long)C,
-                             mge_dtype_name(ldt));
-                    kcheck(&kc, desc, 1e-5, 0, 0);
-                }
-                kcase_free(&kc);
+                ce_check(MGE_OP_CROSS_ENTROPY_GRAD, 3, in, N, C, ldt);
             }
         }
     int64_t sz[] = {5, 40000};
@@ -671,21 +671,5 @@ int main(int argc, char **argv)
     RUN(test_bad_label);
     RUN(test_infer_errors);
     mge_pool_free(pool3);
-    int rc = unit_done();
-    /* the cpu kernels' portable loops too, in a child: the ISA is picked once per process */
-    if (!getenv("MGE_CPU_ISA")) {
-        fflush(NULL);
-        pid_t pid = fork();
-        if (pid == 0) {
-            setenv("MGE_CPU_ISA", "baseline", 1);
-            execv("/proc/self/exe", argv);
-            _exit(127);
-        }
-        int st = 0;
-        if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-            fprintf(stderr, "test_grad_elem: the run with MGE_CPU_ISA=baseline failed\n");
-            rc = 1;
-        }
-    }
-    return rc;
+    return unit_rerun_baseline(argv, "test_grad_elem", unit_done());
 }

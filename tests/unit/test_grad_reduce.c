@@ -15,17 +15,6 @@ static int64_t rdim(int lo, int hi)
 }
 
 /* key = [v0, v1, ...] */
-static mge_attr AL(int key, int n, const int64_t *v)
-{
-    mge_attr a;
-    memset(&a, 0, sizeof a);
-    a.key = key;
-    a.n = n;
-    for (int i = 0; i < n; i++)
-        a.i[i] = v[i];
-    return a;
-}
-
 /* A graph with one input x of the given shape; returns x. */
 static int one_input(mge_graph **g, int nd, const int64_t *d)
 {
@@ -76,7 +65,7 @@ static void test_sum_mean_max(void)
         for (int o = 0; o < 3; o++) {
             for (int a = 0; a < 5; a++)
                 for (int keep = 0; keep < 2; keep++) {
-                    mge_attr at[2] = {AL(MGE_KEY_axis, nax[a], axes[a]), A(MGE_KEY_keepdim, keep)};
+                    mge_attr at[2] = {A_ints(MGE_KEY_axis, nax[a], axes[a]), A(MGE_KEY_keepdim, keep)};
                     fd_unary(ops[o], 4, d, 2, at);
                 }
             /* all axes, both ways */
@@ -156,7 +145,7 @@ static void test_reshape_flatten(void)
     fd_unary(MGE_OP_FLATTEN, 4, d, 1, &f2);
     fd_unary(MGE_OP_FLATTEN, 4, d, 1, &f0);
     static const int64_t s1[3] = {6, -1, 2}, s2[2] = {0, 60}, s3[1] = {120};
-    mge_attr r1 = AL(MGE_KEY_shape, 3, s1), r2 = AL(MGE_KEY_shape, 2, s2), r3 = AL(MGE_KEY_shape, 1, s3);
+    mge_attr r1 = A_ints(MGE_KEY_shape, 3, s1), r2 = A_ints(MGE_KEY_shape, 2, s2), r3 = A_ints(MGE_KEY_shape, 1, s3);
     fd_unary(MGE_OP_RESHAPE, 4, d, 1, &r1);
     fd_unary(MGE_OP_RESHAPE, 4, d, 1, &r2);
     fd_unary(MGE_OP_RESHAPE, 4, d, 1, &r3);
@@ -177,12 +166,12 @@ static void test_transpose(void)
     static const int64_t perms[][4] = {{0, 1, 2, 3}, {3, 2, 1, 0}, {0, 2, 3, 1}, {1, 3, 0, 2}, {-1, 0, -2, 1}};
     for (int p = 0; p < 5; p++) {
         int64_t d[4] = {rdim(1, 3), rdim(2, 4), rdim(1, 3), rdim(2, 4)};
-        mge_attr a = AL(MGE_KEY_perm, 4, perms[p]);
+        mge_attr a = A_ints(MGE_KEY_perm, 4, perms[p]);
         fd_unary(MGE_OP_TRANSPOSE, 4, d, 1, &a);
     }
     int64_t d2[2] = {3, 5};
     static const int64_t p2[2] = {1, 0};
-    mge_attr a2 = AL(MGE_KEY_perm, 2, p2);
+    mge_attr a2 = A_ints(MGE_KEY_perm, 2, p2);
     fd_unary(MGE_OP_TRANSPOSE, 2, d2, 1, &a2);
 }
 
@@ -336,10 +325,10 @@ static void test_cpu_sum(void)
                     continue;
                 mge_graph *g;
                 int x = one_input(&g, nd, shapes[s]);
-                mge_attr at[2] = {pat == 0   ? AL(MGE_KEY_axis, 3, ax023)
-                                  : pat == 1 ? AL(MGE_KEY_axis, 1, ax0)
-                                  : pat == 4 ? AL(MGE_KEY_axis, 1, ax1)
-                                             : AL(MGE_KEY_axis, 2, ax01),
+                mge_attr at[2] = {pat == 0   ? A_ints(MGE_KEY_axis, 3, ax023)
+                                  : pat == 1 ? A_ints(MGE_KEY_axis, 1, ax0)
+                                  : pat == 4 ? A_ints(MGE_KEY_axis, 1, ax1)
+                                             : A_ints(MGE_KEY_axis, 2, ax01),
                                   A(MGE_KEY_keepdim, pat == 3)};
                 int y = node(g, "y", op, 1, &x, 2, at);
                 mge_tensor tx;

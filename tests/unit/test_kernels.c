@@ -731,23 +731,5 @@ int main(int argc, char **argv)
     RUN(test_softmax);
     RUN(test_coverage);
     mge_pool_free(pools[1]);
-    int rc = unit_done();
-    /* Once more with the portable (non-AVX2) loops of the cpu kernels, in a
-     * child, since the ISA is picked once per process. */
-    if (!getenv("MGE_CPU_ISA")) {
-        printf("test_kernels: again with MGE_CPU_ISA=baseline (portable loops)\n");
-        fflush(NULL);
-        pid_t pid = fork();
-        if (pid == 0) {
-            setenv("MGE_CPU_ISA", "baseline", 1);
-            execv("/proc/self/exe", argv);
-            _exit(127);
-        }
-        int st = 0;
-        if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-            fprintf(stderr, "test_kernels: the run with MGE_CPU_ISA=baseline failed\n");
-            rc = 1;
-        }
-    }
-    return rc;
+    return unit_rerun_baseline(argv, "test_kernels", unit_done());
 }

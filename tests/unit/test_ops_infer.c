@@ -8,17 +8,6 @@
 
 #define N MGE_DIM_N
 
-static mge_attr A_ints(int key, int n, const int64_t *v)
-{
-    mge_attr a;
-    memset(&a, 0, sizeof a);
-    a.key = key;
-    a.n = n;
-    for (int i = 0; i < n; i++)
-        a.i[i] = v[i];
-    return a;
-}
-
 static int input(mge_graph *g, const char *name, mge_dtype dt, int nd, const int64_t *dims)
 {
     mge_error err;

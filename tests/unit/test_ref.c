@@ -15,7 +15,7 @@ typedef struct tnode {
     mge_attr attrs[16];
 } tnode;
 
-static mge_attr A_ints(int key, int n, ...)
+static mge_attr A_list(int key, int n, ...)
 {
     mge_attr a;
     memset(&a, 0, sizeof a);
@@ -99,7 +99,7 @@ static void test_conv_hand(void)
         F(&w)[i] = 1;
     F(&b)[0] = 0.5f;
     tnode t;
-    mge_attr a[] = {A(MGE_KEY_out, 1), A_ints(MGE_KEY_kernel, 1, 3)};
+    mge_attr a[] = {A(MGE_KEY_out, 1), A_list(MGE_KEY_kernel, 1, 3)};
     mge_node *n = mk(&t, MGE_OP_CONV2D, 3, 2, a);
     run_ok(n, (mge_tensor *[]){&x, &w, &b}, (mge_tensor *[]){&y});
     /* 1+2+3+5+6+7+9+10+11 = 54, then +9 per step right, +36 per step down */
@@ -110,7 +110,7 @@ static void test_conv_hand(void)
 
     /* pad=1, no bias: corner = 1+2+5+6 = 14, centre-ish (1,1) = 54 */
     tens(&y2, MGE_F32, 4, (int64_t[]){1, 1, 4, 4});
-    mge_attr a2[] = {A(MGE_KEY_out, 1), A_ints(MGE_KEY_kernel, 1, 3), A_ints(MGE_KEY_pad, 1, 1),
+    mge_attr a2[] = {A(MGE_KEY_out, 1), A_list(MGE_KEY_kernel, 1, 3), A_list(MGE_KEY_pad, 1, 1),
                      A(MGE_KEY_bias, 0)};
     n = mk(&t, MGE_OP_CONV2D, 2, 4, a2);
     run_ok(n, (mge_tensor *[]){&x, &w}, (mge_tensor *[]){&y2});
@@ -120,7 +120,7 @@ static void test_conv_hand(void)
 
     tens(&w2, MGE_F32, 4, (int64_t[]){1, 1, 3, 3});
     F(&w2)[0] = 1;
-    n = mk(&t, MGE_OP_CONV2D, 2, 2, (mge_attr[]){A(MGE_KEY_out, 1), A_ints(MGE_KEY_kernel, 1, 3)});
+    n = mk(&t, MGE_OP_CONV2D, 2, 2, (mge_attr[]){A(MGE_KEY_out, 1), A_list(MGE_KEY_kernel, 1, 3)});
     run_ok(n, (mge_tensor *[]){&x, &w2}, (mge_tensor *[]){&y});
     CHECK_NEAR(F(&y)[0], 1, 0);
     CHECK_NEAR(F(&y)[1], 2, 0);
@@ -158,9 +158,9 @@ static void test_conv_grouped(void)
     fill_rand(&w, 2);
     fill_rand(&b, 3);
     tnode t;
-    mge_attr a[] = {A(MGE_KEY_out, O),           A_ints(MGE_KEY_kernel, 2, KH, KW),
-                    A_ints(MGE_KEY_stride, 2, sh, sw), A_ints(MGE_KEY_pad, 2, ph, pw),
-                    A_ints(MGE_KEY_dilation, 2, dh, dw), A(MGE_KEY_groups, G)};
+    mge_attr a[] = {A(MGE_KEY_out, O),           A_list(MGE_KEY_kernel, 2, KH, KW),
+                    A_list(MGE_KEY_stride, 2, sh, sw), A_list(MGE_KEY_pad, 2, ph, pw),
+                    A_list(MGE_KEY_dilation, 2, dh, dw), A(MGE_KEY_groups, G)};
     run_ok(mk(&t, MGE_OP_CONV2D, 3, 6, a), (mge_tensor *[]){&x, &w, &b}, (mge_tensor *[]){&y});
 
     enum { PH = H + 2 * 1, PW = W + 2 * 2 };
@@ -557,7 +557,7 @@ static void test_pool(void)
     tnode t;
     /* kernel 2, stride 2, ceil_mode: the last row/column window holds one
      * real row/column: out[i][j] = x[min(2i+1,4)][min(2j+1,4)] */
-    mge_attr a[] = {A_ints(MGE_KEY_kernel, 1, 2), A(MGE_KEY_ceil_mode, 1)};
+    mge_attr a[] = {A_list(MGE_KEY_kernel, 1, 2), A(MGE_KEY_ceil_mode, 1)};
     run_ok(mk(&t, MGE_OP_MAXPOOL2D, 1, 2, a), (mge_tensor *[]){&x}, (mge_tensor *[]){&y});
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 3; j++) {
@@ -567,7 +567,7 @@ static void test_pool(void)
     /* kernel 3, stride 2, pad 1: padding never wins even for negative input */
     for (int i = 0; i < 25; i++)
         F(&x)[i] = (float)(-100 + i);
-    mge_attr a2[] = {A_ints(MGE_KEY_kernel, 1, 3), A_ints(MGE_KEY_stride, 1, 2), A_ints(MGE_KEY_pad, 1, 1)};
+    mge_attr a2[] = {A_list(MGE_KEY_kernel, 1, 3), A_list(MGE_KEY_stride, 1, 2), A_list(MGE_KEY_pad, 1, 1)};
     run_ok(mk(&t, MGE_OP_MAXPOOL2D, 1, 3, a2), (mge_tensor *[]){&x}, (mge_tensor *[]){&y});
     CHECK_NEAR(F(&y)[0], -100 + 6, 0);
     CHECK_NEAR(F(&y)[8], -100 + 24, 0);
@@ -576,7 +576,7 @@ static void test_pool(void)
         F(&x)[i] = (float)i;
     run_ok(mk(&t, MGE_OP_AVGPOOL2D, 1, 3, a2), (mge_tensor *[]){&x}, (mge_tensor *[]){&y});
     CHECK_NEAR(F(&y)[0], (0 + 1 + 5 + 6) / 9.0, 1e-6);
-    mge_attr a3[] = {A_ints(MGE_KEY_kernel, 1, 3), A_ints(MGE_KEY_stride, 1, 2), A_ints(MGE_KEY_pad, 1, 1),
+    mge_attr a3[] = {A_list(MGE_KEY_kernel, 1, 3), A_list(MGE_KEY_stride, 1, 2), A_list(MGE_KEY_pad, 1, 1),
                      A(MGE_KEY_count_include_pad, 0)};
     run_ok(mk(&t, MGE_OP_AVGPOOL2D, 1, 4, a3), (mge_tensor *[]){&x}, (mge_tensor *[]){&y});
     CHECK_NEAR(F(&y)[0], (0 + 1 + 5 + 6) / 4.0, 1e-6);
@@ -592,8 +592,8 @@ static void test_pool(void)
         F(&r)[i] = (float)(i + 1);
     const double incl[4] = {1, 3, 5, 3}, excl[4] = {1.5, 3, 5, 6};
     for (int cip = 0; cip < 2; cip++) {
-        mge_attr a4[] = {A_ints(MGE_KEY_kernel, 2, 1, 3), A_ints(MGE_KEY_stride, 2, 1, 2),
-                         A_ints(MGE_KEY_pad, 2, 0, 1), A(MGE_KEY_ceil_mode, 1),
+        mge_attr a4[] = {A_list(MGE_KEY_kernel, 2, 1, 3), A_list(MGE_KEY_stride, 2, 1, 2),
+                         A_list(MGE_KEY_pad, 2, 0, 1), A(MGE_KEY_ceil_mode, 1),
                          A(MGE_KEY_count_include_pad, !cip)};
         run_ok(mk(&t, MGE_OP_AVGPOOL2D, 1, 5, a4), (mge_tensor *[]){&r}, (mge_tensor *[]){&ry});
         for (int i = 0; i < 4; i++)
@@ -639,7 +639,7 @@ static void test_softmax(void)
     for (int c = 0; c < 4; c++)
         CHECK_NEAR(F(&y)[c], F(&y)[4 + c], 1e-6);
     /* along axis 0 the columns sum to 1 */
-    run_ok(mk(&t, MGE_OP_SOFTMAX, 1, 1, (mge_attr[]){A_ints(MGE_KEY_axis, 1, 0)}), (mge_tensor *[]){&x},
+    run_ok(mk(&t, MGE_OP_SOFTMAX, 1, 1, (mge_attr[]){A_list(MGE_KEY_axis, 1, 0)}), (mge_tensor *[]){&x},
            (mge_tensor *[]){&y});
     for (int c = 0; c < 4; c++)
         CHECK_NEAR(F(&y)[c] + F(&y)[4 + c] + F(&y)[8 + c], 1, 1e-6);
@@ -657,7 +657,7 @@ static void test_reduce(void)
     tnode t;
     /* sum over axes (0, 2) keepdim -> [1,3,1] */
     tens(&s, MGE_F32, 3, (int64_t[]){1, 3, 1});
-    run_ok(mk(&t, MGE_OP_SUM, 1, 2, (mge_attr[]){A_ints(MGE_KEY_axis, 2, 0, -1), A(MGE_KEY_keepdim, 1)}),
+    run_ok(mk(&t, MGE_OP_SUM, 1, 2, (mge_attr[]){A_list(MGE_KEY_axis, 2, 0, -1), A(MGE_KEY_keepdim, 1)}),
            (mge_tensor *[]){&x}, (mge_tensor *[]){&s});
     for (int j = 0; j < 3; j++) {
         double e = 0;
@@ -669,9 +669,9 @@ static void test_reduce(void)
     /* mean over axis 1 -> [2,4]; max over axis 1 */
     tens(&m, MGE_F32, 2, (int64_t[]){2, 4});
     tens(&mx, MGE_F32, 2, (int64_t[]){2, 4});
-    run_ok(mk(&t, MGE_OP_MEAN, 1, 1, (mge_attr[]){A_ints(MGE_KEY_axis, 1, 1)}), (mge_tensor *[]){&x},
+    run_ok(mk(&t, MGE_OP_MEAN, 1, 1, (mge_attr[]){A_list(MGE_KEY_axis, 1, 1)}), (mge_tensor *[]){&x},
            (mge_tensor *[]){&m});
-    run_ok(mk(&t, MGE_OP_MAX, 1, 1, (mge_attr[]){A_ints(MGE_KEY_axis, 1, 1)}), (mge_tensor *[]){&x},
+    run_ok(mk(&t, MGE_OP_MAX, 1, 1, (mge_attr[]){A_list(MGE_KEY_axis, 1, 1)}), (mge_tensor *[]){&x},
            (mge_tensor *[]){&mx});
     for (int i = 0; i < 2; i++)
         for (int k = 0; k < 4; k++) {
@@ -700,7 +700,7 @@ static void test_reduce(void)
     run_ok(mk(&t, MGE_OP_ARGMAX, 1, 0, NULL), (mge_tensor *[]){&ax}, (mge_tensor *[]){&am});
     CHECK(((int64_t *)am.data)[0] == 1 && ((int64_t *)am.data)[1] == 1);
     tens(&ay, MGE_I64, 2, (int64_t[]){1, 4});
-    run_ok(mk(&t, MGE_OP_ARGMAX, 1, 2, (mge_attr[]){A_ints(MGE_KEY_axis, 1, 0), A(MGE_KEY_keepdim, 1)}),
+    run_ok(mk(&t, MGE_OP_ARGMAX, 1, 2, (mge_attr[]){A_list(MGE_KEY_axis, 1, 0), A(MGE_KEY_keepdim, 1)}),
            (mge_tensor *[]){&ax}, (mge_tensor *[]){&ay});
     int64_t *ap = ay.data;
     CHECK(ap[0] == 0 && ap[1] == 0 && ap[2] == 0 && ap[3] == 0);
@@ -738,7 +738,7 @@ static void test_shape_ops(void)
 
     /* transpose [2,7] -> [7,2] */
     tens(&z, MGE_I32, 2, (int64_t[]){7, 2});
-    run_ok(mk(&t, MGE_OP_TRANSPOSE, 1, 1, (mge_attr[]){A_ints(MGE_KEY_perm, 2, 1, 0)}), (mge_tensor *[]){&x},
+    run_ok(mk(&t, MGE_OP_TRANSPOSE, 1, 1, (mge_attr[]){A_list(MGE_KEY_perm, 2, 1, 0)}), (mge_tensor *[]){&x},
            (mge_tensor *[]){&z});
     int badt = 0;
     for (int i = 0; i < 2; i++)
@@ -751,14 +751,14 @@ static void test_shape_ops(void)
     tens(&cy, MGE_I32, 2, (int64_t[]){2, 9});
     for (int i = 0; i < 4; i++)
         ((int32_t *)c1.data)[i] = 100 + i;
-    run_ok(mk(&t, MGE_OP_CONCAT, 2, 1, (mge_attr[]){A_ints(MGE_KEY_axis, 1, 1)}), (mge_tensor *[]){&x, &c1},
+    run_ok(mk(&t, MGE_OP_CONCAT, 2, 1, (mge_attr[]){A_list(MGE_KEY_axis, 1, 1)}), (mge_tensor *[]){&x, &c1},
            (mge_tensor *[]){&cy});
     int32_t *cp = cy.data;
     CHECK(cp[0] == 0 && cp[6] == 6 && cp[7] == 100 && cp[8] == 101 && cp[9] == 7 && cp[17] == 103);
 
     /* reshape copies when not aliased */
     tens(&c2, MGE_I32, 3, (int64_t[]){7, 1, 2});
-    run_ok(mk(&t, MGE_OP_RESHAPE, 1, 1, (mge_attr[]){A_ints(MGE_KEY_shape, 3, 7, 1, 2)}), (mge_tensor *[]){&x},
+    run_ok(mk(&t, MGE_OP_RESHAPE, 1, 1, (mge_attr[]){A_list(MGE_KEY_shape, 3, 7, 1, 2)}), (mge_tensor *[]){&x},
            (mge_tensor *[]){&c2});
     CHECK(memcmp(c2.data, x.data, 14 * 4) == 0);
     mge_tensor *all[] = {&x, &y, &z, &bad, &c1, &c2, &cy};
@@ -879,11 +879,11 @@ static void test_half_dtypes(void)
     fill_rand(&w, 12);
     fill_rand(&b, 13);
     tens(&y, MGE_F32, 4, (int64_t[]){2, 4, 6, 5});
-    mge_attr ca[] = {A(MGE_KEY_out, 4), A_ints(MGE_KEY_kernel, 1, 3), A_ints(MGE_KEY_pad, 1, 1)};
+    mge_attr ca[] = {A(MGE_KEY_out, 4), A_list(MGE_KEY_kernel, 1, 3), A_list(MGE_KEY_pad, 1, 1)};
     half_case(mk(&t, MGE_OP_CONV2D, 3, 3, ca), 3, (mge_tensor *[]){&x, &w, &b}, &y, 0.02);
     mge_tensor_free(&y);
     tens(&y, MGE_F32, 4, (int64_t[]){2, 3, 6, 5});
-    half_case(mk(&t, MGE_OP_SOFTMAX, 1, 1, (mge_attr[]){A_ints(MGE_KEY_axis, 1, 1)}), 1, (mge_tensor *[]){&x}, &y,
+    half_case(mk(&t, MGE_OP_SOFTMAX, 1, 1, (mge_attr[]){A_list(MGE_KEY_axis, 1, 1)}), 1, (mge_tensor *[]){&x}, &y,
               0.01);
     half_case(mk(&t, MGE_OP_GELU, 1, 0, NULL), 1, (mge_tensor *[]){&x}, &y, 0.01);
     tens(&a2, MGE_F32, 2, (int64_t[]){6, 1});
@@ -891,9 +891,9 @@ static void test_half_dtypes(void)
     half_case(mk(&t, MGE_OP_MUL, 2, 0, NULL), 2, (mge_tensor *[]){&x, &a2}, &y, 0.01);
     mge_tensor_free(&y);
     tens(&y, MGE_F32, 4, (int64_t[]){2, 3, 3, 3});
-    half_case(mk(&t, MGE_OP_MAXPOOL2D, 1, 2, (mge_attr[]){A_ints(MGE_KEY_kernel, 1, 2), A(MGE_KEY_ceil_mode, 1)}),
+    half_case(mk(&t, MGE_OP_MAXPOOL2D, 1, 2, (mge_attr[]){A_list(MGE_KEY_kernel, 1, 2), A(MGE_KEY_ceil_mode, 1)}),
               1, (mge_tensor *[]){&x}, &y, 0.01);
-    half_case(mk(&t, MGE_OP_AVGPOOL2D, 1, 2, (mge_attr[]){A_ints(MGE_KEY_kernel, 1, 2), A(MGE_KEY_ceil_mode, 1)}),
+    half_case(mk(&t, MGE_OP_AVGPOOL2D, 1, 2, (mge_attr[]){A_list(MGE_KEY_kernel, 1, 2), A(MGE_KEY_ceil_mode, 1)}),
               1, (mge_tensor *[]){&x}, &y, 0.01);
     mge_tensor_free(&y);
     /* cross_entropy: f16 logits, i32 labels, an f32 loss */
@@ -921,7 +921,7 @@ static void test_int_reduce(void)
     tens(&m, MGE_I8, 1, (int64_t[]){2});
     tens(&am, MGE_I64, 1, (int64_t[]){2});
     tnode t;
-    mge_attr ax[] = {A_ints(MGE_KEY_axis, 1, 1)};
+    mge_attr ax[] = {A_list(MGE_KEY_axis, 1, 1)};
     run_ok(mk(&t, MGE_OP_SUM, 1, 1, ax), (mge_tensor *[]){&x}, (mge_tensor *[]){&s});
     CHECK(((int8_t *)s.data)[0] == (int8_t)(uint8_t)195 && ((int8_t *)s.data)[1] == -114);
     run_ok(mk(&t, MGE_OP_MAX, 1, 1, ax), (mge_tensor *[]){&x}, (mge_tensor *[]){&m});

@@ -28,6 +28,31 @@ static int unit_pass, unit_fail;
     if (unit_failed_checks == before_) unit_pass++; \
     else { unit_fail++; fprintf(stderr, "FAIL %s\n", #fn); } } while (0)
 
+/* Runs this test binary once more with the cpu kernels' portable loops
+ * (MGE_CPU_ISA=baseline) in a child, since the ISA is picked once per
+ * process; returns rc, or 1 when the child failed. Call at the end of main. */
+#include <sys/wait.h>
+#include <unistd.h>
+static inline int unit_rerun_baseline(char **argv, const char *name, int rc)
+{
+    if (getenv("MGE_CPU_ISA"))
+        return rc;
+    printf("%s: again with MGE_CPU_ISA=baseline (portable loops)\n", name);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("MGE_CPU_ISA", "baseline", 1);
+        execv("/proc/self/exe", argv);
+        _exit(127);
+    }
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "%s: the run with MGE_CPU_ISA=baseline failed\n", name);
+        return 1;
+    }
+    return rc;
+}
+
 /* A macro so __FILE__ names the test file, not this header. */
 #define unit_done() unit_done_(__FILE__)
 static inline int unit_done_(const char *file)
