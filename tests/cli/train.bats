@@ -262,3 +262,47 @@ assert ep[-1]["accuracy"] > 0.9, ep[-1]' "$T/log.jsonl"
     assert_success
     assert_output ""
 }
+
+@test "data from an NPY stream on stdin and from a tar of NPY files train the same" {
+    need_numpy
+    write_small
+    write_small_data 64
+    # the stream: records x, label, x, label (two chunks of 32 samples)
+    py 'd = np.load(sys.argv[1]); f = open(sys.argv[2], "wb")
+for s in (slice(0, 32), slice(32, 64)):
+    np.save(f, d["x"][s]); np.save(f, d["label"][s])
+f.close()
+import tarfile
+np.save(sys.argv[3] + "/x.npy", d["x"]); np.save(sys.argv[3] + "/label.npy", d["label"])
+with tarfile.open(sys.argv[4], "w") as t:
+    t.add(sys.argv[3] + "/x.npy", "x.npy"); t.add(sys.argv[3] + "/label.npy", "label.npy")' \
+        "$T/small.npz" "$T/stream.npy" "$T" "$T/data.tar"
+    opts=(--steps 8 --batch 16 --optimizer adam --seed 4)
+    "$MGE_TRAIN" "$T/small.mgt" --data "$T/small.npz" "${opts[@]}" -o "$T/a.mge"
+    "$MGE_TRAIN" "$T/small.mgt" --data - "${opts[@]}" -o "$T/b.mge" < "$T/stream.npy"
+    "$MGE_TRAIN" "$T/small.mgt" --data "$T/data.tar" "${opts[@]}" -o "$T/c.mge"
+    cmp "$T/a.mge" "$T/b.mge"
+    cmp "$T/a.mge" "$T/c.mge"
+}
+
+@test "--val-split holds out data for validation; --weights binds initial values by name" {
+    need_numpy
+    write_small
+    write_small_data 200
+    run --separate-stderr "$MGE_TRAIN" "$T/small.mgt" --data "$T/small.npz" --val-split 0.25 --steps 5 --batch 10 \
+        -v -o "$T/v.mge"
+    assert_success
+    [[ "$stderr" == *"150 samples"* ]]
+    [[ "$stderr" == *"val loss"* ]]
+    # initial weights from an npz: zero weights give a first loss of log(3)
+    py 'np.savez(sys.argv[1], **{"fc1.weight": np.zeros((8, 4), np.float32), "fc1.bias": np.zeros(8, np.float32),
+    "fc2.weight": np.zeros((3, 8), np.float32), "fc2.bias": np.zeros(3, np.float32)})' "$T/w.npz"
+    "$MGE_TRAIN" "$T/small.mgt" --data "$T/small.npz" --weights "$T/w.npz" --steps 1 --log "$T/l.jsonl" -o "$T/w.mge"
+    pyq 'import json, math; l = json.loads(open(sys.argv[1]).readline())
+assert abs(l["loss"] - math.log(3)) < 1e-6, l' "$T/l.jsonl"
+    py 'np.savez(sys.argv[1], **{"fc1.weight": np.zeros((9, 4), np.float32)})' "$T/bad.npz"
+    run "$MGE_TRAIN" "$T/small.mgt" --data "$T/small.npz" --weights "$T/bad.npz" --steps 1 -o "$T/x.mge"
+    assert_failure 1
+    assert_output --partial "fc1.weight"
+    [ ! -e "$T/x.mge" ]
+}
