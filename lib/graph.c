@@ -659,6 +659,9 @@ void mge_graph_param_stats(const mge_graph *g, int64_t *count, int64_t *bytes)
         const mge_value *val = &g->values[v];
         if (val->kind != MGE_VAL_PARAM && val->kind != MGE_VAL_STATE && val->kind != MGE_VAL_CONST)
             continue;
+        /* optimizer moments ride along in checkpoints but are not the model */
+        if (val->kind == MGE_VAL_STATE && (strstr(val->name, ".__opt.") || strncmp(val->name, "__opt.", 6) == 0))
+            continue;
         int64_t n = 1;
         for (int k = 0; k < val->ndim; k++)
             n *= val->dims[k];

@@ -315,7 +315,8 @@ mge_status mge_graph_init_params(mge_graph *g, uint64_t seed, mge_error *err);
 void mge_graph_needed(const mge_graph *g, int nout, const int *outs, char *need, char *in_need);
 /* Deep copy. */
 mge_graph *mge_graph_clone(const mge_graph *g, mge_error *err);
-/* Parameter and state count and bytes. */
+/* Parameter, state and const count and bytes; optimizer state (names with
+ * ".__opt." or "__opt.", which checkpoints carry) is not counted. */
 void mge_graph_param_stats(const mge_graph *g, int64_t *count, int64_t *bytes);
 
 /* ---------------------------------------------------------------- formats */

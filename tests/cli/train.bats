@@ -306,3 +306,15 @@ assert abs(l["loss"] - math.log(3)) < 1e-6, l' "$T/l.jsonl"
     assert_output --partial "fc1.weight"
     [ ! -e "$T/x.mge" ]
 }
+
+@test "mge-dump counts the model's parameters, not the optimizer state a checkpoint carries" {
+    need_numpy
+    write_small
+    write_small_data
+    "$MGE_TRAIN" "$T/small.mgt" --data "$T/small.npz" --steps 2 --optimizer adam -o "$T/a.mge"
+    run "$MGE_DUMP" "$T/a.mge"
+    assert_success
+    # fc1 8*4+8, fc2 3*8+3: 67 values, although the file also holds 2*67 Adam moments
+    assert_output --partial "# params:  67 values, 268 bytes"
+    assert_output --partial "fc1.weight.__opt.exp_avg"
+}
