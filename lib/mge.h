@@ -758,6 +758,11 @@ mge_status mge_trainer_step(mge_trainer *t, const mge_tensor *const *batch, doub
 mge_status mge_trainer_eval(mge_trainer *t, const mge_tensor *const *batch, mge_train_result *r, mge_error *err);
 /* Plan figures of the training step at batch (arena against its lower bound). */
 mge_status mge_trainer_stats(mge_trainer *t, int64_t batch, mge_plan_stats *st, mge_error *err);
+/* Per-node hook on the training-mode executor (profilers): node indices
+ * refer to mge_trainer_graph(t). */
+void mge_trainer_set_hook(mge_trainer *t, mge_exec_hook fn, void *ud);
+/* The training-mode executor itself (plan figures, hooks). */
+mge_exec *mge_trainer_exec(mge_trainer *t);
 /* The training graph (forward + backward + update), for inspection. */
 const mge_graph *mge_trainer_graph(const mge_trainer *t);
 /* A copy of model with the trained params and state; with_opt also adds the

@@ -51,6 +51,16 @@ int64_t mge_trainer_classes(const mge_trainer *t)
     return v->ndim >= 1 ? v->dims[v->ndim - 1] : 0;
 }
 
+void mge_trainer_set_hook(mge_trainer *t, mge_exec_hook fn, void *ud)
+{
+    mge_exec_set_hook(t->train, fn, ud);
+}
+
+mge_exec *mge_trainer_exec(mge_trainer *t)
+{
+    return t->train;
+}
+
 const mge_graph *mge_trainer_graph(const mge_trainer *t)
 {
     return t->g;
