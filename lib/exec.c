@@ -187,6 +187,11 @@ void mge_exec_set_hook(mge_exec *e, mge_exec_hook fn, void *ud)
     e->hook_ud = ud;
 }
 
+void mge_exec_set_task_hook(mge_exec *e, mge_exec_task_hook fn, void *ud)
+{
+    mge_pool_set_hook(e->pool, fn, ud);
+}
+
 void mge_exec_set_seed(mge_exec *e, uint64_t seed)
 {
     mge_rng_seed(&e->rng, seed);
@@ -235,6 +240,17 @@ mge_status mge_exec_stats(mge_exec *e, int64_t batch, mge_plan_stats *st, mge_er
         return s;
     *st = p->st;
     return MGE_OK;
+}
+
+mge_status mge_exec_live_bytes(mge_exec *e, int64_t batch, size_t *live, mge_error *err)
+{
+    if (batch <= 0)
+        batch = e->last_batch >= 0 ? e->last_batch : 1;
+    mge_plan *p;
+    mge_status s = get_plan(e, batch, &p, err);
+    if (s)
+        return s;
+    return mge_plan_live(e->g, e->need, e->nout, e->outs, p, live, err);
 }
 
 /* ---------------------------------------------------------------- running */

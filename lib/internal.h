@@ -132,6 +132,9 @@ int mge_pool_size(const mge_pool *p);
  * [0, size). A NULL pool runs serially on the caller. */
 typedef void (*mge_task_fn)(void *arg, int64_t task, int thread);
 void mge_pool_run(mge_pool *p, int64_t ntasks, mge_task_fn fn, void *arg);
+/* Profilers: fn(ud, thread, 0/1) when a thread starts/stops taking tasks of
+ * one mge_pool_run (NULL: off, one pointer test). */
+void mge_pool_set_hook(mge_pool *p, mge_exec_task_hook fn, void *ud);
 
 /* ---------------------------------------------------------------- kernels */
 
@@ -221,6 +224,10 @@ typedef struct mge_plan {
 mge_status mge_plan_build(const mge_graph *g, const char *need, int64_t batch, int nout, const int *outs,
                           const mge_backend *be, int threads, mge_plan *p, mge_error *err);
 void mge_plan_free(mge_plan *p);
+/* Planned arena bytes live while each needed node runs (live[nnodes]; 0 for
+ * nodes that do not run); the largest entry is the plan's lower bound. */
+mge_status mge_plan_live(const mge_graph *g, const char *need, int nout, const int *outs, const mge_plan *p,
+                         size_t *live, mge_error *err);
 
 /* ---------------------------------------------------------------- misc */
 

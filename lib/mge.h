@@ -416,6 +416,19 @@ typedef void (*mge_exec_hook)(void *ud, int node, int phase);
  * the same masks as an uninterrupted one. */
 void mge_exec_set_seed(mge_exec *e, uint64_t seed);
 void mge_exec_set_hook(mge_exec *e, mge_exec_hook fn, void *ud);
+/* Pool task hook (timelines): each thread of the executor's pool calls it
+ * when it starts (phase 0) and stops (phase 1) taking tasks of one parallel
+ * kernel call; thread is 0 (the caller) to threads - 1. Several threads call
+ * it at once, so it must only touch per-thread state. Never called with
+ * threads = 1 (there is no pool). Unset (NULL), it costs one pointer test. */
+typedef void (*mge_exec_task_hook)(void *ud, int thread, int phase);
+void mge_exec_set_task_hook(mge_exec *e, mge_exec_task_hook fn, void *ud);
+/* Arena occupancy: live[i] gets the planned arena bytes (64-byte aligned
+ * buffers, as mge_plan_stats counts them) live while node i runs at batch,
+ * its inputs and outputs included; 0 for nodes the executor does not run.
+ * live has one entry per graph node. The largest entry equals the plan's
+ * lower_bound. batch <= 0: the last run's batch. */
+mge_status mge_exec_live_bytes(mge_exec *e, int64_t batch, size_t *live, mge_error *err);
 
 /* Planning alone, for mge-dump: the plan of the graph's needed nodes at batch. */
 mge_status mge_plan_graph(const mge_graph *g, int64_t batch, int nout, const int *outs,

@@ -356,3 +356,63 @@ mge_status mge_plan_graph(const mge_graph *g, int64_t batch, int nout, const int
     mge_plan_free(&p);
     return MGE_OK;
 }
+
+/* Bytes live at each step, recomputed from a finished plan: a buffer is a
+ * root value (alias -1) in the arena; it lives from its producer's step to
+ * the last use of any value sharing it (requested outputs: one step past
+ * the end), as in mge_plan_build, so the largest step is the lower bound. */
+mge_status mge_plan_live(const mge_graph *g, const char *need, int nout, const int *outs, const mge_plan *p,
+                         size_t *live, mge_error *err)
+{
+    const int nv = g->nvalues, nn = g->nnodes;
+    int *start = malloc(sizeof(int) * (size_t)(nv ? nv : 1));
+    int *end = malloc(sizeof(int) * (size_t)(nv ? nv : 1));
+    int *stepof = malloc(sizeof(int) * (size_t)(nn ? nn : 1));
+    int64_t *diff = calloc((size_t)nn + 2, sizeof *diff);
+    if (!start || !end || !stepof || !diff) {
+        free(start);
+        free(end);
+        free(stepof);
+        free(diff);
+        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+    }
+    for (int v = 0; v < nv; v++)
+        start[v] = end[v] = -1;
+    int step = 0;
+    for (int i = 0; i < nn; i++) {
+        stepof[i] = -1;
+        if (!need[i])
+            continue;
+        const mge_node *n = &g->nodes[i];
+        for (int k = 0; k < n->nin + n->nout; k++) {
+            int v = k < n->nin ? n->in[k] : n->out[k - n->nin];
+            if (p->offset[v] < 0)
+                continue;
+            int r = p->alias[v] >= 0 ? p->alias[v] : v;
+            if (k >= n->nin && start[r] < 0)
+                start[r] = step;
+            if (end[r] < step)
+                end[r] = step;
+        }
+        stepof[i] = step++;
+    }
+    for (int i = 0; i < nout; i++) {
+        int v = outs[i];
+        if (v >= 0 && v < nv && p->offset[v] >= 0)
+            end[p->alias[v] >= 0 ? p->alias[v] : v] = step;
+    }
+    for (int v = 0; v < nv; v++)
+        if (start[v] >= 0) {
+            diff[start[v]] += (int64_t)align_up(p->nbytes[v]);
+            diff[end[v] + 1] -= (int64_t)align_up(p->nbytes[v]);
+        }
+    for (int t = 1; t <= step; t++)
+        diff[t] += diff[t - 1];
+    for (int i = 0; i < nn; i++)
+        live[i] = stepof[i] >= 0 ? (size_t)diff[stepof[i]] : 0;
+    free(start);
+    free(end);
+    free(stepof);
+    free(diff);
+    return MGE_OK;
+}

@@ -36,6 +36,8 @@ struct mge_pool {
     int64_t ntasks;
     mge_task_fn fn;
     void *arg;
+    mge_exec_task_hook hook;    /* profilers: a thread starts/stops taking tasks */
+    void *hook_ud;
 };
 
 /* Set while this thread runs pool tasks: nested runs go serial. */
@@ -55,12 +57,19 @@ static inline void pool_relax(void)
 
 static void pool_drain(mge_pool *p, int thread)
 {
-    for (;;) {
-        int64_t t = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
-        if (t >= p->ntasks)
-            break;
+    int64_t t = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
+    if (t >= p->ntasks)
+        return;
+    /* The hook brackets only threads that got work, so a timeline shows
+     * who did what; read once (it changes only between runs). */
+    mge_exec_task_hook hook = p->hook;
+    if (hook)
+        hook(p->hook_ud, thread, 0);
+    do
         p->fn(p->arg, t, thread);
-    }
+    while ((t = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed)) < p->ntasks);
+    if (hook)
+        hook(p->hook_ud, thread, 1);
 }
 
 static void *pool_main(void *argp)
@@ -157,13 +166,27 @@ int mge_pool_size(const mge_pool *p)
     return p ? p->n : 1;
 }
 
+void mge_pool_set_hook(mge_pool *p, mge_exec_task_hook fn, void *ud)
+{
+    if (!p)
+        return;
+    p->hook = fn;
+    p->hook_ud = ud;
+}
+
 void mge_pool_run(mge_pool *p, int64_t ntasks, mge_task_fn fn, void *arg)
 {
     if (ntasks <= 0)
         return;
     if (!p || p->n <= 1 || ntasks == 1 || pool_inside) {
+        /* serial on the caller; a nested run is inside a bracketed task already */
+        int hooked = p && p->hook && !pool_inside;
+        if (hooked)
+            p->hook(p->hook_ud, 0, 0);
         for (int64_t t = 0; t < ntasks; t++)
             fn(arg, t, 0);
+        if (hooked)
+            p->hook(p->hook_ud, 0, 1);
         return;
     }
     p->fn = fn;
