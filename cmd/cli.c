@@ -472,3 +472,50 @@ int cli_slurp(const char *path, void **buf, size_t *n, int *mapped)
     }
     return 0;
 }
+
+/* ---------------------------------------------------------------- reports */
+
+void cli_json_str(mge_buf *b, const char *s)
+{
+    mge_buf_put(b, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            mge_buf_printf(b, "\\%c", *p);
+        else if (*p < 0x20)
+            mge_buf_printf(b, "\\u%04x", *p);
+        else
+            mge_buf_put(b, p, 1);
+    }
+    mge_buf_put(b, "\"", 1);
+}
+
+const char *cli_cpu_model(void)
+{
+    static char model[256];
+    if (model[0])
+        return model;
+    snprintf(model, sizeof model, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return model;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) != 0)
+            continue;
+        char *c = strchr(line, ':');
+        if (!c)
+            continue;
+        c++;
+        while (*c == ' ' || *c == '\t')
+            c++;
+        size_t n = strcspn(c, "\r\n");
+        for (size_t i = 0; i < n; i++)
+            if (c[i] == '\t')
+                c[i] = ' ';
+        if (n > 0 && n < sizeof model)
+            snprintf(model, sizeof model, "%.*s", (int)n, c);
+        break;
+    }
+    fclose(f);
+    return model;
+}

@@ -86,6 +86,11 @@ int cli_slurp(const char *path, void **buf, size_t *n, int *mapped);
 /* mge_model_load that also refuses an empty model. Prints and returns -1 on failure. */
 int cli_model_load(const char *path, mge_graph **g);
 
+/* A JSON string literal of s (quotes, backslashes, control characters escaped). */
+void cli_json_str(mge_buf *b, const char *s);
+/* The CPU's model name from /proc/cpuinfo ("unknown" when absent); tabs become spaces. */
+const char *cli_cpu_model(void);
+
 /* Directory part of path for resolving relative names ("." for stdin). */
 char *cli_dirname(const char *path);
 

@@ -546,39 +546,8 @@ static int baseline_compare(const baseline *b, const char *path, const opts *o, 
 
 static void machine(char *cpu, size_t n, long *cores)
 {
-    snprintf(cpu, n, "unknown");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    char line[512];
-    while (f && fgets(line, sizeof line, f)) {
-        if (strncmp(line, "model name", 10) != 0)
-            continue;
-        char *p = strchr(line, ':');
-        if (!p)
-            continue;
-        p++;
-        while (*p == ' ' || *p == '\t')
-            p++;
-        p[strcspn(p, "\n")] = 0;
-        snprintf(cpu, n, "%s", p);
-        break;
-    }
-    if (f)
-        fclose(f);
+    snprintf(cpu, n, "%s", cli_cpu_model());
     *cores = sysconf(_SC_NPROCESSORS_ONLN);
-}
-
-static void json_str(mge_buf *b, const char *s)
-{
-    mge_buf_put(b, "\"", 1);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            mge_buf_printf(b, "\\%c", *p);
-        else if (*p < 0x20)
-            mge_buf_printf(b, "\\u%04x", *p);
-        else
-            mge_buf_put(b, p, 1);
-    }
-    mge_buf_put(b, "\"", 1);
 }
 
 static void json_num(mge_buf *b, double v)
@@ -596,7 +565,7 @@ static void report_json(mge_buf *b, const opts *o, const config *cs, int nc, con
     machine(cpu, sizeof cpu, &cores);
     mge_buf_printf(b, "{\n  \"tool\": \"mge-bench\",\n  \"version\": \"%s\",\n  \"machine\": {\"cpu\": ",
                    MGE_VERSION_STRING);
-    json_str(b, cpu);
+    cli_json_str(b, cpu);
     mge_buf_printf(b, ", \"cores\": %ld},\n  \"config\": {\"device\": \"cpu\", \"train\": %s, \"warmup\": %ld, ", cores,
                    o->train ? "true" : "false", o->warmup);
     if (o->duration > 0)
@@ -605,20 +574,20 @@ static void report_json(mge_buf *b, const opts *o, const config *cs, int nc, con
         mge_buf_printf(b, "\"iters\": %ld, \"duration_s\": null, ", o->iters);
     mge_buf_printf(b, "\"seed\": %llu, \"input\": ", (unsigned long long)o->seed);
     if (o->input)
-        json_str(b, o->input);
+        cli_json_str(b, o->input);
     else
         mge_buf_printf(b, "null");
     mge_buf_printf(b, ", \"shapes\": [");
     for (int i = 0; i < o->shapes.n; i++) {
         if (i)
             mge_buf_printf(b, ", ");
-        json_str(b, o->shapes.s[i].arg);
+        cli_json_str(b, o->shapes.s[i].arg);
     }
     mge_buf_printf(b, "]},\n  \"results\": [");
     for (int i = 0; i < nc; i++) {
         const config *c = &cs[i];
         mge_buf_printf(b, "%s\n    {\"model\": ", i ? "," : "");
-        json_str(b, ms[c->m].path);
+        cli_json_str(b, ms[c->m].path);
         mge_buf_printf(b, ", \"threads\": %d, \"batch\": %lld, \"load_ms\": ", c->threads, (long long)c->in.batch);
         const double v[] = {ms[c->m].load_ms, c->first_ms, c->st.min,    c->st.mean,      c->st.p50, c->st.p90,
                             c->st.p99,        c->st.max,   c->st.stddev, samples_per_s(c), c->st.mean / cs[0].st.mean};

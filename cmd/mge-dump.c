@@ -32,20 +32,6 @@ static void help(void)
 
 /* ---------------------------------------------------------------- helpers */
 
-static void json_str(mge_buf *b, const char *s)
-{
-    mge_buf_put(b, "\"", 1);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            mge_buf_printf(b, "\\%c", *p);
-        else if (*p < 0x20)
-            mge_buf_printf(b, "\\u%04x", *p);
-        else
-            mge_buf_put(b, p, 1);
-    }
-    mge_buf_put(b, "\"", 1);
-}
-
 static void json_num(mge_buf *b, double v)
 {
     if (!isfinite(v))
@@ -210,7 +196,7 @@ static void json_value_list(mge_buf *b, const mge_graph *g, int n, const int *vs
     for (int i = 0; i < n; i++) {
         const mge_value *v = &g->values[vs[i]];
         mge_buf_printf(b, "%s{\"name\":", i ? "," : "");
-        json_str(b, v->name);
+        cli_json_str(b, v->name);
         mge_buf_printf(b, ",\"dtype\":\"%s\",\"shape\":", mge_dtype_name(v->dtype));
         json_dims(b, v->ndim, v->dims);
         mge_buf_put(b, "}", 1);
@@ -231,16 +217,16 @@ static void model_json(const mge_graph *g, const model_info *mi, mge_buf *b)
         const mge_node *nd = &g->nodes[i];
         const mge_opinfo *oi = mge_op_info(nd->op);
         mge_buf_printf(b, "%s{\"name\":", i ? "," : "");
-        json_str(b, nd->name);
+        cli_json_str(b, nd->name);
         mge_buf_printf(b, ",\"op\":");
-        json_str(b, oi ? oi->name : "?");
+        cli_json_str(b, oi ? oi->name : "?");
         for (int side = 0; side < 2; side++) {
             mge_buf_printf(b, ",\"%s\":[", side ? "outputs" : "inputs");
             int n = side ? nd->nout : nd->nin;
             for (int k = 0; k < n; k++) {
                 if (k)
                     mge_buf_put(b, ",", 1);
-                json_str(b, g->values[side ? nd->out[k] : nd->in[k]].name);
+                cli_json_str(b, g->values[side ? nd->out[k] : nd->in[k]].name);
             }
             mge_buf_put(b, "]", 1);
         }
@@ -267,9 +253,9 @@ static void model_json(const mge_graph *g, const model_info *mi, mge_buf *b)
     for (int i = 0; i < g->nmeta; i++) {
         if (i)
             mge_buf_put(b, ",", 1);
-        json_str(b, g->meta[i].key);
+        cli_json_str(b, g->meta[i].key);
         mge_buf_put(b, ":", 1);
-        json_str(b, g->meta[i].value);
+        cli_json_str(b, g->meta[i].value);
     }
     mge_buf_printf(b, "}}\n");
 }
@@ -428,7 +414,7 @@ static void tensors_json(const mge_tlist *l, int named, int values, mge_buf *b)
         tensor_stats(t, &s);
         mge_buf_printf(b, "%s{\"index\":%d,\"name\":", i ? "," : "", i);
         if (named)
-            json_str(b, l->names[i]);
+            cli_json_str(b, l->names[i]);
         else
             mge_buf_printf(b, "null");
         mge_buf_printf(b, ",\"dtype\":\"%s\",\"shape\":", mge_dtype_name(t->dtype));

@@ -13,33 +13,7 @@
 
 const char *prof_cpu_model(void)
 {
-    static char model[256];
-    if (model[0])
-        return model;
-    snprintf(model, sizeof model, "unknown");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f)
-        return model;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "model name", 10) != 0)
-            continue;
-        char *c = strchr(line, ':');
-        if (!c)
-            continue;
-        c++;
-        while (*c == ' ' || *c == '\t')
-            c++;
-        size_t n = strcspn(c, "\r\n");
-        for (size_t i = 0; i < n; i++)
-            if (c[i] == '\t')
-                c[i] = ' ';   /* tabs separate the cache's fields */
-        if (n > 0 && n < sizeof model)
-            snprintf(model, sizeof model, "%.*s", (int)n, c);
-        break;
-    }
-    fclose(f);
-    return model;
+    return cli_cpu_model();   /* tabs already spaces: they separate the cache's fields */
 }
 
 const char *prof_peak_path(void)

@@ -72,6 +72,20 @@ minimize loss
 NET
 }
 
+# A tiny classifier over x f32[N,4] with labels i32[N] in [0,3).
+write_small() {
+    cat > "$T/small.mgt" <<'NET'
+input x : f32[N,4]
+input label : i32[N]
+fc1 = linear(x, out=8)
+act1 = relu(fc1)
+fc2 = linear(act1, out=3)
+loss = cross_entropy(fc2, label)
+output fc2
+minimize loss
+NET
+}
+
 # mlp.mge built with mge-opt (the tools under test).
 make_mlp_mge() {
     write_mlp "$T/mlp.mgt"

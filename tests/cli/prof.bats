@@ -12,20 +12,6 @@ setup() {
     write_mlp "$T/mlp.mgt"
 }
 
-# A small classifier with a loss, for --train.
-write_small() {
-    cat > "$T/small.mgt" <<'NET'
-input x : f32[N,4]
-input label : i32[N]
-fc1 = linear(x, out=8)
-act1 = relu(fc1)
-fc2 = linear(act1, out=3)
-loss = cross_entropy(fc2, label)
-output fc2
-minimize loss
-NET
-}
-
 # jq-like checks on a --json report: jcheck FILE 'python expression over d'
 jcheck() {
     pyq 'import json

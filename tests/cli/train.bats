@@ -10,20 +10,6 @@ setup() {
     MLP="$SAMPLES/mlp.mgt"
 }
 
-# A tiny classifier over x f32[N,4] with labels i32[N] in [0,3).
-write_small() {
-    cat > "$T/small.mgt" <<'NET'
-input x : f32[N,4]
-input label : i32[N]
-fc1 = linear(x, out=8)
-act1 = relu(fc1)
-fc2 = linear(act1, out=3)
-loss = cross_entropy(fc2, label)
-output fc2
-minimize loss
-NET
-}
-
 # small.npz: n samples of a learnable rule (label = argmax of the first 3 features).
 write_small_data() {
     local n=${1:-256}
