@@ -236,4 +236,47 @@ char *mge_strdup(const char *s);
 uint64_t mge_hash_str(const char *s);
 char *mge_strndup(const char *s, size_t n);
 
+/* ---------------------------------------------------------------- pass helpers
+ * lib/pass_util.c: graph rewriting the passes share. */
+
+/* Per value, how many reads it has: node inputs (of every node, counted once
+ * per input slot), graph outputs and the loss. uses[nvalues]. */
+void mge_pass_count_uses(const mge_graph *g, int *uses);
+/* Makes every node input, graph output and loss that reads `from` read `to`
+ * instead (to must be defined before every reader of from). */
+void mge_pass_replace_uses(mge_graph *g, int from, int to);
+/* 1 when v is one of the graph outputs or the loss. */
+int mge_pass_is_root(const mge_graph *g, int v);
+/* A fresh f32 tensor of value v's template shape (which must be concrete). */
+mge_status mge_pass_new_f32(const mge_value *v, mge_tensor **out, mge_error *err);
+/* Replaces value v's data by t (taking it); the old tensor is freed, its
+ * bytes are never written (they may live in a read-only mapping). */
+void mge_pass_set_data(mge_graph *g, int v, mge_tensor *t);
+
+typedef struct mge_prune_opts {
+    const char *drop_input;   /* per graph input (declaration order): may go when nothing needs it; NULL: keep all */
+    char *const *rename;      /* per value: new name for a kept value, or NULL; NULL: none */
+    int (*keep_meta)(const char *key); /* NULL: keep all metadata */
+} mge_prune_opts;
+
+/* Rebuilds *gp like dce (keeping what the outputs and the loss need, the
+ * params, state and consts those nodes read, and the graph inputs) and also
+ * drops the inputs o->drop_input allows, renames values and filters the
+ * metadata. Data, init specs and the mapping move to the new graph. When
+ * nothing would change, *changed = 0 and *gp is left alone; on failure
+ * *gp is unchanged too. */
+mge_status mge_pass_prune(mge_graph **gp, const mge_prune_opts *o, int *changed, mge_error *err);
+
+/* The output channels of node `node` when it is a conv2d or linear whose
+ * weight (and bias, if any) are f32 with data, read by this node alone
+ * (uses from mge_pass_count_uses), so they can be replaced; else 0. */
+int mge_pass_layer_channels(const mge_graph *g, int node, const int *uses);
+/* Folds y' = y * scale[o] + shift[o] per output channel o into a conv2d or
+ * linear node that mge_pass_layer_channels accepts: new weight W * scale,
+ * new bias b * scale + shift, in double and stored as new f32 tensors.
+ * scale or shift may be NULL (1 and 0). A node without bias gets one (a new
+ * param NODE.bias, bias=true) when some shift is not 0. On failure g is
+ * valid and computes what it did. */
+mge_status mge_pass_fold_affine(mge_graph *g, int node, const double *scale, const double *shift, mge_error *err);
+
 #endif

@@ -8,16 +8,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* MGE_PASS(id, summary): id is also the name users type (--passes=id). */
+/* MGE_PASS(id, name, summary): lib/pass_<id>.c defines mge_pass_<id>; name is what users type (--passes=name). */
 #define MGE_PASSES(MGE_PASS) \
-    MGE_PASS(dce, "remove nodes and values that no output or loss needs")
+    MGE_PASS(dce, "dce", "remove nodes and values that no output or loss needs") \
+    MGE_PASS(cse, "cse", "merge nodes that compute the same op on the same inputs with the same attributes") \
+    MGE_PASS(fold_constants, "fold-constants", "compute once every subgraph that depends only on params and consts") \
+    MGE_PASS(strip_training, "strip-training", "drop the loss and label inputs; dropout becomes identity, batchnorm inference") \
+    MGE_PASS(fold_bn, "fold-bn", "fold batchnorm after conv2d/linear into the weights and bias") \
+    MGE_PASS(fold_scale, "fold-scale", "fold multiplication/addition by constants into the preceding conv2d/linear") \
+    MGE_PASS(f16_weights, "f16-weights", "store float weights as f16, computed in f32")
 
-#define MGE_PASS_DECL(id, summary) mge_status mge_pass_##id(mge_graph **g, int *changed, mge_error *err);
+#define MGE_PASS_DECL(id, name, summary) mge_status mge_pass_##id(mge_graph **g, int *changed, mge_error *err);
 MGE_PASSES(MGE_PASS_DECL)
 #undef MGE_PASS_DECL
 
 static const mge_pass registry[] = {
-#define MGE_PASS_ENTRY(id, summary) {#id, summary, mge_pass_##id},
+#define MGE_PASS_ENTRY(id, name, summary) {name, summary, mge_pass_##id},
     MGE_PASSES(MGE_PASS_ENTRY)
 #undef MGE_PASS_ENTRY
 };
@@ -27,9 +33,9 @@ static const mge_pass registry[] = {
 /* -O0 .. -O3. Later levels are supersets of earlier ones. */
 static const char *const presets[4] = {
     "",
-    "dce",
-    "dce",
-    "dce",
+    "cse,fold-constants,dce",
+    "strip-training,fold-bn,fold-scale,cse,fold-constants,dce",
+    "strip-training,fold-bn,fold-scale,cse,fold-constants,dce,f16-weights",
 };
 
 int mge_pass_count(void)

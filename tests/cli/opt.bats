@@ -100,7 +100,7 @@ setup() {
     assert_success
     assert_line --regexp '^dce +'
     assert_line --regexp '^-O0 +\(no passes\)'
-    assert_line --regexp '^-O1 +dce'
+    assert_line --regexp '^-O1 +cse,fold-constants,dce$'
 }
 
 @test "mixing -O and --passes is a usage error" {
@@ -226,4 +226,153 @@ del d["bogus.weight"]; del d["fc2.bias"]; np.savez(sys.argv[3], **d)' "$T/w.npz"
     run --separate-stderr "$MGE_OPT" -S "$T/mlp.mgt"
     assert_success
     [ -z "$stderr" ]
+}
+
+# ---------------------------------------------------------------- pass manager
+
+@test "--verify passes on dce, says how close with -v and writes the output" {
+    write_conv
+    run --separate-stderr "$MGE_OPT" --verify -v --passes=dce "$T/conv.mgt" -o "$T/v.mge"
+    assert_success
+    [[ "$stderr" == *"--verify: 1 output (10 values, batch 2) match: max abs err 0, max rel err 0"* ]]
+    [ -s "$T/v.mge" ]
+    # --verify does not change what is written
+    "$MGE_OPT" --passes=dce "$T/conv.mgt" -o "$T/plain.mge"
+    cmp "$T/v.mge" "$T/plain.mge"
+}
+
+@test "--verify with -O0 compares the model with itself, exactly" {
+    write_conv
+    run --separate-stderr "$MGE_OPT" --verify -O0 --atol 0 --rtol 0 "$T/conv.mgt" -o "$T/v.mge"
+    assert_success
+    [ -z "$stderr" ]
+    [ -s "$T/v.mge" ]
+}
+
+@test "--verify fails when a pass changes the numerics: names the output, element, values and errors" {
+    write_conv
+    run --separate-stderr "$MGE_OPT" --verify --passes=f16-weights --atol 0 --rtol 0 "$T/conv.mgt" -o "$T/v.mge"
+    assert_failure 1
+    [[ "$stderr" == *"error: --verify: output 'fc' element ["* ]]
+    [[ "$stderr" == *"after the passes"*"before"* ]]
+    [[ "$stderr" == *"--verify failed: max abs err "*", max rel err "* ]]
+    [ ! -e "$T/v.mge" ]
+    # generous tolerances accept f16 rounding
+    run "$MGE_OPT" --verify --passes=f16-weights --atol 1e-2 --rtol 1e-2 "$T/conv.mgt" -o "$T/v.mge"
+    assert_success
+    [ -s "$T/v.mge" ]
+}
+
+@test "--verify keeps an existing output file when it fails" {
+    write_conv
+    echo keep > "$T/old.mge"
+    run "$MGE_OPT" --verify --passes=f16-weights --atol 0 --rtol 0 "$T/conv.mgt" -o "$T/old.mge"
+    assert_failure 1
+    [ "$(cat "$T/old.mge")" = keep ]
+}
+
+@test "--verify feeds the optimized model only the inputs it still has" {
+    write_conv
+    run --separate-stderr "$MGE_OPT" --verify -v --passes=strip-training,dce -S "$T/conv.mgt"
+    assert_success
+    refute_output --partial "label"
+    [[ "$stderr" == *"--verify: 1 output"*"match"* ]]
+}
+
+@test "--verify --input runs on the given records; a wrong record names the file" {
+    write_conv
+    npys "$T/x.npy" f32:3x1x8x8:rand
+    run --separate-stderr "$MGE_OPT" --verify -v --input "$T/x.npy" --passes=dce "$T/conv.mgt" -o "$T/v.mge"
+    assert_success
+    [[ "$stderr" == *"(15 values, batch 3) match"* ]]
+    npys "$T/bad.npy" f32:3x8x8:rand
+    run "$MGE_OPT" --verify --input "$T/bad.npy" --passes=dce "$T/conv.mgt" -o "$T/v.mge"
+    assert_failure 1
+    assert_output --partial "bad.npy"
+    assert_output --partial "'x'"
+    run "$MGE_OPT" --verify --input "$T/nosuch.npy" --passes=dce "$T/conv.mgt" -o "$T/v.mge"
+    assert_failure 1
+    assert_output --partial "nosuch.npy"
+}
+
+@test "--verify --batch and --shape set the random inputs' batch" {
+    write_conv
+    run --separate-stderr "$MGE_OPT" --verify -v --batch 3 -O0 "$T/conv.mgt" -o "$T/v.mge"
+    assert_success
+    [[ "$stderr" == *"(15 values, batch 3)"* ]]
+    run --separate-stderr "$MGE_OPT" --verify -v --shape x=4x1x8x8 -O0 "$T/conv.mgt" -o "$T/v.mge"
+    assert_success
+    [[ "$stderr" == *"(20 values, batch 4)"* ]]
+    run "$MGE_OPT" --verify --shape x=4x1x9x9 -O0 "$T/conv.mgt" -o "$T/v.mge"
+    assert_failure 1
+    assert_output --partial "x=4x1x9x9"
+    run "$MGE_OPT" --verify --shape nosuch=4 -O0 "$T/conv.mgt" -o "$T/v.mge"
+    assert_failure 1
+    assert_output --partial "no input named 'nosuch'"
+}
+
+@test "--verify options: bad values and use without --verify are usage errors" {
+    write_conv
+    for args in "--verify --atol x" "--verify --atol -1" "--verify --rtol nan" "--verify --batch 0" \
+                "--atol 1e-3" "--rtol 1e-3" "--batch 2" "--shape x=2x1x8x8" "--input $T/x.npy" \
+                "--verify --shape x=2x1x8x8 --input $T/x.npy" "--verify --shape x"; do
+        run "$MGE_OPT" $args "$T/conv.mgt" -o "$T/x.mge"
+        assert_failure 2
+        assert_output --partial "Try 'mge-opt --help'."
+    done
+    run "$MGE_OPT" --verify --input - < "$T/conv.mgt"
+    assert_failure 2
+    [ ! -e "$T/x.mge" ]
+}
+
+@test "--time-passes prints one row per pass and the totals on stderr" {
+    write_conv
+    run --separate-stderr "$MGE_OPT" --time-passes --passes=dce,dce "$T/conv.mgt" -o "$T/t.mge"
+    assert_success
+    [ -z "$output" ]
+    mapfile -t lines <<< "$stderr"
+    [ "${#lines[@]}" -eq 4 ]
+    [[ "${lines[0]}" =~ ^pass\ +ms\ +changed\ +nodes\ before\ +nodes\ after$ ]]
+    [[ "${lines[1]}" =~ ^dce\ +[0-9]+\.[0-9]{3}\ +yes\ +7\ +6$ ]]
+    [[ "${lines[2]}" =~ ^dce\ +[0-9]+\.[0-9]{3}\ +no\ +6\ +6$ ]]
+    [[ "${lines[3]}" =~ ^total\ +[0-9]+\.[0-9]{3}\ +7\ +6$ ]]
+    # the timing does not change the output
+    "$MGE_OPT" --passes=dce,dce "$T/conv.mgt" -o "$T/p.mge"
+    cmp "$T/t.mge" "$T/p.mge"
+}
+
+@test "--print-after-all prints a header and the text form after each pass" {
+    write_conv
+    run --separate-stderr "$MGE_OPT" --print-after-all -S --passes=dce,dce "$T/conv.mgt"
+    assert_success
+    [ "$(grep -c '^; after ' <<< "$stderr")" -eq 2 ]
+    [ "$(grep '^; after ' <<< "$stderr" | head -1)" = "; after dce (changed)" ]
+    [ "$(grep '^; after ' <<< "$stderr" | tail -1)" = "; after dce (unchanged)" ]
+    # each dump is the text form of the graph at that point: here what -S writes
+    "$MGE_OPT" -S --passes=dce "$T/conv.mgt" > "$T/once.mgt"
+    awk '/^; after /{n++; next} n==1' <<< "$stderr" > "$T/first.mgt"
+    cmp "$T/first.mgt" "$T/once.mgt"
+    [[ "$output" == "$(cat "$T/once.mgt")" ]]
+}
+
+@test "-v says when a pass changes nothing; without -v it is quiet" {
+    write_mlp
+    run --separate-stderr "$MGE_OPT" -v --passes=dce "$T/mlp.mgt" -o "$T/m.mge"
+    assert_success
+    [[ "$stderr" == *"dce: no change (does not apply)"* ]]
+    run --separate-stderr "$MGE_OPT" --passes=dce "$T/mlp.mgt" -o "$T/m.mge"
+    assert_success
+    [ -z "$stderr" ]
+    write_conv
+    run --separate-stderr "$MGE_OPT" -v --passes=dce "$T/conv.mgt" -o "$T/c.mge"
+    assert_success
+    [[ "$stderr" != *"does not apply"* ]]
+}
+
+@test "--list-passes shows every registered pass" {
+    run --separate-stderr "$MGE_OPT" --list-passes
+    assert_success
+    for p in dce cse fold-constants strip-training fold-bn fold-scale f16-weights; do
+        assert_line --regexp "^$p +[a-z]"
+    done
 }

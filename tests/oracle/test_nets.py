@@ -28,7 +28,7 @@ def randomize_bn(model, gen):
             m.bias.data.copy_(torch.randn(c, generator=gen) * 0.1)
 
 
-def check_net(name, model, shape, batches=(1, 3)):
+def check_net(name, model, shape, batches=(1, 3), opt=()):
     gen = torch.Generator().manual_seed(1234)
     torch.manual_seed(1234)
     with torch.no_grad():
@@ -38,7 +38,7 @@ def check_net(name, model, shape, batches=(1, 3)):
     weights = os.path.join(d, "w.npz")
     np.savez(weights, **{k: v.detach().numpy() for k, v in model.state_dict().items()})
     mge = os.path.join(d, name + ".mge")
-    run([tool("mge-opt"), os.path.join(ROOT, "samples", "nets", name + ".mgt"), "--weights", weights, "-o", mge])
+    run([tool("mge-opt"), os.path.join(ROOT, "samples", "nets", name + ".mgt"), "--weights", weights, *opt, "-o", mge])
     xs = [torch.randn(b, *shape, generator=gen) for b in batches]
     with torch.no_grad():
         refs = [model(x).numpy() for x in xs]
@@ -48,7 +48,8 @@ def check_net(name, model, shape, batches=(1, 3)):
     for g, r in zip(got, refs):
         assert g.shape == r.shape, f"shape {g.shape} != {r.shape}"
         e = rel_err(g, r)
-        assert e < 1e-4, f"{name}: relative error {e:.3g} >= 1e-4"
+        assert e < 1e-4, f"{name} {' '.join(opt)}: relative error {e:.3g} >= 1e-4"
+    return mge
 
 
 def test_mlp():
@@ -82,3 +83,24 @@ def test_state_dict_names():
         # and PyTorch accepts them strictly
         sd = {k: torch.from_numpy(np.array(v)) for k, v in np.load(params).items()}
         model.load_state_dict(sd, strict=True)
+
+
+def check_O2(name, model, shape):
+    """-O2 (strip-training, fold-bn, fold-scale, cse, fold-constants, dce) on
+    PyTorch weights: no batchnorm or dropout node is left and the outputs
+    still match PyTorch's within 1e-4 relative."""
+    import json
+    mge = check_net(name, model, shape, batches=(1, 2), opt=("-O2",))
+    _, out, _ = run([tool("mge-dump"), mge, "--json"])
+    ops = [n["op"] for n in json.loads(out)["nodes"]]
+    left = sorted(set(ops) & {"batchnorm", "dropout"})
+    assert not left, f"{name} -O2 still has {left}"
+    assert "conv2d" in ops
+
+
+def test_resnet18_O2():
+    check_O2("resnet18", torchvision.models.resnet18(), (3, 224, 224))
+
+
+def test_mobilenet_v2_O2():
+    check_O2("mobilenet_v2", torchvision.models.mobilenet_v2(), (3, 224, 224))

@@ -1,0 +1,287 @@
+/* pass_f16_weights.c — store conv2d/linear weights as f16, compute in f32.
+ *
+ * Every f32 param with data that a conv2d or linear node reads as its
+ * weight (input 1) or bias (input 2) is converted to f16 (round to nearest
+ * even) under its own name, so mge-dump --params lists it, and one cast
+ * node (dtype=f32) named "<param>.f32" is inserted before the first node
+ * that reads it; every reader then takes the cast's output. The model file
+ * shrinks by about half of those weights' bytes; the price is one cast per
+ * weight per inference, small against the conv or matmul that reads it
+ * (a later pass or kernel may fuse it). Params that are graph outputs or
+ * the loss, have no data, or are not f32 are left alone, so a second run
+ * changes nothing. The result is for inference: the optimizer trains f32
+ * params only. With nothing to convert, *g is left untouched. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- rebuild helpers */
+
+/* Adds the values with keep[v] to c in the old order; remap[v] gets the new
+ * index or -1. Declaration order of inputs is kept. */
+static mge_status rb_values(const mge_graph *g, const char *keep, mge_graph *c, int *remap, mge_error *err)
+{
+    for (int v = 0; v < g->nvalues; v++) {
+        remap[v] = -1;
+        if (!keep[v])
+            continue;
+        const mge_value *src = &g->values[v];
+        int idx = mge_graph_add_value(c, src->name, src->kind, src->dtype, src->ndim, src->dims, err);
+        if (idx < 0)
+            return err ? err->code : MGE_ERR_INVALID;
+        remap[v] = idx;
+        c->values[idx].out_index = src->out_index;
+    }
+    for (int i = 0; i < g->ninputs; i++)
+        c->inputs[i] = remap[g->inputs[i]];
+    return MGE_OK;
+}
+
+/* Appends a node whose outputs are existing values of c. */
+static mge_status rb_node(mge_graph *c, const char *name, int op, int nin, const int *in, int nout, const int *out,
+                          int nattr, const mge_attr *attrs, mge_error *err)
+{
+    if (c->nnodes == c->cap_nodes) {
+        int cap = c->cap_nodes ? c->cap_nodes * 2 : 16;
+        mge_node *nn = realloc(c->nodes, sizeof *nn * (size_t)cap);
+        if (!nn)
+            return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+        c->nodes = nn;
+        c->cap_nodes = cap;
+    }
+    int ni = c->nnodes;
+    mge_node *d = &c->nodes[ni];
+    memset(d, 0, sizeof *d);
+    d->name = mge_strdup(name);
+    d->in = malloc(sizeof(int) * (size_t)(nin + 1));
+    d->out = malloc(sizeof(int) * (size_t)(nout + 1));
+    d->attrs = calloc((size_t)nattr + 16, sizeof *d->attrs);
+    if (!d->name || !d->in || !d->out || !d->attrs) {
+        free(d->name);
+        free(d->in);
+        free(d->out);
+        free(d->attrs);
+        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+    }
+    c->nnodes++;
+    d->op = op;
+    d->nin = nin;
+    d->nout = nout;
+    d->nattr = nattr;
+    memcpy(d->in, in, sizeof(int) * (size_t)nin);
+    memcpy(d->out, out, sizeof(int) * (size_t)nout);
+    if (nattr)
+        memcpy(d->attrs, attrs, sizeof(mge_attr) * (size_t)nattr);
+    for (int k = 0; k < nout; k++) {
+        c->values[out[k]].producer = ni;
+        c->values[out[k]].out_index = k;
+    }
+    return MGE_OK;
+}
+
+/* Outputs, loss and metadata, then (nothing can fail after that) tensor
+ * data, init specs and the mapping move from g to c, and g is freed. */
+static mge_status rb_finish(mge_graph *g, mge_graph *c, const int *remap, mge_error *err)
+{
+    mge_status s;
+    if (g->noutputs) {
+        c->outputs = malloc(sizeof(int) * (size_t)g->noutputs);
+        if (!c->outputs)
+            return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+        for (int i = 0; i < g->noutputs; i++)
+            c->outputs[i] = remap[g->outputs[i]];
+        c->noutputs = g->noutputs;
+    }
+    c->loss = g->loss >= 0 ? remap[g->loss] : -1;
+    for (int i = 0; i < g->nmeta; i++)
+        if ((s = mge_graph_set_meta(c, g->meta[i].key, g->meta[i].value, err)))
+            return s;
+    for (int v = 0; v < g->nvalues; v++) {
+        if (remap[v] < 0)
+            continue;
+        mge_value *src = &g->values[v], *dst = &c->values[remap[v]];
+        dst->data = src->data;
+        dst->init = src->init;
+        src->data = NULL;
+        src->init = NULL;
+    }
+    c->mapping = g->mapping;
+    c->mapping_size = g->mapping_size;
+    g->mapping = NULL;
+    g->mapping_size = 0;
+    mge_graph_free(g);
+    return MGE_OK;
+}
+
+/* ---------------------------------------------------------------- the pass */
+
+/* A fresh f16 copy of the f32 tensor t (never written in place: t may point
+ * into a read-only mapping). */
+static mge_status to_f16(const mge_tensor *t, mge_tensor **out, mge_error *err)
+{
+    mge_tensor *h = calloc(1, sizeof *h);
+    if (!h)
+        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+    mge_status s = mge_tensor_alloc(h, MGE_F16, t->ndim, t->dims, err);
+    if (s) {
+        free(h);
+        return s;
+    }
+    int64_t n = mge_tensor_numel(t);
+    const float *src = t->data;
+    uint16_t *dst = h->data;
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = mge_f32_to_f16(src[i]);
+    *out = h;
+    return MGE_OK;
+}
+
+mge_status mge_pass_f16_weights(mge_graph **gp, int *changed, mge_error *err)
+{
+    mge_graph *g = *gp;
+    *changed = 0;
+    size_t nv = (size_t)g->nvalues + 1;
+    char *conv = calloc(nv, 1);     /* param to convert */
+    char *pinned = calloc(nv, 1);
+    char *keep = malloc(nv);
+    int *remap = malloc(sizeof(int) * nv);
+    int *castv = malloc(sizeof(int) * nv);   /* new graph: the cast output for a converted param, or -1 */
+    mge_tensor **half = calloc(nv, sizeof *half);
+    mge_graph *c = NULL;
+    mge_status s = MGE_OK;
+    if (!conv || !pinned || !keep || !remap || !castv || !half) {
+        s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < g->noutputs; i++)
+        pinned[g->outputs[i]] = 1;
+    if (g->loss >= 0)
+        pinned[g->loss] = 1;
+    int nconv = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        const mge_node *n = &g->nodes[i];
+        if (n->op != MGE_OP_CONV2D && n->op != MGE_OP_LINEAR)
+            continue;
+        for (int k = 1; k < n->nin && k <= 2; k++) {
+            int v = n->in[k];
+            const mge_value *val = &g->values[v];
+            if (conv[v] || val->kind != MGE_VAL_PARAM || val->dtype != MGE_F32 || !val->data || pinned[v] ||
+                val->data->dtype != MGE_F32)
+                continue;
+            conv[v] = 1;
+            nconv++;
+        }
+    }
+    if (!nconv)
+        goto done;
+
+    for (int v = 0; v < g->nvalues; v++) {
+        keep[v] = 1;
+        castv[v] = -1;
+        if (conv[v] && (s = to_f16(g->values[v].data, &half[v], err)))
+            goto done;
+    }
+    c = mge_graph_new();
+    if (!c) {
+        s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if ((s = rb_values(g, keep, c, remap, err)))
+        goto done;
+    /* names of the cast outputs: "<param>.f32", made unique if taken */
+    for (int v = 0; v < g->nvalues; v++) {
+        if (!conv[v])
+            continue;
+        const mge_value *p = &g->values[v];
+        c->values[remap[v]].dtype = MGE_F16;
+        size_t len = strlen(p->name) + 32;
+        char *name = malloc(len);
+        if (!name) {
+            s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        snprintf(name, len, "%s.f32", p->name);
+        for (int k = 1; mge_graph_find(g, name) >= 0 || mge_graph_find(c, name) >= 0; k++)
+            snprintf(name, len, "%s.f32.%d", p->name, k);
+        int idx = mge_graph_add_value(c, name, MGE_VAL_NODE, MGE_F32, p->ndim, p->dims, err);
+        free(name);
+        if (idx < 0) {
+            s = err ? err->code : MGE_ERR_INVALID;
+            goto done;
+        }
+        castv[v] = idx;
+    }
+    mge_attr cast_attr[4];
+    int ncast_attr = 0;
+    {
+        mge_attr a;
+        memset(&a, 0, sizeof a);
+        a.key = MGE_KEY_dtype;
+        a.n = 1;
+        a.i[0] = MGE_F32;
+        if ((s = mge_attrs_complete(MGE_OP_CAST, 1, &a, cast_attr, &ncast_attr, err)))
+            goto done;
+    }
+    char *emitted = calloc(nv, 1);
+    if (!emitted) {
+        s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < g->nnodes && !s; i++) {
+        const mge_node *n = &g->nodes[i];
+        int in[64], out[8];
+        if (n->nin > 64 || n->nout > 8) {
+            s = mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: too many inputs or outputs", n->name);
+            break;
+        }
+        /* the casts this node needs, right before it */
+        for (int k = 0; k < n->nin && !s; k++) {
+            int v = n->in[k];
+            if (!conv[v] || emitted[v])
+                continue;
+            emitted[v] = 1;
+            int pin = remap[v], pout = castv[v];
+            s = rb_node(c, c->values[pout].name, MGE_OP_CAST, 1, &pin, 1, &pout, ncast_attr, cast_attr, err);
+        }
+        for (int k = 0; k < n->nin; k++)
+            in[k] = conv[n->in[k]] ? castv[n->in[k]] : remap[n->in[k]];
+        for (int k = 0; k < n->nout; k++)
+            out[k] = remap[n->out[k]];
+        if (!s)
+            s = rb_node(c, n->name, n->op, n->nin, in, n->nout, out, n->nattr, n->attrs, err);
+    }
+    free(emitted);
+    if (s || (s = rb_finish(g, c, remap, err)))
+        goto done;
+    /* the f32 data moved over with the rest; the f16 copies take its place */
+    for (int v = 0; v < (int)nv - 1; v++)
+        if (half[v]) {
+            mge_value *d = &c->values[remap[v]];
+            if (d->data) {
+                mge_tensor_free(d->data);
+                free(d->data);
+            }
+            d->data = half[v];
+            half[v] = NULL;
+        }
+    *gp = c;
+    c = NULL;
+    *changed = 1;
+done:
+    mge_graph_free(c);
+    if (half)
+        for (size_t v = 0; v < nv; v++)
+            if (half[v]) {
+                mge_tensor_free(half[v]);
+                free(half[v]);
+            }
+    free(half);
+    free(conv);
+    free(pinned);
+    free(keep);
+    free(remap);
+    free(castv);
+    return s;
+}

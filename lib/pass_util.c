@@ -1,0 +1,336 @@
+/* pass_util.c — graph rewriting shared by the passes: use counts, rewiring,
+ * new tensors for folded weights, and a dce-like rebuild that can also drop
+ * inputs, rename values and filter metadata. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void mge_pass_count_uses(const mge_graph *g, int *uses)
+{
+    memset(uses, 0, sizeof(int) * (size_t)g->nvalues);
+    for (int i = 0; i < g->nnodes; i++)
+        for (int k = 0; k < g->nodes[i].nin; k++)
+            uses[g->nodes[i].in[k]]++;
+    for (int i = 0; i < g->noutputs; i++)
+        uses[g->outputs[i]]++;
+    if (g->loss >= 0)
+        uses[g->loss]++;
+}
+
+void mge_pass_replace_uses(mge_graph *g, int from, int to)
+{
+    for (int i = 0; i < g->nnodes; i++)
+        for (int k = 0; k < g->nodes[i].nin; k++)
+            if (g->nodes[i].in[k] == from)
+                g->nodes[i].in[k] = to;
+    for (int i = 0; i < g->noutputs; i++)
+        if (g->outputs[i] == from)
+            g->outputs[i] = to;
+    if (g->loss == from)
+        g->loss = to;
+}
+
+int mge_pass_is_root(const mge_graph *g, int v)
+{
+    for (int i = 0; i < g->noutputs; i++)
+        if (g->outputs[i] == v)
+            return 1;
+    return g->loss == v;
+}
+
+mge_status mge_pass_new_f32(const mge_value *v, mge_tensor **out, mge_error *err)
+{
+    mge_tensor *t = calloc(1, sizeof *t);
+    if (!t)
+        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+    mge_status s = mge_tensor_alloc(t, MGE_F32, v->ndim, v->dims, err);
+    if (s) {
+        free(t);
+        return s;
+    }
+    *out = t;
+    return MGE_OK;
+}
+
+void mge_pass_set_data(mge_graph *g, int v, mge_tensor *t)
+{
+    mge_value *val = &g->values[v];
+    if (val->data) {
+        mge_tensor_free(val->data); /* frees owned bytes only: borrowed ones stay untouched */
+        free(val->data);
+    }
+    val->data = t;
+}
+
+mge_status mge_pass_prune(mge_graph **gp, const mge_prune_opts *o, int *changed, mge_error *err)
+{
+    mge_graph *g = *gp;
+    *changed = 0;
+    int nroots = g->noutputs + (g->loss >= 0);
+    int *roots = malloc(sizeof(int) * ((size_t)nroots + 1));
+    char *need = malloc((size_t)g->nnodes + 1);
+    char *keep = calloc((size_t)g->nvalues + 1, 1);
+    int *remap = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
+    mge_graph *c = NULL;
+    mge_status s = MGE_OK;
+    if (!roots || !need || !keep || !remap) {
+        s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    memcpy(roots, g->outputs, sizeof(int) * (size_t)g->noutputs);
+    if (g->loss >= 0)
+        roots[g->noutputs] = g->loss;
+    if (nroots)
+        mge_graph_needed(g, nroots, roots, need, NULL);
+    else
+        memset(need, 1, (size_t)g->nnodes); /* nothing marks anything live: keep every node */
+
+    int dead_nodes = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        if (!need[i]) {
+            dead_nodes++;
+            continue;
+        }
+        const mge_node *n = &g->nodes[i];
+        for (int k = 0; k < n->nin; k++)
+            keep[n->in[k]] = 1;
+        for (int k = 0; k < n->nout; k++)
+            keep[n->out[k]] = 1;
+    }
+    for (int i = 0; i < g->ninputs; i++)
+        if (!o || !o->drop_input || !o->drop_input[i])
+            keep[g->inputs[i]] = 1;
+    for (int i = 0; i < nroots; i++)
+        keep[roots[i]] = 1;
+    int edits = dead_nodes;
+    for (int v = 0; v < g->nvalues; v++) {
+        edits += !keep[v];
+        edits += keep[v] && o && o->rename && o->rename[v] && strcmp(o->rename[v], g->values[v].name) != 0;
+    }
+    for (int i = 0; i < g->nmeta; i++)
+        edits += o && o->keep_meta && !o->keep_meta(g->meta[i].key);
+    if (edits == 0)
+        goto done;
+
+    c = mge_graph_new();
+    if (!c) {
+        s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    /* Renamed values take names of values that are dropped; add the kept
+     * ones in the old order so that the file keeps its layout. */
+    for (int v = 0; v < g->nvalues; v++) {
+        remap[v] = -1;
+        if (!keep[v])
+            continue;
+        const mge_value *src = &g->values[v];
+        const char *name = o && o->rename && o->rename[v] ? o->rename[v] : src->name;
+        int idx = mge_graph_add_value(c, name, src->kind, src->dtype, src->ndim, src->dims, err);
+        if (idx < 0) {
+            s = err ? err->code : MGE_ERR_INVALID;
+            goto done;
+        }
+        remap[v] = idx;
+        c->values[idx].out_index = src->out_index;
+    }
+    /* add_value appended inputs in value order; keep declaration order */
+    c->ninputs = 0;
+    for (int i = 0; i < g->ninputs; i++)
+        if (remap[g->inputs[i]] >= 0)
+            c->inputs[c->ninputs++] = remap[g->inputs[i]];
+    c->nodes = calloc((size_t)(g->nnodes - dead_nodes + 1), sizeof *c->nodes);
+    if (!c->nodes) {
+        s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    c->cap_nodes = g->nnodes - dead_nodes + 1;
+    for (int i = 0; i < g->nnodes; i++) {
+        if (!need[i])
+            continue;
+        const mge_node *src = &g->nodes[i];
+        int ni = c->nnodes++;
+        mge_node *d = &c->nodes[ni];
+        d->op = src->op;
+        d->nin = src->nin;
+        d->nout = src->nout;
+        d->nattr = src->nattr;
+        d->name = mge_strdup(src->name);
+        d->in = malloc(sizeof(int) * (size_t)(src->nin + 1));
+        d->out = malloc(sizeof(int) * (size_t)(src->nout + 1));
+        d->attrs = calloc((size_t)src->nattr + 16, sizeof *d->attrs);
+        if (!d->name || !d->in || !d->out || !d->attrs) {
+            s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        for (int k = 0; k < src->nin; k++)
+            d->in[k] = remap[src->in[k]];
+        for (int k = 0; k < src->nout; k++) {
+            d->out[k] = remap[src->out[k]];
+            c->values[d->out[k]].producer = ni;
+        }
+        memcpy(d->attrs, src->attrs, sizeof(mge_attr) * (size_t)src->nattr);
+    }
+    if (g->noutputs) {
+        c->outputs = malloc(sizeof(int) * (size_t)g->noutputs);
+        if (!c->outputs) {
+            s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        for (int i = 0; i < g->noutputs; i++)
+            c->outputs[i] = remap[g->outputs[i]];
+        c->noutputs = g->noutputs;
+    }
+    c->loss = g->loss >= 0 ? remap[g->loss] : -1;
+    for (int i = 0; i < g->nmeta; i++) {
+        if (o && o->keep_meta && !o->keep_meta(g->meta[i].key))
+            continue;
+        if ((s = mge_graph_set_meta(c, g->meta[i].key, g->meta[i].value, err)))
+            goto done;
+    }
+    /* Nothing can fail from here on: move data, init specs and the mapping. */
+    for (int v = 0; v < g->nvalues; v++) {
+        if (remap[v] < 0)
+            continue;
+        mge_value *src = &g->values[v], *dst = &c->values[remap[v]];
+        dst->data = src->data;
+        dst->init = src->init;
+        src->data = NULL;
+        src->init = NULL;
+    }
+    c->mapping = g->mapping;
+    c->mapping_size = g->mapping_size;
+    g->mapping = NULL;
+    g->mapping_size = 0;
+    mge_graph_free(g);
+    *gp = c;
+    c = NULL;
+    *changed = 1;
+done:
+    mge_graph_free(c);
+    free(roots);
+    free(need);
+    free(keep);
+    free(remap);
+    return s;
+}
+
+static int f32_data(const mge_value *v)
+{
+    return v->data && v->data->data && v->dtype == MGE_F32 && v->data->dtype == MGE_F32;
+}
+
+int mge_pass_layer_channels(const mge_graph *g, int node, const int *uses)
+{
+    const mge_node *n = &g->nodes[node];
+    if ((n->op != MGE_OP_CONV2D && n->op != MGE_OP_LINEAR) || n->nin < 2 || n->nin > 3 || n->nout != 1)
+        return 0;
+    const mge_value *y = &g->values[n->out[0]], *w = &g->values[n->in[1]];
+    if (y->dtype != MGE_F32 || !f32_data(w) || w->ndim < 2 || w->dims[0] <= 0 || uses[n->in[1]] != 1)
+        return 0;
+    int64_t c = w->dims[0];
+    int ch = n->op == MGE_OP_CONV2D ? 1 : y->ndim - 1;
+    if (ch < 0 || ch >= y->ndim || y->dims[ch] != c)
+        return 0;
+    if (n->nin == 3) {
+        const mge_value *b = &g->values[n->in[2]];
+        if (!f32_data(b) || b->ndim != 1 || b->dims[0] != c || uses[n->in[2]] != 1)
+            return 0;
+    } else if (!mge_node_attr(n, MGE_KEY_bias)) {
+        return 0; /* no attribute to switch the new bias on with */
+    }
+    return c > INT32_MAX ? 0 : (int)c;
+}
+
+/* A name not in g: base, else base.1, base.2, ... */
+static char *free_name(const mge_graph *g, const char *base)
+{
+    size_t n = strlen(base) + 24;
+    char *s = malloc(n);
+    if (!s)
+        return NULL;
+    snprintf(s, n, "%s", base);
+    for (int i = 1; mge_graph_find(g, s) >= 0; i++)
+        snprintf(s, n, "%s.%d", base, i);
+    return s;
+}
+
+mge_status mge_pass_fold_affine(mge_graph *g, int node, const double *scale, const double *shift, mge_error *err)
+{
+    mge_node *n = &g->nodes[node];
+    int wv = n->in[1], bv = n->nin == 3 ? n->in[2] : -1;
+    const mge_value *w = &g->values[wv];
+    int64_t c = w->dims[0], inner = mge_tensor_numel(w->data) / c;
+    int need_bias = 0;
+    if (bv < 0 && shift)
+        for (int64_t o = 0; o < c; o++)
+            need_bias |= shift[o] != 0.0;
+    mge_tensor *nw = NULL, *nb = NULL;
+    char *bname = NULL;
+    mge_status s = MGE_OK;
+    if (scale) {
+        if ((s = mge_pass_new_f32(w, &nw, err)))
+            goto fail;
+        const float *src = w->data->data;
+        float *dst = nw->data;
+        for (int64_t o = 0; o < c; o++)
+            for (int64_t k = 0; k < inner; k++)
+                dst[o * inner + k] = (float)((double)src[o * inner + k] * scale[o]);
+    }
+    if (bv >= 0 || need_bias) {
+        mge_value tmpl = {0};
+        tmpl.ndim = 1;
+        tmpl.dims[0] = c;
+        if ((s = mge_pass_new_f32(&tmpl, &nb, err)))
+            goto fail;
+        const float *src = bv >= 0 ? g->values[bv].data->data : NULL;
+        float *dst = nb->data;
+        for (int64_t o = 0; o < c; o++) {
+            double b = src ? src[o] : 0.0;
+            dst[o] = (float)(b * (scale ? scale[o] : 1.0) + (shift ? shift[o] : 0.0));
+        }
+    }
+    if (need_bias) {
+        int *in = realloc(n->in, sizeof(int) * 3);
+        if (!in) {
+            s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+        n->in = in;
+        char base[512];
+        snprintf(base, sizeof base, "%s.bias", n->name ? n->name : g->values[n->out[0]].name);
+        if (!(bname = free_name(g, base))) {
+            s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+        bv = mge_graph_add_value(g, bname, MGE_VAL_PARAM, MGE_F32, 1, &c, err);
+        if (bv < 0) {
+            s = err ? err->code : MGE_ERR_INVALID;
+            goto fail;
+        }
+        n = &g->nodes[node];
+        n->in[2] = bv;
+        n->nin = 3;
+        for (int i = 0; i < n->nattr; i++)
+            if (n->attrs[i].key == MGE_KEY_bias)
+                n->attrs[i].i[0] = 1;
+    }
+    /* Commit: nothing fails from here on. */
+    if (nw)
+        mge_pass_set_data(g, wv, nw);
+    if (nb)
+        mge_pass_set_data(g, bv, nb);
+    free(bname);
+    return MGE_OK;
+fail:
+    if (nw) {
+        mge_tensor_free(nw);
+        free(nw);
+    }
+    if (nb) {
+        mge_tensor_free(nb);
+        free(nb);
+    }
+    free(bname);
+    return s;
+}
