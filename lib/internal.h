@@ -279,4 +279,15 @@ int mge_pass_layer_channels(const mge_graph *g, int node, const int *uses);
  * valid and computes what it did. */
 mge_status mge_pass_fold_affine(mge_graph *g, int node, const double *scale, const double *shift, mge_error *err);
 
+
+/* Rebuilding a graph into a fresh one c (mge_graph_new): the values with
+ * keep[v], in the old order (remap[v]: new index or -1; inputs keep their
+ * declaration order); nodes appended with outputs that are existing values
+ * of c; then outputs, loss, meta, tensor data, init specs and the mapping
+ * move over and g is freed (nothing can fail after the moves start). */
+mge_status mge_pass_rb_values(const mge_graph *g, const char *keep, mge_graph *c, int *remap, mge_error *err);
+mge_status mge_pass_rb_node(mge_graph *c, const char *name, int op, int nin, const int *in, int nout,
+                            const int *out, int nattr, const mge_attr *attrs, mge_error *err);
+mge_status mge_pass_rb_finish(mge_graph *g, mge_graph *c, const int *remap, mge_error *err);
+
 #endif

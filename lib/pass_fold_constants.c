@@ -21,103 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---------------------------------------------------------------- rebuild helpers */
-
-/* Adds the values with keep[v] to c in the old order; remap[v] gets the new
- * index or -1. Declaration order of inputs is kept. */
-static mge_status rb_values(const mge_graph *g, const char *keep, mge_graph *c, int *remap, mge_error *err)
-{
-    for (int v = 0; v < g->nvalues; v++) {
-        remap[v] = -1;
-        if (!keep[v])
-            continue;
-        const mge_value *src = &g->values[v];
-        int idx = mge_graph_add_value(c, src->name, src->kind, src->dtype, src->ndim, src->dims, err);
-        if (idx < 0)
-            return err ? err->code : MGE_ERR_INVALID;
-        remap[v] = idx;
-        c->values[idx].out_index = src->out_index;
-    }
-    for (int i = 0; i < g->ninputs; i++)
-        c->inputs[i] = remap[g->inputs[i]];
-    return MGE_OK;
-}
-
-/* Appends a node whose outputs are existing values of c. */
-static mge_status rb_node(mge_graph *c, const char *name, int op, int nin, const int *in, int nout, const int *out,
-                          int nattr, const mge_attr *attrs, mge_error *err)
-{
-    if (c->nnodes == c->cap_nodes) {
-        int cap = c->cap_nodes ? c->cap_nodes * 2 : 16;
-        mge_node *nn = realloc(c->nodes, sizeof *nn * (size_t)cap);
-        if (!nn)
-            return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
-        c->nodes = nn;
-        c->cap_nodes = cap;
-    }
-    int ni = c->nnodes;
-    mge_node *d = &c->nodes[ni];
-    memset(d, 0, sizeof *d);
-    d->name = mge_strdup(name);
-    d->in = malloc(sizeof(int) * (size_t)(nin + 1));
-    d->out = malloc(sizeof(int) * (size_t)(nout + 1));
-    d->attrs = calloc((size_t)nattr + 16, sizeof *d->attrs);
-    if (!d->name || !d->in || !d->out || !d->attrs) {
-        free(d->name);
-        free(d->in);
-        free(d->out);
-        free(d->attrs);
-        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
-    }
-    c->nnodes++;
-    d->op = op;
-    d->nin = nin;
-    d->nout = nout;
-    d->nattr = nattr;
-    memcpy(d->in, in, sizeof(int) * (size_t)nin);
-    memcpy(d->out, out, sizeof(int) * (size_t)nout);
-    if (nattr)
-        memcpy(d->attrs, attrs, sizeof(mge_attr) * (size_t)nattr);
-    for (int k = 0; k < nout; k++) {
-        c->values[out[k]].producer = ni;
-        c->values[out[k]].out_index = k;
-    }
-    return MGE_OK;
-}
-
-/* Outputs, loss and metadata, then (nothing can fail after that) tensor
- * data, init specs and the mapping move from g to c, and g is freed. */
-static mge_status rb_finish(mge_graph *g, mge_graph *c, const int *remap, mge_error *err)
-{
-    mge_status s;
-    if (g->noutputs) {
-        c->outputs = malloc(sizeof(int) * (size_t)g->noutputs);
-        if (!c->outputs)
-            return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
-        for (int i = 0; i < g->noutputs; i++)
-            c->outputs[i] = remap[g->outputs[i]];
-        c->noutputs = g->noutputs;
-    }
-    c->loss = g->loss >= 0 ? remap[g->loss] : -1;
-    for (int i = 0; i < g->nmeta; i++)
-        if ((s = mge_graph_set_meta(c, g->meta[i].key, g->meta[i].value, err)))
-            return s;
-    for (int v = 0; v < g->nvalues; v++) {
-        if (remap[v] < 0)
-            continue;
-        mge_value *src = &g->values[v], *dst = &c->values[remap[v]];
-        dst->data = src->data;
-        dst->init = src->init;
-        src->data = NULL;
-        src->init = NULL;
-    }
-    c->mapping = g->mapping;
-    c->mapping_size = g->mapping_size;
-    g->mapping = NULL;
-    g->mapping_size = 0;
-    mge_graph_free(g);
-    return MGE_OK;
-}
 
 /* ---------------------------------------------------------------- the pass */
 
@@ -238,7 +141,7 @@ mge_status mge_pass_fold_constants(mge_graph **gp, int *changed, mge_error *err)
         s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
         goto done;
     }
-    if ((s = rb_values(g, keep, c, remap, err)))
+    if ((s = mge_pass_rb_values(g, keep, c, remap, err)))
         goto done;
     for (int i = 0; i < g->nnodes; i++) {
         if (fold[i])
@@ -253,7 +156,7 @@ mge_status mge_pass_fold_constants(mge_graph **gp, int *changed, mge_error *err)
             in[k] = remap[n->in[k]];
         for (int k = 0; k < n->nout; k++)
             out[k] = remap[n->out[k]];
-        if ((s = rb_node(c, n->name, n->op, n->nin, in, n->nout, out, n->nattr, n->attrs, err)))
+        if ((s = mge_pass_rb_node(c, n->name, n->op, n->nin, in, n->nout, out, n->nattr, n->attrs, err)))
             goto done;
     }
     for (int i = 0; i < nfront; i++) {
@@ -262,7 +165,7 @@ mge_status mge_pass_fold_constants(mge_graph **gp, int *changed, mge_error *err)
         d->producer = -1;
         d->out_index = 0;
     }
-    if ((s = rb_finish(g, c, remap, err)))
+    if ((s = mge_pass_rb_finish(g, c, remap, err)))
         goto done;
     /* after rb_finish (which moves data only to values that had some) */
     for (int i = 0; i < nfront; i++) {
