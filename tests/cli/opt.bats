@@ -376,3 +376,45 @@ del d["bogus.weight"]; del d["fc2.bias"]; np.savez(sys.argv[3], **d)' "$T/w.npz"
         assert_line --regexp "^$p +[a-z]"
     done
 }
+
+@test "-O2 on the sample nets: batchnorm and dropout folded away, --verify passes" {
+    for net in lenet resnet18 mobilenet_v2; do
+        run --separate-stderr "$MGE_OPT" "$SAMPLES/$net.mgt" --seed 1 -O2 --verify --batch 1 -o "$T/$net.mge"
+        assert_success
+        run "$MGE_DUMP" "$T/$net.mge" --json
+        assert_success
+        [[ "$output" != *'"op":"batchnorm"'* ]]
+        [[ "$output" != *'"op":"dropout"'* ]]
+        [[ "$output" == *'"op":"conv2d"'* ]]
+    done
+}
+
+@test "each pass through mge-opt: cse, fold-constants, fold-scale change the graph and verify" {
+    cat > "$T/p.mgt" <<'NET'
+input x : f32[N,2,6,6]
+conv = conv2d(x, out=3, kernel=3, pad=1)
+a = relu(conv)
+b = relu(conv)
+s = add(a, b)
+output s
+NET
+    run --separate-stderr "$MGE_OPT" "$T/p.mgt" --passes=cse --verify --time-passes -o "$T/c.mge"
+    assert_success
+    [[ "$stderr" =~ cse\ +[0-9.]+\ +yes\ +4\ +3 ]]
+    cat > "$T/s.mgt" <<'NET'
+input x : f32[N,4]
+fc = linear(x, out=3)
+const k : f32[] = 2.5
+y = mul(fc, k)
+output y
+NET
+    run --separate-stderr "$MGE_OPT" "$T/s.mgt" --passes=fold-scale,dce --verify --time-passes -o "$T/s.mge"
+    assert_success
+    [[ "$stderr" =~ fold-scale\ +[0-9.]+\ +yes\ +2\ +1 ]]
+    # nothing to fold: the no-op is said with -v and the output is byte-identical
+    "$MGE_OPT" "$T/p.mgt" -o "$T/plain.mge"
+    run --separate-stderr "$MGE_OPT" "$T/p.mgt" --passes=fold-constants -v -o "$T/fc.mge"
+    assert_success
+    [[ "$stderr" == *"fold-constants: no change (does not apply)"* ]]
+    cmp "$T/plain.mge" "$T/fc.mge"
+}
