@@ -519,3 +519,37 @@ const char *cli_cpu_model(void)
     fclose(f);
     return model;
 }
+
+/* Element i of t as a double; quantized values scaled when per tensor. */
+double cli_tensor_value(const mge_tensor *t, int64_t i)
+{
+    const void *d = t->data;
+    switch (t->dtype) {
+    case MGE_F32: return ((const float *)d)[i];
+    case MGE_F16: return mge_f16_to_f32(((const uint16_t *)d)[i]);
+    case MGE_BF16: return mge_bf16_to_f32(((const uint16_t *)d)[i]);
+    case MGE_I8: return ((const int8_t *)d)[i];
+    case MGE_U8: return ((const uint8_t *)d)[i];
+    case MGE_I32: return ((const int32_t *)d)[i];
+    case MGE_I64: return (double)((const int64_t *)d)[i];
+    case MGE_BOOL: return ((const uint8_t *)d)[i] != 0;
+    case MGE_QS8: return (t->q.nscale == 1 ? t->q.scale[0] : 1) * (((const int8_t *)d)[i] - t->q.zero);
+    case MGE_QS32: return (t->q.nscale == 1 ? t->q.scale[0] : 1) * ((const int32_t *)d)[i];
+    default: return NAN;
+    }
+}
+
+void cli_double_pair(const char *opt, const char *s, double *a, double *b)
+{
+    const char *comma = strchr(s, ',');
+    if (!comma)
+        cli_usage("%s %s: expected two numbers separated by a comma", opt, s);
+    char first[64];
+    size_t n = (size_t)(comma - s);
+    if (n == 0 || n >= sizeof first)
+        cli_usage("%s %s: expected two numbers separated by a comma", opt, s);
+    memcpy(first, s, n);
+    first[n] = 0;
+    *a = cli_double(opt, first, -1e30);
+    *b = cli_double(opt, comma + 1, -1e30);
+}

@@ -33,6 +33,8 @@ const char *cli_name(const char *path);
 long cli_long(const char *opt, const char *s, long lo, long hi);
 uint64_t cli_u64(const char *opt, const char *s);
 double cli_double(const char *opt, const char *s, double lo);
+/* "A,B": two numbers (--betas, --normalize); anything else is a usage error. */
+void cli_double_pair(const char *opt, const char *s, double *a, double *b);
 
 /* Options every tool shares. Returns 1 when c was one of them. */
 enum {
@@ -86,6 +88,9 @@ int cli_slurp(const char *path, void **buf, size_t *n, int *mapped);
 /* mge_model_load that also refuses an empty model. Prints and returns -1 on failure. */
 int cli_model_load(const char *path, mge_graph **g);
 
+/* Element i of t as a double (--check, --verify): quantized values are
+ * dequantized when their scale is per tensor. */
+double cli_tensor_value(const mge_tensor *t, int64_t i);
 /* A JSON string literal of s (quotes, backslashes, control characters escaped). */
 void cli_json_str(mge_buf *b, const char *s);
 /* The CPU's model name from /proc/cpuinfo ("unknown" when absent); tabs become spaces. */

@@ -201,24 +201,6 @@ done:
     return rc;
 }
 
-static double elem(const mge_tensor *t, int64_t i)
-{
-    const void *d = t->data;
-    switch (t->dtype) {
-    case MGE_F32: return ((const float *)d)[i];
-    case MGE_F16: return mge_f16_to_f32(((const uint16_t *)d)[i]);
-    case MGE_BF16: return mge_bf16_to_f32(((const uint16_t *)d)[i]);
-    case MGE_I8: return ((const int8_t *)d)[i];
-    case MGE_U8: return ((const uint8_t *)d)[i];
-    case MGE_I32: return ((const int32_t *)d)[i];
-    case MGE_I64: return (double)((const int64_t *)d)[i];
-    case MGE_BOOL: return ((const uint8_t *)d)[i] != 0;
-    case MGE_QS8: return (t->q.nscale == 1 ? t->q.scale[0] : 1) * (((const int8_t *)d)[i] - t->q.zero);
-    case MGE_QS32: return (t->q.nscale == 1 ? t->q.scale[0] : 1) * ((const int32_t *)d)[i];
-    default: return NAN;
-    }
-}
-
 /* "[1,7]": the multi-index of flat element i of t. */
 static char *index_str(const mge_tensor *t, int64_t i, char *buf, size_t n)
 {
@@ -301,7 +283,7 @@ static int verify_after(const mge_graph *g, const char *where, const verify_opts
         int64_t n = mge_tensor_numel(t), obad = 0, worst_i = -1;
         double worst = 0;
         for (int64_t i = 0; i < n; i++) {
-            double a = elem(t, i), b = elem(ref, i), d = fabs(a - b);
+            double a = cli_tensor_value(t, i), b = cli_tensor_value(ref, i), d = fabs(a - b);
             double tol = o->atol + o->rtol * fabs(b);
             /* the same non-finite value on both sides is a match */
             int ok = d <= tol || (a == b) || (isnan(a) && isnan(b));
@@ -324,8 +306,8 @@ static int verify_after(const mge_graph *g, const char *where, const verify_opts
             cli_error(where,
                       "--verify: output '%s' element %s is %.9g after the passes, %.9g before "
                       "(|diff| %.3g; %lld of %lld values of this output differ)",
-                      r->out_names[j], index_str(t, worst_i, is, sizeof is), elem(t, worst_i), elem(ref, worst_i),
-                      fabs(elem(t, worst_i) - elem(ref, worst_i)), (long long)obad, (long long)n);
+                      r->out_names[j], index_str(t, worst_i, is, sizeof is), cli_tensor_value(t, worst_i), cli_tensor_value(ref, worst_i),
+                      fabs(cli_tensor_value(t, worst_i) - cli_tensor_value(ref, worst_i)), (long long)obad, (long long)n);
     }
     if (bad) {
         cli_error(where, "--verify failed: max abs err %.6g, max rel err %.6g (atol %g + rtol %g * |ref|)", max_abs,

@@ -49,31 +49,6 @@ typedef struct stream {
     FILE *f;
 } stream;
 
-/* Element i of t as a double (quantized values scaled when per tensor). */
-static double elem(const mge_tensor *t, int64_t i)
-{
-    const void *d = t->data;
-    switch (t->dtype) {
-    case MGE_F32: return ((const float *)d)[i];
-    case MGE_F16: return mge_f16_to_f32(((const uint16_t *)d)[i]);
-    case MGE_BF16: return mge_bf16_to_f32(((const uint16_t *)d)[i]);
-    case MGE_I8: return ((const int8_t *)d)[i];
-    case MGE_U8: return ((const uint8_t *)d)[i];
-    case MGE_I32: return ((const int32_t *)d)[i];
-    case MGE_I64: return (double)((const int64_t *)d)[i];
-    case MGE_BOOL: return ((const uint8_t *)d)[i] != 0;
-    case MGE_QS8: {
-        double s = t->q.nscale == 1 ? t->q.scale[0] : 1;
-        return s * (((const int8_t *)d)[i] - t->q.zero);
-    }
-    case MGE_QS32: {
-        double s = t->q.nscale == 1 ? t->q.scale[0] : 1;
-        return s * ((const int32_t *)d)[i];
-    }
-    default: return NAN;
-    }
-}
-
 typedef struct check {
     const char *path;
     FILE *f;
@@ -113,7 +88,7 @@ static int check_one(check *c, const mge_graph *g, int vo, int o, int step, cons
     }
     int64_t n = mge_tensor_numel(out);
     for (int64_t i = 0; i < n; i++) {
-        double a = elem(out, i), b = elem(&ref, i);
+        double a = cli_tensor_value(out, i), b = cli_tensor_value(&ref, i);
         double d = fabs(a - b);
         double tol = c->atol + c->rtol * fabs(b);
         int ok = d <= tol;
@@ -199,10 +174,10 @@ int main(int argc, char **argv)
         case OPT_BATCH: data_batch = cli_long("--batch", optarg, 1, 1L << 24); break;
         case OPT_ACCURACY: accuracy = 1; break;
         case OPT_NORMALIZE: {
-            char *end, *end2 = NULL;
-            double m = strtod(optarg, &end), sd = *end == ',' ? strtod(end + 1, &end2) : 0;
-            if (*end != ',' || end2 == end + 1 || *end2 || !(sd > 0) || !isfinite(m))
-                cli_usage("--normalize %s: expected MEAN,STD with STD > 0", optarg);
+            double m, sd;
+            cli_double_pair("--normalize", optarg, &m, &sd);
+            if (!(sd > 0))
+                cli_usage("--normalize %s: the standard deviation must be positive", optarg);
             dopts.normalize = 1;
             dopts.mean = (float)m;
             dopts.std = (float)sd;

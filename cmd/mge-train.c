@@ -87,21 +87,6 @@ typedef struct opts {
     cli_common co;
 } opts;
 
-static void parse_pair(const char *opt, const char *s, double *a, double *b)
-{
-    const char *comma = strchr(s, ',');
-    if (!comma)
-        cli_usage("%s %s: expected two numbers separated by a comma", opt, s);
-    char first[64];
-    size_t n = (size_t)(comma - s);
-    if (n == 0 || n >= sizeof first)
-        cli_usage("%s %s: expected two numbers separated by a comma", opt, s);
-    memcpy(first, s, n);
-    first[n] = 0;
-    *a = cli_double(opt, first, -1e30);
-    *b = cli_double(opt, comma + 1, -1e30);
-}
-
 static void parse_args(int argc, char **argv, opts *o)
 {
     static const struct option longs[] = {
@@ -162,7 +147,7 @@ static void parse_args(int argc, char **argv, opts *o)
         case OPT_DROP_LAST: o->drop_last = 1; break;
         case OPT_NO_SHUFFLE: o->shuffle = 0; break;
         case OPT_NORMALIZE:
-            parse_pair("--normalize", optarg, &m, &s);
+            cli_double_pair("--normalize", optarg, &m, &s);
             if (!(s > 0))
                 cli_usage("--normalize %s: the standard deviation must be positive", optarg);
             o->normalize = 1;
@@ -197,7 +182,7 @@ static void parse_args(int argc, char **argv, opts *o)
             break;
         case OPT_NESTEROV: o->nesterov = o->g_nesterov = 1; break;
         case OPT_BETAS:
-            parse_pair("--betas", optarg, &o->beta1, &o->beta2);
+            cli_double_pair("--betas", optarg, &o->beta1, &o->beta2);
             if (!(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1))
                 cli_usage("--betas %s: each beta must be in [0, 1)", optarg);
             o->g_betas = 1;
@@ -321,7 +306,7 @@ static int check_arch(const mge_graph *net, const mge_graph *ck, const char *whe
     }
     for (int v = 0; v < ck->nvalues; v++) {
         const mge_value *cv = &ck->values[v];
-        if ((cv->kind == MGE_VAL_PARAM || cv->kind == MGE_VAL_STATE) && !strstr(cv->name, "__opt.") &&
+        if ((cv->kind == MGE_VAL_PARAM || cv->kind == MGE_VAL_STATE) && !mge_value_is_opt_state(cv) &&
             mge_graph_find(net, cv->name) < 0) {
             cli_error(where, "another architecture: it has '%s', which the model lacks", cv->name);
             return -1;

@@ -38,8 +38,6 @@
 #define MGEF_MAX_NODE_ATTRS 16
 #define MGEF_MAX_NODE_OUTS 4
 
-/* Optimizer state that mge_write_opts.no_state leaves out. */
-#define MGEF_OPT_STATE_MARK ".__opt."
 
 /* zlib's CRC-32 of p[0..n), fed in pieces (crc32 takes uInt lengths). */
 uint32_t mge_file_crc32(const void *p, size_t n);

@@ -129,9 +129,7 @@ static int meta_int(const char *s, int64_t *out)
 
 static int is_dropped_state(const mge_value *v, const mge_write_opts *o)
 {
-    return o && o->no_state && v->kind == MGE_VAL_STATE &&
-           (strstr(v->name, MGEF_OPT_STATE_MARK) || strncmp(v->name, &MGEF_OPT_STATE_MARK[1],
-                                                            sizeof MGEF_OPT_STATE_MARK - 2) == 0);
+    return o && o->no_state && mge_value_is_opt_state(v);
 }
 
 typedef struct wctx {

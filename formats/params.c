@@ -208,7 +208,7 @@ mge_status mge_params_export(const mge_graph *g, mge_tlist *out, mge_error *err)
             continue;
         /* optimizer moments and step: training state, not the model's (a
          * state_dict has no such names, and strict loading would refuse them) */
-        if (strstr(val->name, ".__opt.") || strncmp(val->name, "__opt.", 6) == 0)
+        if (mge_value_is_opt_state(val))
             continue;
         mge_tensor t;
         mge_status s = mge_tensor_copy(&t, val->data, err);

@@ -652,6 +652,12 @@ fail:
     return NULL;
 }
 
+int mge_value_is_opt_state(const mge_value *v)
+{
+    return v->kind == MGE_VAL_STATE && v->name &&
+           (strncmp(v->name, "__opt.", 6) == 0 || strstr(v->name, ".__opt.") != NULL);
+}
+
 void mge_graph_param_stats(const mge_graph *g, int64_t *count, int64_t *bytes)
 {
     int64_t c = 0, b = 0;
@@ -660,7 +666,7 @@ void mge_graph_param_stats(const mge_graph *g, int64_t *count, int64_t *bytes)
         if (val->kind != MGE_VAL_PARAM && val->kind != MGE_VAL_STATE && val->kind != MGE_VAL_CONST)
             continue;
         /* optimizer moments ride along in checkpoints but are not the model */
-        if (val->kind == MGE_VAL_STATE && (strstr(val->name, ".__opt.") || strncmp(val->name, "__opt.", 6) == 0))
+        if (mge_value_is_opt_state(val))
             continue;
         int64_t n = 1;
         for (int k = 0; k < val->ndim; k++)

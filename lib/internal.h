@@ -281,13 +281,21 @@ mge_status mge_pass_fold_affine(mge_graph *g, int node, const double *scale, con
 
 
 /* Rebuilding a graph into a fresh one c (mge_graph_new): the values with
- * keep[v], in the old order (remap[v]: new index or -1; inputs keep their
- * declaration order); nodes appended with outputs that are existing values
- * of c; then outputs, loss, meta, tensor data, init specs and the mapping
- * move over and g is freed (nothing can fail after the moves start). */
-mge_status mge_pass_rb_values(const mge_graph *g, const char *keep, mge_graph *c, int *remap, mge_error *err);
+ * keep[v], in the old order, renamed where rename[v] (rename may be NULL)
+ * says (remap[v]: new index or -1; kept inputs keep their declaration
+ * order); nodes appended with outputs that are existing values of c; then
+ * outputs, loss, meta (those keep_meta accepts; NULL: all), tensor data,
+ * init specs and the mapping move over and g is freed (nothing can fail
+ * after the moves start). */
+mge_status mge_pass_rb_values(const mge_graph *g, const char *keep, char *const *rename, mge_graph *c, int *remap,
+                              mge_error *err);
 mge_status mge_pass_rb_node(mge_graph *c, const char *name, int op, int nin, const int *in, int nout,
                             const int *out, int nattr, const mge_attr *attrs, mge_error *err);
-mge_status mge_pass_rb_finish(mge_graph *g, mge_graph *c, const int *remap, mge_error *err);
+mge_status mge_pass_rb_finish(mge_graph *g, mge_graph *c, const int *remap, int (*keep_meta)(const char *key),
+                              mge_error *err);
+
+/* Extends per-value use counts and renames (fold-bn, fold-scale) from old to
+ * n values after a fold added some: new values are read once, not renamed. */
+mge_status mge_pass_grow_maps(int **uses, char ***rename, int old, int n, mge_error *err);
 
 #endif

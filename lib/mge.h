@@ -315,8 +315,11 @@ mge_status mge_graph_init_params(mge_graph *g, uint64_t seed, mge_error *err);
 void mge_graph_needed(const mge_graph *g, int nout, const int *outs, char *need, char *in_need);
 /* Deep copy. */
 mge_graph *mge_graph_clone(const mge_graph *g, mge_error *err);
-/* Parameter, state and const count and bytes; optimizer state (names with
- * ".__opt." or "__opt.", which checkpoints carry) is not counted. */
+/* Whether v is optimizer state (moments, step, learning rate): a STATE
+ * value named "<param>.__opt.<slot>" or "__opt.<name>". Checkpoints carry
+ * it; it is not part of the model (exports, counts and --no-state leave it out). */
+int mge_value_is_opt_state(const mge_value *v);
+/* Parameter, state and const count and bytes; optimizer state is not counted. */
 void mge_graph_param_stats(const mge_graph *g, int64_t *count, int64_t *bytes);
 
 /* ---------------------------------------------------------------- formats */

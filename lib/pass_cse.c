@@ -178,7 +178,7 @@ mge_status mge_pass_cse(mge_graph **gp, int *changed, mge_error *err)
     }
     for (int v = 0; v < g->nvalues; v++)
         keep[v] = alias[v] < 0;
-    if ((s = mge_pass_rb_values(g, keep, c, remap, err)))
+    if ((s = mge_pass_rb_values(g, keep, NULL, c, remap, err)))
         goto done;
     for (int i = 0; i < g->nnodes; i++) {
         if (dead[i])
@@ -196,7 +196,7 @@ mge_status mge_pass_cse(mge_graph **gp, int *changed, mge_error *err)
         if ((s = mge_pass_rb_node(c, id->name, n->op, n->nin, inbuf, id->nout, out, n->nattr, n->attrs, err)))
             goto done;
     }
-    if ((s = mge_pass_rb_finish(g, c, remap, err)))
+    if ((s = mge_pass_rb_finish(g, c, remap, NULL, err)))
         goto done;
     *gp = c;
     c = NULL;

@@ -91,7 +91,7 @@ mge_status mge_pass_f16_weights(mge_graph **gp, int *changed, mge_error *err)
         s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
         goto done;
     }
-    if ((s = mge_pass_rb_values(g, keep, c, remap, err)))
+    if ((s = mge_pass_rb_values(g, keep, NULL, c, remap, err)))
         goto done;
     /* names of the cast outputs: "<param>.f32", made unique if taken */
     for (int v = 0; v < g->nvalues; v++) {
@@ -156,7 +156,7 @@ mge_status mge_pass_f16_weights(mge_graph **gp, int *changed, mge_error *err)
             s = mge_pass_rb_node(c, n->name, n->op, n->nin, in, n->nout, out, n->nattr, n->attrs, err);
     }
     free(emitted);
-    if (s || (s = mge_pass_rb_finish(g, c, remap, err)))
+    if (s || (s = mge_pass_rb_finish(g, c, remap, NULL, err)))
         goto done;
     /* the f32 data moved over with the rest; the f16 copies take its place */
     for (int v = 0; v < (int)nv - 1; v++)

@@ -22,24 +22,6 @@ static const float *vec(const mge_graph *g, int v, int64_t c)
     return val->data->data;
 }
 
-/* Extends the per-value arrays to n values (new ones: read once, not renamed). */
-static mge_status grow(int **uses, char ***rename, int old, int n, mge_error *err)
-{
-    int *nu = realloc(*uses, sizeof(int) * ((size_t)n + 1));
-    if (nu)
-        *uses = nu;
-    char **nr = nu ? realloc(*rename, sizeof(char *) * ((size_t)n + 1)) : NULL;
-    if (nr)
-        *rename = nr;
-    if (!nu || !nr)
-        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
-    for (int v = old; v < n; v++) {
-        nu[v] = 1;
-        nr[v] = NULL;
-    }
-    return MGE_OK;
-}
-
 mge_status mge_pass_fold_bn(mge_graph **gp, int *changed, mge_error *err)
 {
     mge_graph *g = *gp;
@@ -91,7 +73,7 @@ mge_status mge_pass_fold_bn(mge_graph **gp, int *changed, mge_error *err)
         if ((s = mge_pass_fold_affine(g, layer, scale, shift, err)))
             goto done;
         folded = 1;
-        if (g->nvalues > nv && (s = grow(&uses, &rename, nv, g->nvalues, err)))
+        if (g->nvalues > nv && (s = mge_pass_grow_maps(&uses, &rename, nv, g->nvalues, err)))
             goto done; /* the layer gained a bias value */
         if (mge_pass_is_root(g, out))
             rename[y] = g->values[out].name; /* out is dropped below, so its name is free */

@@ -141,7 +141,7 @@ mge_status mge_pass_fold_constants(mge_graph **gp, int *changed, mge_error *err)
         s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
         goto done;
     }
-    if ((s = mge_pass_rb_values(g, keep, c, remap, err)))
+    if ((s = mge_pass_rb_values(g, keep, NULL, c, remap, err)))
         goto done;
     for (int i = 0; i < g->nnodes; i++) {
         if (fold[i])
@@ -165,7 +165,7 @@ mge_status mge_pass_fold_constants(mge_graph **gp, int *changed, mge_error *err)
         d->producer = -1;
         d->out_index = 0;
     }
-    if ((s = mge_pass_rb_finish(g, c, remap, err)))
+    if ((s = mge_pass_rb_finish(g, c, remap, NULL, err)))
         goto done;
     /* after rb_finish (which moves data only to values that had some) */
     for (int i = 0; i < nfront; i++) {

@@ -40,23 +40,6 @@ static int same_shape(const mge_value *a, const mge_value *b)
     return a->ndim == b->ndim && memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->ndim) == 0;
 }
 
-static mge_status grow(int **uses, char ***rename, int old, int n, mge_error *err)
-{
-    int *nu = realloc(*uses, sizeof(int) * ((size_t)n + 1));
-    if (nu)
-        *uses = nu;
-    char **nr = nu ? realloc(*rename, sizeof(char *) * ((size_t)n + 1)) : NULL;
-    if (nr)
-        *rename = nr;
-    if (!nu || !nr)
-        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
-    for (int v = old; v < n; v++) {
-        nu[v] = 1;
-        nr[v] = NULL;
-    }
-    return MGE_OK;
-}
-
 mge_status mge_pass_fold_scale(mge_graph **gp, int *changed, mge_error *err)
 {
     mge_graph *g = *gp;
@@ -118,7 +101,7 @@ mge_status mge_pass_fold_scale(mge_graph **gp, int *changed, mge_error *err)
         if ((s = mge_pass_fold_affine(g, layer, mulop ? vals : NULL, mulop ? NULL : vals, err)))
             goto done;
         folded = 1;
-        if (g->nvalues > nvals && (s = grow(&uses, &rename, nvals, g->nvalues, err)))
+        if (g->nvalues > nvals && (s = mge_pass_grow_maps(&uses, &rename, nvals, g->nvalues, err)))
             goto done; /* the layer gained a bias value */
         if (mge_pass_is_root(g, out))
             rename[y] = g->values[out].name; /* out is dropped below, so its name is free */

@@ -25,7 +25,7 @@ static int keep_meta(const char *key)
 
 static int is_opt_state(const mge_value *v)
 {
-    return v->kind == MGE_VAL_STATE && (strncmp(v->name, "__opt.", 6) == 0 || strstr(v->name, ".__opt.") != NULL);
+    return mge_value_is_opt_state(v);
 }
 
 mge_status mge_pass_strip_training(mge_graph **gp, int *changed, mge_error *err)

@@ -118,91 +118,28 @@ mge_status mge_pass_prune(mge_graph **gp, const mge_prune_opts *o, int *changed,
         s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
         goto done;
     }
-    /* Renamed values take names of values that are dropped; add the kept
-     * ones in the old order so that the file keeps its layout. */
-    for (int v = 0; v < g->nvalues; v++) {
-        remap[v] = -1;
-        if (!keep[v])
-            continue;
-        const mge_value *src = &g->values[v];
-        const char *name = o && o->rename && o->rename[v] ? o->rename[v] : src->name;
-        int idx = mge_graph_add_value(c, name, src->kind, src->dtype, src->ndim, src->dims, err);
-        if (idx < 0) {
-            s = err ? err->code : MGE_ERR_INVALID;
-            goto done;
-        }
-        remap[v] = idx;
-        c->values[idx].out_index = src->out_index;
-    }
-    /* add_value appended inputs in value order; keep declaration order */
-    c->ninputs = 0;
-    for (int i = 0; i < g->ninputs; i++)
-        if (remap[g->inputs[i]] >= 0)
-            c->inputs[c->ninputs++] = remap[g->inputs[i]];
-    c->nodes = calloc((size_t)(g->nnodes - dead_nodes + 1), sizeof *c->nodes);
-    if (!c->nodes) {
-        s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+    /* Renamed values take names of values that are dropped; the kept ones
+     * go in the old order so that the file keeps its layout. */
+    if ((s = mge_pass_rb_values(g, keep, o ? o->rename : NULL, c, remap, err)))
         goto done;
-    }
-    c->cap_nodes = g->nnodes - dead_nodes + 1;
     for (int i = 0; i < g->nnodes; i++) {
         if (!need[i])
             continue;
         const mge_node *src = &g->nodes[i];
-        int ni = c->nnodes++;
-        mge_node *d = &c->nodes[ni];
-        d->op = src->op;
-        d->nin = src->nin;
-        d->nout = src->nout;
-        d->nattr = src->nattr;
-        d->name = mge_strdup(src->name);
-        d->in = malloc(sizeof(int) * (size_t)(src->nin + 1));
-        d->out = malloc(sizeof(int) * (size_t)(src->nout + 1));
-        d->attrs = calloc((size_t)src->nattr + 16, sizeof *d->attrs);
-        if (!d->name || !d->in || !d->out || !d->attrs) {
-            s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+        int in[64], out[4];
+        if (src->nin > 64 || src->nout > 4) {
+            s = mge_error_set(err, MGE_ERR_INVALID, "%s: too many inputs or outputs", src->name);
             goto done;
         }
         for (int k = 0; k < src->nin; k++)
-            d->in[k] = remap[src->in[k]];
-        for (int k = 0; k < src->nout; k++) {
-            d->out[k] = remap[src->out[k]];
-            c->values[d->out[k]].producer = ni;
-        }
-        memcpy(d->attrs, src->attrs, sizeof(mge_attr) * (size_t)src->nattr);
-    }
-    if (g->noutputs) {
-        c->outputs = malloc(sizeof(int) * (size_t)g->noutputs);
-        if (!c->outputs) {
-            s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
-            goto done;
-        }
-        for (int i = 0; i < g->noutputs; i++)
-            c->outputs[i] = remap[g->outputs[i]];
-        c->noutputs = g->noutputs;
-    }
-    c->loss = g->loss >= 0 ? remap[g->loss] : -1;
-    for (int i = 0; i < g->nmeta; i++) {
-        if (o && o->keep_meta && !o->keep_meta(g->meta[i].key))
-            continue;
-        if ((s = mge_graph_set_meta(c, g->meta[i].key, g->meta[i].value, err)))
+            in[k] = remap[src->in[k]];
+        for (int k = 0; k < src->nout; k++)
+            out[k] = remap[src->out[k]];
+        if ((s = mge_pass_rb_node(c, src->name, src->op, src->nin, in, src->nout, out, src->nattr, src->attrs, err)))
             goto done;
     }
-    /* Nothing can fail from here on: move data, init specs and the mapping. */
-    for (int v = 0; v < g->nvalues; v++) {
-        if (remap[v] < 0)
-            continue;
-        mge_value *src = &g->values[v], *dst = &c->values[remap[v]];
-        dst->data = src->data;
-        dst->init = src->init;
-        src->data = NULL;
-        src->init = NULL;
-    }
-    c->mapping = g->mapping;
-    c->mapping_size = g->mapping_size;
-    g->mapping = NULL;
-    g->mapping_size = 0;
-    mge_graph_free(g);
+    if ((s = mge_pass_rb_finish(g, c, remap, o ? o->keep_meta : NULL, err)))
+        goto done;
     *gp = c;
     c = NULL;
     *changed = 1;
@@ -340,21 +277,26 @@ fail:
 
 /* Adds the values with keep[v] to c in the old order; remap[v] gets the new
  * index or -1. Declaration order of inputs is kept. */
-mge_status mge_pass_rb_values(const mge_graph *g, const char *keep, mge_graph *c, int *remap, mge_error *err)
+mge_status mge_pass_rb_values(const mge_graph *g, const char *keep, char *const *rename, mge_graph *c, int *remap,
+                              mge_error *err)
 {
     for (int v = 0; v < g->nvalues; v++) {
         remap[v] = -1;
         if (!keep[v])
             continue;
         const mge_value *src = &g->values[v];
-        int idx = mge_graph_add_value(c, src->name, src->kind, src->dtype, src->ndim, src->dims, err);
+        const char *name = rename && rename[v] ? rename[v] : src->name;
+        int idx = mge_graph_add_value(c, name, src->kind, src->dtype, src->ndim, src->dims, err);
         if (idx < 0)
             return err ? err->code : MGE_ERR_INVALID;
         remap[v] = idx;
         c->values[idx].out_index = src->out_index;
     }
+    /* add_value appended inputs in value order; keep declaration order */
+    c->ninputs = 0;
     for (int i = 0; i < g->ninputs; i++)
-        c->inputs[i] = remap[g->inputs[i]];
+        if (remap[g->inputs[i]] >= 0)
+            c->inputs[c->ninputs++] = remap[g->inputs[i]];
     return MGE_OK;
 }
 
@@ -402,7 +344,8 @@ mge_status mge_pass_rb_node(mge_graph *c, const char *name, int op, int nin, con
 
 /* Outputs, loss and metadata, then (nothing can fail after that) tensor
  * data, init specs and the mapping move from g to c, and g is freed. */
-mge_status mge_pass_rb_finish(mge_graph *g, mge_graph *c, const int *remap, mge_error *err)
+mge_status mge_pass_rb_finish(mge_graph *g, mge_graph *c, const int *remap, int (*keep_meta)(const char *key),
+                              mge_error *err)
 {
     mge_status s;
     if (g->noutputs) {
@@ -415,7 +358,8 @@ mge_status mge_pass_rb_finish(mge_graph *g, mge_graph *c, const int *remap, mge_
     }
     c->loss = g->loss >= 0 ? remap[g->loss] : -1;
     for (int i = 0; i < g->nmeta; i++)
-        if ((s = mge_graph_set_meta(c, g->meta[i].key, g->meta[i].value, err)))
+        if ((!keep_meta || keep_meta(g->meta[i].key)) &&
+            (s = mge_graph_set_meta(c, g->meta[i].key, g->meta[i].value, err)))
             return s;
     for (int v = 0; v < g->nvalues; v++) {
         if (remap[v] < 0)
@@ -431,5 +375,22 @@ mge_status mge_pass_rb_finish(mge_graph *g, mge_graph *c, const int *remap, mge_
     g->mapping = NULL;
     g->mapping_size = 0;
     mge_graph_free(g);
+    return MGE_OK;
+}
+
+mge_status mge_pass_grow_maps(int **uses, char ***rename, int old, int n, mge_error *err)
+{
+    int *nu = realloc(*uses, sizeof(int) * ((size_t)n + 1));
+    if (nu)
+        *uses = nu;
+    char **nr = nu ? realloc(*rename, sizeof(char *) * ((size_t)n + 1)) : NULL;
+    if (nr)
+        *rename = nr;
+    if (!nu || !nr)
+        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+    for (int v = old; v < n; v++) {
+        nu[v] = 1;
+        nr[v] = NULL;
+    }
     return MGE_OK;
 }

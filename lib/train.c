@@ -66,11 +66,6 @@ const mge_graph *mge_trainer_graph(const mge_trainer *t)
     return t->g;
 }
 
-static int is_opt_state(const char *name)
-{
-    return strstr(name, ".__opt.") != NULL || strncmp(name, "__opt.", 6) == 0;
-}
-
 /* exec input i -> index into t->ins */
 static mge_status map_inputs(mge_trainer *t, const mge_exec *e, int **map, mge_error *err)
 {
@@ -298,7 +293,7 @@ mge_status mge_trainer_export(const mge_trainer *t, const mge_graph *model, int 
     }
     for (int v = 0; v < t->g->nvalues && !s && with_opt; v++) {
         const mge_value *tv = &t->g->values[v];
-        if (tv->kind != MGE_VAL_STATE || !is_opt_state(tv->name) || mge_graph_find(c, tv->name) >= 0 || !tv->data)
+        if (!mge_value_is_opt_state(tv) || mge_graph_find(c, tv->name) >= 0 || !tv->data)
             continue;
         int nv = mge_graph_add_value(c, tv->name, MGE_VAL_STATE, tv->dtype, tv->ndim, tv->dims, err);
         if (nv < 0) {
