@@ -294,8 +294,12 @@ mge_status mge_pass_rb_node(mge_graph *c, const char *name, int op, int nin, con
 mge_status mge_pass_rb_finish(mge_graph *g, mge_graph *c, const int *remap, int (*keep_meta)(const char *key),
                               mge_error *err);
 
-/* Extends per-value use counts and renames (fold-bn, fold-scale) from old to
- * n values after a fold added some: new values are read once, not renamed. */
-mge_status mge_pass_grow_maps(int **uses, char ***rename, int old, int n, mge_error *err);
+/* fold-bn and fold-scale: folds scale/shift (mge_pass_fold_affine) into
+ * layer, whose output y the folded node `out` read, and rewires out's
+ * readers to y; out takes y's place under its name when it is a graph
+ * output or the loss (via *rename for the final mge_pass_prune). *uses and
+ * *rename (per value) grow when the layer gains a bias. */
+mge_status mge_pass_fold_into(mge_graph *g, int layer, const double *scale, const double *shift, int out, int y,
+                              int **uses, char ***rename, mge_error *err);
 
 #endif

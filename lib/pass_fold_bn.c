@@ -69,17 +69,9 @@ mge_status mge_pass_fold_bn(mge_graph **gp, int *changed, mge_error *err)
             scale[o] = (double)gamma[o] / sqrt((double)var[o] + eps);
             shift[o] = (double)beta[o] - (double)mean[o] * scale[o];
         }
-        int nv = g->nvalues;
-        if ((s = mge_pass_fold_affine(g, layer, scale, shift, err)))
+        if ((s = mge_pass_fold_into(g, layer, scale, shift, out, y, &uses, &rename, err)))
             goto done;
         folded = 1;
-        if (g->nvalues > nv && (s = mge_pass_grow_maps(&uses, &rename, nv, g->nvalues, err)))
-            goto done; /* the layer gained a bias value */
-        if (mge_pass_is_root(g, out))
-            rename[y] = g->values[out].name; /* out is dropped below, so its name is free */
-        mge_pass_replace_uses(g, out, y);
-        uses[y] += uses[out] - 1; /* the batchnorm is dead: its read goes */
-        uses[out] = 0;
     }
     if (folded) {
         mge_prune_opts o = {NULL, rename, NULL};

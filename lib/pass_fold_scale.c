@@ -97,17 +97,9 @@ mge_status mge_pass_fold_scale(mge_graph **gp, int *changed, mge_error *err)
         if (!ok)
             continue; /* y / 0 is not a scale */
         int mulop = op == MGE_OP_MUL || op == MGE_OP_DIV;
-        int nvals = g->nvalues;
-        if ((s = mge_pass_fold_affine(g, layer, mulop ? vals : NULL, mulop ? NULL : vals, err)))
+        if ((s = mge_pass_fold_into(g, layer, mulop ? vals : NULL, mulop ? NULL : vals, out, y, &uses, &rename, err)))
             goto done;
         folded = 1;
-        if (g->nvalues > nvals && (s = mge_pass_grow_maps(&uses, &rename, nvals, g->nvalues, err)))
-            goto done; /* the layer gained a bias value */
-        if (mge_pass_is_root(g, out))
-            rename[y] = g->values[out].name; /* out is dropped below, so its name is free */
-        mge_pass_replace_uses(g, out, y);
-        uses[y] += uses[out] - 1; /* this node is dead: its read goes */
-        uses[out] = 0;
     }
     if (folded) {
         mge_prune_opts o = {NULL, rename, NULL};

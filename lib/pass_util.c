@@ -378,7 +378,8 @@ mge_status mge_pass_rb_finish(mge_graph *g, mge_graph *c, const int *remap, int 
     return MGE_OK;
 }
 
-mge_status mge_pass_grow_maps(int **uses, char ***rename, int old, int n, mge_error *err)
+/* Extends the per-value maps to n values: new ones are read once, not renamed. */
+static mge_status grow_maps(int **uses, char ***rename, int old, int n, mge_error *err)
 {
     int *nu = realloc(*uses, sizeof(int) * ((size_t)n + 1));
     if (nu)
@@ -392,5 +393,22 @@ mge_status mge_pass_grow_maps(int **uses, char ***rename, int old, int n, mge_er
         nu[v] = 1;
         nr[v] = NULL;
     }
+    return MGE_OK;
+}
+
+mge_status mge_pass_fold_into(mge_graph *g, int layer, const double *scale, const double *shift, int out, int y,
+                              int **uses, char ***rename, mge_error *err)
+{
+    int nv = g->nvalues;
+    mge_status s = mge_pass_fold_affine(g, layer, scale, shift, err);
+    if (s)
+        return s;
+    if (g->nvalues > nv && (s = grow_maps(uses, rename, nv, g->nvalues, err)))
+        return s; /* the layer gained a bias value */
+    if (mge_pass_is_root(g, out))
+        (*rename)[y] = g->values[out].name; /* out is dropped by the prune, so its name is free */
+    mge_pass_replace_uses(g, out, y);
+    (*uses)[y] += (*uses)[out] - 1; /* the folded node is dead: its read goes */
+    (*uses)[out] = 0;
     return MGE_OK;
 }
