@@ -377,6 +377,27 @@ static int read_attr(rd *r, const nrec *n, mge_attr *a)
             return bad(r, "node '%s': attribute '%s' is a bool stored as %u", n->name, mge_key_name(k), u);
         a->i[0] = u;
         return 1;
+    case MGE_ATTR_OPS:
+        if (!get_u8(r, &u))
+            return 0;
+        if (u < 1 || u > MGE_MAX_DIMS)
+            return bad(r, "node '%s': attribute '%s' has %u values (1..%d)", n->name, mge_key_name(k), u,
+                       MGE_MAX_DIMS);
+        a->n = (int)u;
+        for (int i = 0; i < a->n; i++) {
+            char *name;
+            if (!get_str(r, &name))
+                return 0;
+            int id = a->n == 1 && strcmp(name, "none") == 0 ? -1 : mge_op_lookup(name, strlen(name));
+            if (id < -1 || (id == -1 && (a->n != 1 || strcmp(name, "none") != 0))) {
+                bad(r, "node '%s': attribute '%s' names unknown op '%s'", n->name, mge_key_name(k), name);
+                free(name);
+                return 0;
+            }
+            free(name);
+            a->i[i] = id;
+        }
+        return 1;
     case MGE_ATTR_DTYPE:
         if (!get_u8(r, &u))
             return 0;

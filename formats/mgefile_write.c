@@ -275,6 +275,19 @@ static mge_status write_attr(const mge_node *n, const mge_attr *a, mge_buf *b, m
     case MGE_ATTR_BOOL:
         put_u8(b, a->i[0] != 0);
         break;
+    case MGE_ATTR_OPS:
+        /* op names, not numbers, like the node ops: stable as ops.def grows */
+        if (a->n < 1 || a->n > MGE_MAX_DIMS)
+            return mge_error_set(err, MGE_ERR_INVALID, "%s: attribute '%s' has %d values", n->name,
+                                 mge_key_name(a->key), a->n);
+        put_u8(b, (unsigned)a->n);
+        for (int k = 0; k < a->n; k++) {
+            if (a->i[k] < (a->n == 1 ? -1 : 0) || a->i[k] >= MGE_NOPS)
+                return mge_error_set(err, MGE_ERR_INVALID, "%s: attribute '%s' names no op", n->name,
+                                     mge_key_name(a->key));
+            put_str(b, mge_attr_op_name(a->i[k]));
+        }
+        break;
     case MGE_ATTR_DTYPE:
         if (a->i[0] < 0 || a->i[0] >= MGE_NDTYPES)
             return mge_error_set(err, MGE_ERR_INVALID, "%s: attribute '%s' is no dtype", n->name,

@@ -710,6 +710,52 @@ static mge_status attr_list_names(const mge_opinfo *oi, char *buf, size_t n)
     return MGE_OK;
 }
 
+/* One op name of an OPS attribute ("none" alone means no op). */
+static mge_status ops_name(parser *P, const char *what, int allow_none, int64_t *id)
+{
+    const mge_tok *t = &P->cur;
+    char b[96], nb[72];
+    if (t->type == MGE_T_NAME && allow_none && tis(t, "none")) {
+        *id = -1;
+        return MGE_OK;
+    }
+    int op = t->type == MGE_T_NAME ? mge_op_lookup(t->p, t->n) : -1;
+    if (op < 0)
+        return perr(P, t->line, t->col, MGE_ERR_INVALID, "%s: expected an op name%s, found %s", what,
+                    allow_none ? " or none" : "",
+                    t->type == MGE_T_NAME ? (snprintf(b, sizeof b, "'%s'", tname(t, nb, sizeof nb)), b)
+                                          : tdesc(t, b, sizeof b));
+    *id = op;
+    return MGE_OK;
+}
+
+/* NAME, none, or [NAME, NAME, ...]; leaves the last token current. */
+static mge_status ops_value(parser *P, const char *what, mge_attr *a)
+{
+    mge_status s;
+    if (P->cur.type != MGE_T_LBRACK)
+        return ops_name(P, what, 1, &a->i[0]);
+    if ((s = next(P)))
+        return s;
+    a->n = 0;
+    while (P->cur.type != MGE_T_RBRACK) {
+        if (a->n == MGE_MAX_DIMS)
+            return perr(P, P->cur.line, P->cur.col, MGE_ERR_INVALID, "%s: more than %d ops", what, MGE_MAX_DIMS);
+        if ((s = ops_name(P, what, 0, &a->i[a->n])) || (s = next(P)))
+            return s;
+        a->n++;
+        if (P->cur.type != MGE_T_COMMA)
+            break;
+        if ((s = next(P)))
+            return s;
+    }
+    if (a->n == 0)
+        return perr(P, P->cur.line, P->cur.col, MGE_ERR_INVALID, "%s: needs at least one op", what);
+    if (P->cur.type != MGE_T_RBRACK)
+        return expect(P, MGE_T_RBRACK, "',' or ']'");
+    return MGE_OK;
+}
+
 /* The value after KEY= converted by the key's type. */
 static mge_status attr_value(parser *P, const mge_opinfo *oi, int key, mge_attr *a)
 {
@@ -760,6 +806,10 @@ static mge_status attr_value(parser *P, const mge_opinfo *oi, int key, mge_attr 
             return perr(P, t->line, t->col, MGE_ERR_INVALID, "%s: expected true or false, found %s", what,
                         tdesc(t, b, sizeof b));
         a->i[0] = tis(t, "true");
+        break;
+    case MGE_ATTR_OPS:
+        if ((s = ops_value(P, what, a)))
+            return s;
         break;
     case MGE_ATTR_DTYPE: {
         mge_dtype dt;

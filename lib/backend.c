@@ -28,6 +28,10 @@ static void build_ref(void)
     mge_ref_register_grad_reduce(&ref_be);
     mge_ref_register_grad_norm(&ref_be);
     mge_ref_register_optim(&ref_be);
+    mge_ref_register_fused(&ref_be);
+    mge_ref_register_fused_elem(&ref_be);
+    mge_ref_register_winograd(&ref_be);
+    mge_ref_register_blocked(&ref_be);
 }
 
 static void build_cpu(void)
@@ -44,6 +48,9 @@ static void build_cpu(void)
     mge_cpu_register_grad_elem(&cpu_be);
     mge_cpu_register_grad_norm(&cpu_be);
     mge_cpu_register_optim(&cpu_be);
+    mge_cpu_register_fused_elem(&cpu_be);
+    mge_cpu_register_winograd(&cpu_be);
+    mge_cpu_register_blocked(&cpu_be);
 }
 
 const mge_backend *mge_backend_ref(void)

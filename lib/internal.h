@@ -47,6 +47,14 @@ MGE_FAMILY_DECL(reduce)
 MGE_FAMILY_DECL(shape)
 MGE_FAMILY_DECL(loss)
 MGE_FAMILY_DECL(optim)
+MGE_FAMILY_DECL(fused)
+MGE_FAMILY_DECL(winograd)
+MGE_FAMILY_DECL(blocked)
+/* op_fused.c: what a fused op's act (incl. -1, none), a fused_elemwise
+ * unary entry and a binary entry may be. */
+int mge_fused_act_ok(int64_t op);
+int mge_fused_unary_ok(int64_t op);
+int mge_fused_binary_ok(int64_t op);
 mge_status mge_conv_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
                            mge_param_spec *specs, int *nspecs, mge_error *err);
 mge_status mge_linear_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
@@ -78,6 +86,9 @@ MGE_GRAD_DECL(reduce)
 MGE_GRAD_DECL(shape)
 MGE_GRAD_DECL(loss)
 MGE_GRAD_DECL(optim)
+MGE_GRAD_DECL(fused)
+MGE_GRAD_DECL(winograd)
+MGE_GRAD_DECL(blocked)
 mge_grad_fn mge_op_grad_fn(int op);
 /* mge_grad_build with the gradient of `out` (any shape) given as the value
  * dout (its dtype and shape) instead of 1 for a scalar loss; dout < 0 means 1.
@@ -197,6 +208,14 @@ void mge_cpu_register_grad_pool(mge_backend *b);
 void mge_cpu_register_grad_elem(mge_backend *b);   /* elementwise, loss grads */
 void mge_cpu_register_grad_norm(mge_backend *b);   /* batchnorm training forward and grad */
 void mge_cpu_register_optim(mge_backend *b);
+/* fused, winograd and blocked-layout kernels (mge-opt's passes write these ops) */
+void mge_ref_register_fused(mge_backend *b);        /* fused_conv2d, fused_linear */
+void mge_ref_register_fused_elem(mge_backend *b);   /* fused_elemwise */
+void mge_ref_register_winograd(mge_backend *b);
+void mge_ref_register_blocked(mge_backend *b);
+void mge_cpu_register_fused_elem(mge_backend *b);   /* fused_elemwise (fused_conv2d/linear: cpu_gemm.c) */
+void mge_cpu_register_winograd(mge_backend *b);
+void mge_cpu_register_blocked(mge_backend *b);
 
 /* OpenBLAS thread count. The executor sets it to 1: our pool is the only
  * one, and kernels call OpenBLAS from pool tasks, each on its own block

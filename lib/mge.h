@@ -175,7 +175,8 @@ typedef enum mge_attr_type {
     MGE_ATTR_INTS,   /* i[0..n); a scalar written as k is stored as n = 1 */
     MGE_ATTR_FLOAT,  /* f */
     MGE_ATTR_BOOL,   /* i[0] = 0/1 */
-    MGE_ATTR_DTYPE   /* i[0] = mge_dtype */
+    MGE_ATTR_DTYPE,  /* i[0] = mge_dtype */
+    MGE_ATTR_OPS     /* i[0..n) op ids (act=relu, ops=[add, relu]); n = 1 with i[0] = -1 is "none" */
 } mge_attr_type;
 
 enum {
@@ -216,6 +217,7 @@ int mge_op_lookup(const char *name, size_t n);  /* op id or -1 */
 const char *mge_key_name(int key);
 mge_attr_type mge_key_type(int key);
 int mge_key_lookup(const char *name, size_t n); /* key id or -1 */
+const char *mge_attr_op_name(int64_t op);      /* an OPS attribute's entry: op name, "none" for -1 */
 
 /* ---------------------------------------------------------------- graph IR */
 

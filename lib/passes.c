@@ -16,7 +16,11 @@
     MGE_PASS(strip_training, "strip-training", "drop the loss and label inputs; dropout becomes identity, batchnorm inference") \
     MGE_PASS(fold_bn, "fold-bn", "fold batchnorm after conv2d/linear into the weights and bias") \
     MGE_PASS(fold_scale, "fold-scale", "fold multiplication/addition by constants into the preceding conv2d/linear") \
-    MGE_PASS(f16_weights, "f16-weights", "store float weights as f16, computed in f32")
+    MGE_PASS(f16_weights, "f16-weights", "store float weights as f16, computed in f32") \
+    MGE_PASS(fuse_activation, "fuse-activation", "TODO summary (fuse_activation helper)") \
+    MGE_PASS(fuse_elemwise, "fuse-elemwise", "TODO summary (fuse_elemwise helper)") \
+    MGE_PASS(winograd, "winograd", "TODO summary (winograd helper)") \
+    MGE_PASS(layout, "layout", "TODO summary (layout helper)")
 
 #define MGE_PASS_DECL(id, name, summary) mge_status mge_pass_##id(mge_graph **g, int *changed, mge_error *err);
 MGE_PASSES(MGE_PASS_DECL)

@@ -66,6 +66,11 @@ mge_attr_type mge_key_type(int key)
     return key >= 0 && key < MGE_NKEYS ? keys[key].type : MGE_ATTR_INT;
 }
 
+const char *mge_attr_op_name(int64_t op)
+{
+    return op == -1 ? "none" : op >= 0 && op < MGE_NOPS ? ops[op].name : "?";
+}
+
 int mge_key_lookup(const char *name, size_t n)
 {
     for (int i = 0; i < MGE_NKEYS; i++)
@@ -102,6 +107,13 @@ static int parse_default(int key, const char *s, size_t n, mge_attr *a)
     case MGE_ATTR_INT:
         a->i[0] = strtoll(tmp, NULL, 10);
         return 1;
+    case MGE_ATTR_OPS:
+        if (strcmp(tmp, "none") == 0) {
+            a->i[0] = -1;
+            return 1;
+        }
+        a->i[0] = mge_op_lookup(tmp, n);
+        return a->i[0] >= 0;
     case MGE_ATTR_INTS: {
         char *p = tmp;
         if (*p == '[')
@@ -216,9 +228,14 @@ mge_status mge_attrs_complete(int op, int nattr, const mge_attr *attrs, mge_attr
         for (int j = 0; j < i; j++)
             if (attrs[j].key == k)
                 return mge_error_set(err, MGE_ERR_INVALID, "attribute '%s' given twice", mge_key_name(k));
-        if (keys[k].type == MGE_ATTR_INTS && (attrs[i].n < 1 || attrs[i].n > MGE_MAX_DIMS))
+        if ((keys[k].type == MGE_ATTR_INTS || keys[k].type == MGE_ATTR_OPS) && (attrs[i].n < 1 || attrs[i].n > MGE_MAX_DIMS))
             return mge_error_set(err, MGE_ERR_INVALID, "attribute '%s' needs 1..%d values", mge_key_name(k),
                                  MGE_MAX_DIMS);
+        if (keys[k].type == MGE_ATTR_OPS)
+            for (int j = 0; j < attrs[i].n; j++)
+                if (attrs[i].i[j] < (attrs[i].n == 1 ? -1 : 0) || attrs[i].i[j] >= MGE_NOPS)
+                    return mge_error_set(err, MGE_ERR_INVALID, "attribute '%s': op %lld out of range",
+                                         mge_key_name(k), (long long)attrs[i].i[j]);
     }
     int n = 0;
     for (int j = 0; j < oi->nschema; j++) {

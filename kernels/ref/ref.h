@@ -12,6 +12,10 @@
 #include <math.h>
 #include <string.h>
 
+/* ref_unary.c: a float unary op (relu ... abs, not cast or dropout) of v, in
+ * double; alpha is leaky_relu's slope. */
+double mge_ref_unary(int op, double v, double alpha);
+
 static inline const char *ref_opname(const mge_node *n)
 {
     const mge_opinfo *oi = mge_op_info(n->op);

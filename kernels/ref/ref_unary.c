@@ -27,8 +27,9 @@ static double relu6(double v)
 }
 
 /* f(v) for the float ops; alpha is leaky_relu's slope. NaN passes through
- * relu and friends as in PyTorch (comparisons with NaN are false). */
-static double fop(int op, double v, double alpha)
+ * relu and friends as in PyTorch (comparisons with NaN are false). The
+ * fused ops' ref kernels apply their activations with it too. */
+double mge_ref_unary(int op, double v, double alpha)
 {
     switch (op) {
     case MGE_OP_RELU: return v < 0 ? 0 : v;
@@ -61,7 +62,7 @@ static mge_status unary_float(const mge_kctx *ctx, const mge_node *n, mge_tensor
     int64_t cnt = ref_numel(in[0]);
     double alpha = mge_node_float(n, MGE_KEY_alpha, 0.01);
     for (int64_t i = 0; i < cnt; i++)
-        ref_st(dt, y, i, fop(n->op, ref_ld(dt, x, i), alpha));
+        ref_st(dt, y, i, mge_ref_unary(n->op, ref_ld(dt, x, i), alpha));
     return MGE_OK;
 }
 
