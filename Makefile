@@ -105,6 +105,9 @@ bench: all
 bench-train: all
 	@MGE_BIN=$(CURDIR)/$(BINDIR) scripts/bench-train
 
+bench-opt: all
+	@MGE_BIN=$(CURDIR)/$(BINDIR) scripts/bench-opt
+
 # ------------------------------------------------------------------ install
 MAN1 := $(wildcard man/man1/*.1)
 MAN5 := $(wildcard man/man5/*.5)
@@ -125,7 +128,7 @@ install: all
 clean:
 	rm -rf build bin
 
-.PHONY: all check unit fuzz fuzz-build demo bench bench-train install clean
+.PHONY: all check unit fuzz fuzz-build demo bench bench-train bench-opt install clean
 
 # keep objects that pattern rules chain through (cmd/*.o), so rebuilds stay incremental
 .SECONDARY:

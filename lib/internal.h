@@ -55,6 +55,14 @@ MGE_FAMILY_DECL(blocked)
 int mge_fused_act_ok(int64_t op);
 int mge_fused_unary_ok(int64_t op);
 int mge_fused_binary_ok(int64_t op);
+/* op_winograd.c: Winograd F(m,3) for conv2d_winograd (m = tile, 2 or 4;
+ * a = m + 2). mge_winograd_matrices gives A^T [m][a], G [a][3] and B^T
+ * [a][a] (row-major), 0 for an unsupported m. The weight transform writes
+ * u[p][o][c] = (G w[o][c] G^T)[p / a][p % a] for w [O,C,3,3] (computed in
+ * double; u holds a*a*O*C floats): the mge-opt pass stores it, the tests
+ * check kernels against it. */
+int mge_winograd_matrices(int m, const double **at, const double **g, const double **bt);
+void mge_winograd_weight_transform(const float *w, int64_t O, int64_t C, int m, float *u);
 mge_status mge_conv_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
                            mge_param_spec *specs, int *nspecs, mge_error *err);
 mge_status mge_linear_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
@@ -310,6 +318,17 @@ mge_status mge_pass_rb_values(const mge_graph *g, const char *keep, char *const 
                               mge_error *err);
 mge_status mge_pass_rb_node(mge_graph *c, const char *name, int op, int nin, const int *in, int nout,
                             const int *out, int nattr, const mge_attr *attrs, mge_error *err);
+/* keep (all 1) and remap sized for g's values, and c empty; all or none. */
+mge_status mge_pass_rb_alloc(const mge_graph *g, char **keep, int **remap, mge_graph **c, mge_error *err);
+/* mge_pass_rb_finish(*gp, *c, ...), then *gp = *c, *c = NULL, *changed = 1. */
+mge_status mge_pass_rb_end(mge_graph **gp, mge_graph **c, const int *remap, int (*keep_meta)(const char *key),
+                           int *changed, mge_error *err);
+/* A new value of c named <base><suffix>, made unique in g and c with .1, .2, ... */
+mge_status mge_pass_rb_new_value(const mge_graph *g, mge_graph *c, const char *base, const char *suffix,
+                                 mge_valkind kind, mge_dtype dt, int ndim, const int64_t *dims, int *idx,
+                                 mge_error *err);
+/* Appends node n of the old graph unchanged, in and out through remap. */
+mge_status mge_pass_rb_copy(mge_graph *c, const mge_node *n, const int *remap, mge_error *err);
 mge_status mge_pass_rb_finish(mge_graph *g, mge_graph *c, const int *remap, int (*keep_meta)(const char *key),
                               mge_error *err);
 

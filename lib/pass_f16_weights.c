@@ -1,7 +1,8 @@
 /* pass_f16_weights.c — store conv2d/linear weights as f16, compute in f32.
  *
- * Every f32 param with data that a conv2d or linear node reads as its
- * weight (input 1) or bias (input 2) is converted to f16 (round to nearest
+ * Every f32 param with data that a conv2d or linear node (or a fused,
+ * winograd or blocked form of one) reads as its weight (input 1) or bias
+ * (input 2) is converted to f16 (round to nearest
  * even) under its own name, so mge-dump --params lists it, and one cast
  * node (dtype=f32) named "<param>.f32" is inserted before the first node
  * that reads it; every reader then takes the cast's output. The model file
@@ -19,6 +20,21 @@
 
 
 /* ---------------------------------------------------------------- the pass */
+
+/* Ops whose input 1 is a weight and input 2 (if any) a bias or residual:
+ * the layers and what the fuse, winograd and layout passes make of them. */
+static int weighted(int op)
+{
+    switch (op) {
+    case MGE_OP_CONV2D:
+    case MGE_OP_LINEAR:
+    case MGE_OP_FUSED_CONV2D:
+    case MGE_OP_FUSED_LINEAR:
+    case MGE_OP_CONV2D_WINOGRAD:
+    case MGE_OP_CONV2D_NCHWC: return 1;
+    }
+    return 0;
+}
 
 /* A fresh f16 copy of the f32 tensor t (never written in place: t may point
  * into a read-only mapping). */
@@ -65,8 +81,10 @@ mge_status mge_pass_f16_weights(mge_graph **gp, int *changed, mge_error *err)
     int nconv = 0;
     for (int i = 0; i < g->nnodes; i++) {
         const mge_node *n = &g->nodes[i];
-        if (n->op != MGE_OP_CONV2D && n->op != MGE_OP_LINEAR)
+        if (!weighted(n->op))
             continue;
+        /* weight, and bias when present (a fused op's next input may be
+         * its residual: a node output, skipped by the kind test below) */
         for (int k = 1; k < n->nin && k <= 2; k++) {
             int v = n->in[k];
             const mge_value *val = &g->values[v];

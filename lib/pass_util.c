@@ -3,6 +3,7 @@
  * inputs, rename values and filter metadata. */
 #include "internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -138,11 +139,7 @@ mge_status mge_pass_prune(mge_graph **gp, const mge_prune_opts *o, int *changed,
         if ((s = mge_pass_rb_node(c, src->name, src->op, src->nin, in, src->nout, out, src->nattr, src->attrs, err)))
             goto done;
     }
-    if ((s = mge_pass_rb_finish(g, c, remap, o ? o->keep_meta : NULL, err)))
-        goto done;
-    *gp = c;
-    c = NULL;
-    *changed = 1;
+    s = mge_pass_rb_end(gp, &c, remap, o ? o->keep_meta : NULL, changed, err);
 done:
     mge_graph_free(c);
     free(roots);
@@ -340,6 +337,72 @@ mge_status mge_pass_rb_node(mge_graph *c, const char *name, int op, int nin, con
         c->values[out[k]].out_index = k;
     }
     return MGE_OK;
+}
+
+/* What a rebuild starts from: keep (all 1) and remap for g's values plus
+ * one, and the empty graph c; on failure nothing is left allocated. */
+mge_status mge_pass_rb_alloc(const mge_graph *g, char **keep, int **remap, mge_graph **c, mge_error *err)
+{
+    size_t nv = (size_t)g->nvalues + 1;
+    *keep = malloc(nv);
+    *remap = malloc(sizeof(int) * nv);
+    *c = mge_graph_new();
+    if (!*keep || !*remap || !*c) {
+        free(*keep);
+        free(*remap);
+        mge_graph_free(*c);
+        *keep = NULL;
+        *remap = NULL;
+        *c = NULL;
+        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+    }
+    memset(*keep, 1, nv);
+    return MGE_OK;
+}
+
+/* The last step of a rebuild: mge_pass_rb_finish, then c replaces *gp
+ * (*c becomes NULL, so the caller's cleanup frees nothing of it). */
+mge_status mge_pass_rb_end(mge_graph **gp, mge_graph **c, const int *remap, int (*keep_meta)(const char *key),
+                           int *changed, mge_error *err)
+{
+    mge_status s = mge_pass_rb_finish(*gp, *c, remap, keep_meta, err);
+    if (s)
+        return s;
+    *gp = *c;
+    *c = NULL;
+    *changed = 1;
+    return MGE_OK;
+}
+
+/* A new value of c named <base><suffix>, or <base><suffix>.<k> (k = 1, 2,
+ * ...) where g or c has that name already; its index in *idx. */
+mge_status mge_pass_rb_new_value(const mge_graph *g, mge_graph *c, const char *base, const char *suffix,
+                                 mge_valkind kind, mge_dtype dt, int ndim, const int64_t *dims, int *idx,
+                                 mge_error *err)
+{
+    size_t len = strlen(base) + strlen(suffix) + 24;
+    char *name = malloc(len);
+    if (!name)
+        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+    snprintf(name, len, "%s%s", base, suffix);
+    for (int k = 1; mge_graph_find(g, name) >= 0 || mge_graph_find(c, name) >= 0; k++)
+        snprintf(name, len, "%s%s.%d", base, suffix, k);
+    *idx = mge_graph_add_value(c, name, kind, dt, ndim, dims, err);
+    free(name);
+    return *idx < 0 ? (err ? err->code : MGE_ERR_INVALID) : MGE_OK;
+}
+
+/* Appends g's node n unchanged, its values mapped through remap. */
+mge_status mge_pass_rb_copy(mge_graph *c, const mge_node *n, const int *remap, mge_error *err)
+{
+    int in[64], out[8];
+    if (n->nin > 64 || n->nout > 8)
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: too many inputs or outputs", n->name);
+    for (int k = 0; k < n->nin; k++)
+        in[k] = remap[n->in[k]];
+    for (int k = 0; k < n->nout; k++)
+        out[k] = remap[n->out[k]];
+    return mge_pass_rb_node(c, n->name, n->op, n->nin, in, n->nout, out, n->nattr, n->attrs, err);
 }
 
 /* Outputs, loss and metadata, then (nothing can fail after that) tensor

@@ -17,10 +17,10 @@
     MGE_PASS(fold_bn, "fold-bn", "fold batchnorm after conv2d/linear into the weights and bias") \
     MGE_PASS(fold_scale, "fold-scale", "fold multiplication/addition by constants into the preceding conv2d/linear") \
     MGE_PASS(f16_weights, "f16-weights", "store float weights as f16, computed in f32") \
-    MGE_PASS(fuse_activation, "fuse-activation", "TODO summary (fuse_activation helper)") \
-    MGE_PASS(fuse_elemwise, "fuse-elemwise", "TODO summary (fuse_elemwise helper)") \
-    MGE_PASS(winograd, "winograd", "TODO summary (winograd helper)") \
-    MGE_PASS(layout, "layout", "TODO summary (layout helper)")
+    MGE_PASS(fuse_activation, "fuse-activation", "fuse conv2d/linear with a following residual add and activation into one node") \
+    MGE_PASS(fuse_elemwise, "fuse-elemwise", "fuse chains of f32 elementwise ops into one fused_elemwise node (inference graphs)") \
+    MGE_PASS(winograd, "winograd", "3x3 stride-1 conv2d/fused_conv2d to Winograd F(4,3)/F(2,3), weights transformed once") \
+    MGE_PASS(layout, "layout", "run conv regions in the CPU's blocked layout NCHWc, with as few transposes as possible")
 
 #define MGE_PASS_DECL(id, name, summary) mge_status mge_pass_##id(mge_graph **g, int *changed, mge_error *err);
 MGE_PASSES(MGE_PASS_DECL)
@@ -34,12 +34,18 @@ static const mge_pass registry[] = {
 
 #define NPASSES ((int)(sizeof registry / sizeof registry[0]))
 
-/* -O0 .. -O3. Later levels are supersets of earlier ones. */
+/* -O0 .. -O3. Later levels are supersets of earlier ones. In -O2 the
+ * folds run first (they match plain conv2d/linear), then fuse-activation
+ * (layout and winograd carry a fused epilogue over), then layout (on
+ * AVX-512 it takes the convolutions into NCHW16c), then winograd (the 3x3
+ * convs still in NCHW: all of them without AVX-512), and fuse-elemwise
+ * last, so it does not take the chains that the layers absorb. */
+#define MGE_O2 "strip-training,fold-bn,fold-scale,cse,fold-constants,dce,fuse-activation,layout,winograd,fuse-elemwise"
 static const char *const presets[4] = {
     "",
     "cse,fold-constants,dce",
-    "strip-training,fold-bn,fold-scale,cse,fold-constants,dce",
-    "strip-training,fold-bn,fold-scale,cse,fold-constants,dce,f16-weights",
+    MGE_O2,
+    MGE_O2 ",f16-weights",
 };
 
 int mge_pass_count(void)

@@ -1,4 +1,5 @@
-/* cpu_gemm.c — conv2d, linear and matmul (f32) on OpenBLAS.
+/* cpu_gemm.c — conv2d, linear and matmul (f32) on OpenBLAS, and the fused
+ * fused_conv2d / fused_linear of mge-opt's fuse-activation pass.
  *
  * conv2d takes one of three paths:
  *   - one input channel per group (depthwise, incl. channel multipliers):
@@ -10,8 +11,15 @@
  * the sgemm accumulates onto it (beta = 1), so the bias costs no extra pass.
  * OpenBLAS runs single-threaded and is called from pool tasks, one call per
  * block of the output (see "gemm blocks" below), so our pool is the only
- * one and results do not depend on --threads. */
+ * one and results do not depend on --threads.
+ *
+ * The fused ops take the same paths: plain conv2d/linear are the fused
+ * ones with no residual and no activation. Each task ends with the
+ * epilogue (cpu_act.h: residual add, then the activation) on the block it
+ * just computed, while the block is in cache; it is elementwise, so the
+ * bits do not depend on --threads either. */
 #include "cpu.h"
+#include "cpu_act.h"
 
 #include <cblas.h>
 #include <string.h>
@@ -21,6 +29,40 @@
 static void conv_shape(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, cpu_conv *c)
 {
     cpu_conv_shape(n, in[0], in[1], out[0], c);
+}
+
+static int is_fused(const mge_node *n)
+{
+    return n->op == MGE_OP_FUSED_CONV2D || n->op == MGE_OP_FUSED_LINEAR;
+}
+
+/* The bias (or NULL) and the epilogue of a conv2d/linear or fused node:
+ * fused ones read (x, weight[, bias][, residual]) as their bias and
+ * residual attributes say. 0 when the inputs do not match them. */
+static int layer_io(const mge_node *n, mge_tensor *const *in, const float **b, cpu_epi *e)
+{
+    e->res = NULL;
+    e->act = -1;
+    e->alpha = 0.01f;
+    if (!is_fused(n)) {
+        *b = n->nin > 2 && in[2] ? in[2]->data : NULL;
+        return 1;
+    }
+    int bias = (int)mge_node_int(n, MGE_KEY_bias, 1), res = (int)mge_node_int(n, MGE_KEY_residual, 0);
+    const mge_attr *act = mge_node_attr(n, MGE_KEY_act);
+    if (n->nin != 2 + bias + res || !act || act->n != 1 || (act->i[0] != -1 && !cpu_act_known((int)act->i[0])))
+        return 0;
+    *b = bias ? in[2]->data : NULL;
+    e->res = res ? in[2 + bias]->data : NULL;
+    e->act = (int)act->i[0];
+    e->alpha = (float)mge_node_float(n, MGE_KEY_alpha, 0.01);
+    return 1;
+}
+
+static mge_status bad_inputs(const mge_node *n, mge_error *err)
+{
+    return mge_error_set(err, MGE_ERR_INVALID, "%s: inputs or act do not match the bias/residual/act attributes",
+                         mge_op_info(n->op)->name);
 }
 
 /* ---------------------------------------------------------------- bias prefill
@@ -154,6 +196,7 @@ typedef struct dw_job {
     const cpu_conv *c;
     const float *x, *w, *b;
     float *y, *ws;
+    cpu_epi epi;
 } dw_job;
 
 static void dw_task(void *a, int64_t p0, int64_t p1, int thread)
@@ -166,8 +209,10 @@ static void dw_task(void *a, int64_t p0, int64_t p1, int thread)
     for (int64_t p = p0; p < p1; p++) {
         int64_t img = p / c->O, o = p % c->O;
         int64_t ch = o / c->Og;   /* one input channel per group */
-        dw_plane(c, j->x + (img * c->C + ch) * plane_in, j->w + o * ksz, j->b ? j->b[o] : 0.0f,
-                 j->y + p * plane_out, pad, pad + Hp * Wp);
+        float *y = j->y + p * plane_out;
+        dw_plane(c, j->x + (img * c->C + ch) * plane_in, j->w + o * ksz, j->b ? j->b[o] : 0.0f, y, pad,
+                 pad + Hp * Wp);
+        cpu_epi_block(&j->epi, j->y, y, plane_out, 1, plane_out);   /* the plane is still in cache */
     }
 }
 
@@ -238,6 +283,7 @@ typedef struct gemm_job {
     int nbd;                     /* batch dims (0: one matrix) */
     const int64_t *bdims, *sa, *sb;
     const float *rowv, *colv;    /* C's prefill (see fill_block) */
+    cpu_epi epi;                 /* on each block after its sgemm (residual laid out like C) */
     gemm_split s;
 } gemm_job;
 
@@ -271,8 +317,9 @@ static void gemm_task(void *arg, int64_t task, int thread)
     }
     fill_block(c, j->ldc, M, N, rowv, colv);
     if (j->K > 0)
-            cblas_sgemm(CblasRowMajor, j->ta, j->tb, (blasint)M, (blasint)N, (blasint)j->K, 1.0f, a, (blasint)j->lda,
+        cblas_sgemm(CblasRowMajor, j->ta, j->tb, (blasint)M, (blasint)N, (blasint)j->K, 1.0f, a, (blasint)j->lda,
                     b, (blasint)j->ldb, 1.0f, c, (blasint)j->ldc);
+    cpu_epi_block(&j->epi, j->c, c, j->ldc, M, N);
 }
 
 /* One (or `batch`) C = prefill + op(A) op(B) over the pool. */
@@ -345,6 +392,7 @@ typedef struct conv_job {
     float *y, *ws;
     int direct;
     gemm_split s;
+    cpu_epi epi;
 } conv_job;
 
 static void conv_cols_task(void *arg, int64_t task, int thread)
@@ -369,6 +417,7 @@ static void conv_cols_task(void *arg, int64_t task, int thread)
     if (K > 0)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)c->Og, (blasint)(p1 - p0), (blasint)K, 1.0f,
                     j->w + g * c->Og * K, (blasint)K, src, (blasint)ldb, 1.0f, y, (blasint)P);
+    cpu_epi_block(&j->epi, j->y, y, P, c->Og, p1 - p0);
 }
 
 /* Scratch floats of the im2col path: per thread one column block, or one
@@ -402,21 +451,25 @@ static size_t conv_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *cons
     return own > ref ? own : ref;
 }
 
+/* conv2d and fused_conv2d. */
 static mge_status cpu_conv2d(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
                              mge_error *err)
 {
+    const float *b;
+    cpu_epi epi;
+    if (!layer_io(n, in, &b, &epi))
+        return bad_inputs(n, err);
     cpu_conv c;
     conv_shape(n, in, out, &c);
     const float *x = in[0]->data, *w = in[1]->data;
-    const float *b = n->nin > 2 && in[2] ? in[2]->data : NULL;
     float *y = out[0]->data;
     int threads = ctx->pool ? mge_pool_size(ctx->pool) : 1;
     if (c.Cg == 1) {
         size_t need = sizeof(float) * (size_t)dw_scratch(&c) * (size_t)threads;
         if (!ctx->ws || ctx->ws_size < need)
-            return mge_error_set(err, MGE_ERR_INVALID, "conv2d: workspace of %zu bytes, need %zu", ctx->ws_size,
-                                 need);
-        dw_job j = {&c, x, w, b, y, ctx->ws};
+            return mge_error_set(err, MGE_ERR_INVALID, "%s: workspace of %zu bytes, need %zu",
+                                 mge_op_info(n->op)->name, ctx->ws_size, need);
+        dw_job j = {&c, x, w, b, y, ctx->ws, epi};
         int64_t plane = c.OH * c.OW * c.kh * c.kw;
         cpu_parallel(ctx, c.N * c.O, plane >= 4096 ? 1 : 4096 / (plane ? plane : 1), dw_task, &j);
         return MGE_OK;
@@ -427,8 +480,9 @@ static mge_status cpu_conv2d(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     int direct = cpu_conv_1x1(&c);
     size_t need = direct ? 0 : sizeof(float) * (size_t)conv_col_scratch(&c, threads);
     if (need && (!ctx->ws || ctx->ws_size < need))
-        return mge_error_set(err, MGE_ERR_INVALID, "conv2d: workspace of %zu bytes, need %zu", ctx->ws_size, need);
-    conv_job cj = {&c, x, w, b, y, ctx->ws, direct, conv_split(&c)};
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: workspace of %zu bytes, need %zu", mge_op_info(n->op)->name,
+                             ctx->ws_size, need);
+    conv_job cj = {&c, x, w, b, y, ctx->ws, direct, conv_split(&c), epi};
     if (cj.s.along_n) {
         /* every image, group and column block is a task of its own */
         mge_pool_run(ctx->pool, c.N * c.G * cj.s.nb, conv_cols_task, &cj);
@@ -445,9 +499,12 @@ static mge_status cpu_conv2d(const mge_kctx *ctx, const mge_node *n, mge_tensor 
                 cpu_parallel(ctx, K, P >= 4096 ? 1 : 4096 / P, col_rows, &j);
                 src = ctx->ws;
             }
-            gemm_job gj = {CblasNoTrans, CblasNoTrans, c.Og, P, K, K, P, P, w + g * c.Og * K, src,
-                           y + (img * c.O + g * c.Og) * P, 0, 0, NULL, NULL, NULL, b ? b + g * c.Og : NULL, NULL,
-                           {0, 0, 0}};
+            int64_t off = (img * c.O + g * c.Og) * P;
+            cpu_epi ge = epi;
+            ge.res = epi.res ? epi.res + off : NULL;
+            gemm_job gj = {.ta = CblasNoTrans, .tb = CblasNoTrans, .M = c.Og, .N = P, .K = K, .lda = K, .ldb = P,
+                           .ldc = P, .a = w + g * c.Og * K, .b = src, .c = y + off, .rowv = b ? b + g * c.Og : NULL,
+                           .epi = ge};
             gemm_run(ctx, &gj, 1);
         }
     return MGE_OK;
@@ -461,6 +518,7 @@ typedef struct gemv_job {
     const float *w, *x, *b;
     float *y;
     int64_t M, O, K, bs;
+    cpu_epi epi;
 } gemv_job;
 
 static void gemv_task(void *arg, int64_t blk, int thread)
@@ -471,15 +529,22 @@ static void gemv_task(void *arg, int64_t blk, int thread)
     for (int64_t m = 0; m < j->M; m++)
         cblas_sgemv(CblasRowMajor, CblasNoTrans, (blasint)(o1 - o0), (blasint)j->K, 1.0f, j->w + o0 * j->K,
                     (blasint)j->K, j->x + m * j->K, 1, 1.0f, j->y + m * j->O + o0, 1);
+    cpu_epi_block(&j->epi, j->y, j->y + o0, j->O, j->M, o1 - o0);
 }
 
+/* linear and fused_linear. */
 static mge_status cpu_linear(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
                              mge_error *err)
 {
+    const float *b;
+    cpu_epi epi;
+    if (!layer_io(n, in, &b, &epi))
+        return bad_inputs(n, err);
     const mge_tensor *x = in[0], *w = in[1];
-    const float *b = n->nin > 2 && in[2] ? in[2]->data : NULL;
     int64_t O = w->dims[0], K = w->dims[1];
     int64_t M = K ? mge_tensor_numel(x) / K : 0;
+    if (K == 0)   /* x [..., 0]: M is the output's rows */
+        M = O ? mge_tensor_numel(out[0]) / O : 0;
     if (M == 0 || O == 0)
         return MGE_OK;
     if (!cpu_blas_fits(M, O, K))
@@ -487,6 +552,7 @@ static mge_status cpu_linear(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     float *y = out[0]->data;
     if (K == 0) {
         fill_block(y, O, M, O, NULL, b);
+        cpu_epi_block(&epi, y, y, O, M, O);
         return MGE_OK;
     }
     const float *xd = x->data;
@@ -498,12 +564,12 @@ static mge_status cpu_linear(const mge_kctx *ctx, const mge_node *n, mge_tensor 
         while (nb < GEMM_MAX_COL_BLOCKS && O * K / (2 * nb) >= GEMV_BLOCK_FLOATS && O / (2 * nb) >= GEMM_MIN_ROWS)
             nb *= 2;
         int64_t bs = ((O + nb - 1) / nb + 15) / 16 * 16;
-        gemv_job j = {w->data, xd, b, y, M, O, K, bs};
+        gemv_job j = {w->data, xd, b, y, M, O, K, bs, epi};
         mge_pool_run(ctx->pool, (O + bs - 1) / bs, gemv_task, &j);
         return MGE_OK;
     }
-    gemm_job gj = {CblasNoTrans, CblasTrans, M, O, K, K, K, O, xd, w->data, y, 0, 0, NULL, NULL, NULL, NULL, b,
-                   {0, 0, 0}};   /* bias per column of y */
+    gemm_job gj = {.ta = CblasNoTrans, .tb = CblasTrans, .M = M, .N = O, .K = K, .lda = K, .ldb = K, .ldc = O,
+                   .a = xd, .b = w->data, .c = y, .colv = b /* bias per column of y */, .epi = epi};
     gemm_run(ctx, &gj, 1);
     return MGE_OK;
 }
@@ -536,8 +602,9 @@ static mge_status cpu_matmul(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     int64_t bbatch = 1;
     for (int i = 0; i < bt->ndim - 2; i++)
         bbatch *= bt->dims[i];
-    gemm_job j = {ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, lda, ldb, N, a->data,
-                  bt->data, yd, M * N, 0, NULL, NULL, NULL, NULL, NULL, {0, 0, 0}};   /* zero prefill */
+    gemm_job j = {.ta = ta ? CblasTrans : CblasNoTrans, .tb = tb ? CblasTrans : CblasNoTrans, .M = M, .N = N, .K = K,
+                  .lda = lda, .ldb = ldb, .ldc = N, .a = a->data, .b = bt->data, .c = yd, .sc = M * N,
+                  .epi = {NULL, -1, 0.0f}};   /* zero prefill, no epilogue */
     /* b shared by every batch and a contiguous rows: one tall sgemm. */
     if (bbatch == 1 && !ta && mge_tensor_numel(a) == batch * M * K) {
         j.M = batch * M;
@@ -572,4 +639,6 @@ void mge_cpu_register_gemm(mge_backend *b)
     b->k[MGE_OP_CONV2D][MGE_F32] = (mge_kernel){cpu_conv2d, conv_ws};
     b->k[MGE_OP_LINEAR][MGE_F32] = (mge_kernel){cpu_linear, cpu_ref_ws};
     b->k[MGE_OP_MATMUL][MGE_F32] = (mge_kernel){cpu_matmul, cpu_ref_ws};
+    b->k[MGE_OP_FUSED_CONV2D][MGE_F32] = (mge_kernel){cpu_conv2d, conv_ws};
+    b->k[MGE_OP_FUSED_LINEAR][MGE_F32] = (mge_kernel){cpu_linear, cpu_ref_ws};
 }

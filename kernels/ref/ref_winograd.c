@@ -1,7 +1,114 @@
-/* ref_winograd.c — STUB, being written by a helper (winograd). */
+/* ref_winograd.c — conv2d_winograd, the oracle: per output tile, in
+ * double, the textbook steps with the matrices of op_winograd.c: input
+ * tile d (zero outside x), V = B^T d B, M = sum over c of U[c] .* V[c],
+ * Y = A^T M A, then bias, residual and the activation. Plain loops, no
+ * workspace; the unit tests check it against conv2d's ref kernel on the
+ * weight it was transformed from. */
 #include "ref.h"
+
+#include <stdlib.h>
+
+/* r[a][b] = L[a][k] s[k][l] R^T[l][b]: the two-sided transform of one tile
+ * (L is la x k, R is lb x k, both row-major; s is k x k). */
+static void tile_transform(const double *L, const double *R, int la, int k, const double *s, double *r)
+{
+    double t[6 * 6];
+    for (int i = 0; i < la; i++)
+        for (int j = 0; j < k; j++) {
+            double acc = 0;
+            for (int q = 0; q < k; q++)
+                acc += L[i * k + q] * s[q * k + j];
+            t[i * k + j] = acc;
+        }
+    for (int i = 0; i < la; i++)
+        for (int j = 0; j < la; j++) {
+            double acc = 0;
+            for (int q = 0; q < k; q++)
+                acc += t[i * k + q] * R[j * k + q];
+            r[i * la + j] = acc;
+        }
+}
+
+static mge_status winograd_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
+                               mge_tensor *const *out, mge_error *err)
+{
+    (void)ctx;
+    const mge_tensor *x = in[0], *w = in[1], *y = out[0];
+    int bias = (int)mge_node_int(n, MGE_KEY_bias, 1), res = (int)mge_node_int(n, MGE_KEY_residual, 0);
+    int m = (int)mge_node_int(n, MGE_KEY_tile, 4);
+    const double *AT, *BT;
+    if (!mge_winograd_matrices(m, &AT, NULL, &BT))
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: tile=%d: expected 2 or 4", ref_opname(n), m);
+    if (n->nin != 2 + bias + res)
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: %d inputs: expected %d", ref_opname(n), n->nin,
+                             2 + bias + res);
+    mge_status st = ref_check_dtype(n, "x", x, MGE_F32, err);
+    if (st)
+        return st;
+    if (x->ndim != 4)
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x has rank %d: expected 4", ref_opname(n), x->ndim);
+    const int a = m + 2;
+    const int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
+    const int64_t O = mge_node_int(n, MGE_KEY_out, 0);
+    const int64_t ph = mge_node_ints(n, MGE_KEY_pad, 0, 0), pw = mge_node_ints(n, MGE_KEY_pad, 1, 0);
+    const int64_t ew[3] = {(int64_t)a * a, O, C}, eb[1] = {O};
+    const int64_t ey[4] = {N, O, H + 2 * ph - 2, W + 2 * pw - 2};
+    if ((st = ref_check(n, "weight_t", w, MGE_F32, 3, ew, err)) ||
+        (bias && (st = ref_check(n, "bias", in[2], MGE_F32, 1, eb, err))) ||
+        (res && (st = ref_check(n, "residual", in[2 + bias], MGE_F32, 4, ey, err))) ||
+        (st = ref_check(n, "output", y, MGE_F32, 4, ey, err)))
+        return st;
+    const int act = (int)mge_node_int(n, MGE_KEY_act, -1);
+    const double alpha = mge_node_float(n, MGE_KEY_alpha, 0.01);
+    const int64_t OH = ey[2], OW = ey[3], TH = (OH + m - 1) / m, TW = (OW + m - 1) / m;
+    const float *xd = x->data, *u = w->data, *bd = bias ? in[2]->data : NULL;
+    const float *rd = res ? in[2 + bias]->data : NULL;
+    float *yd = y->data;
+    /* V of every channel of one tile: C * a * a doubles */
+    double *v = malloc(sizeof(double) * (size_t)(C * a * a + 1));
+    if (!v)
+        return mge_error_set(err, MGE_ERR_NOMEM, "%s: out of memory", ref_opname(n));
+    for (int64_t img = 0; img < N; img++)
+        for (int64_t ti = 0; ti < TH; ti++)
+            for (int64_t tj = 0; tj < TW; tj++) {
+                const int64_t h0 = ti * m - ph, w0 = tj * m - pw;   /* tile origin in x */
+                for (int64_t c = 0; c < C; c++) {
+                    double d[6 * 6];
+                    for (int i = 0; i < a; i++)
+                        for (int j = 0; j < a; j++) {
+                            int64_t h = h0 + i, ww = w0 + j;
+                            d[i * a + j] = h >= 0 && h < H && ww >= 0 && ww < W
+                                               ? xd[((img * C + c) * H + h) * W + ww]
+                                               : 0.0;
+                        }
+                    tile_transform(BT, BT, a, a, d, v + c * a * a);
+                }
+                for (int64_t o = 0; o < O; o++) {
+                    double mt[6 * 6], yt[4 * 4];
+                    for (int p = 0; p < a * a; p++) {
+                        double acc = 0;
+                        for (int64_t c = 0; c < C; c++)
+                            acc += (double)u[((int64_t)p * O + o) * C + c] * v[c * a * a + p];
+                        mt[p] = acc;
+                    }
+                    /* A^T mt A: AT is m x a, so L = AT and R^T = A */
+                    tile_transform(AT, AT, m, a, mt, yt);
+                    for (int i = 0; i < m; i++)
+                        for (int j = 0; j < m; j++) {
+                            int64_t oh = ti * m + i, ow = tj * m + j;
+                            if (oh >= OH || ow >= OW)
+                                continue;
+                            int64_t at = ((img * O + o) * OH + oh) * OW + ow;
+                            double r = yt[i * m + j] + (bd ? bd[o] : 0.0) + (rd ? rd[at] : 0.0);
+                            yd[at] = (float)(act == -1 ? r : mge_ref_unary(act, r, alpha));
+                        }
+                }
+            }
+    free(v);
+    return MGE_OK;
+}
 
 void mge_ref_register_winograd(mge_backend *b)
 {
-    (void)b;
+    b->k[MGE_OP_CONV2D_WINOGRAD][MGE_F32].run = winograd_f32;
 }

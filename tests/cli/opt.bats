@@ -385,7 +385,10 @@ del d["bogus.weight"]; del d["fc2.bias"]; np.savez(sys.argv[3], **d)' "$T/w.npz"
         assert_success
         [[ "$output" != *'"op":"batchnorm"'* ]]
         [[ "$output" != *'"op":"dropout"'* ]]
-        [[ "$output" == *'"op":"conv2d"'* ]]
+        # the convolutions are fused (and blocked or Winograd where it pays)
+        [[ "$output" == *'"op":"fused_conv2d"'* || "$output" == *'"op":"conv2d_nchwc"'* ||
+           "$output" == *'"op":"conv2d_winograd"'* ]]
+        [[ "$output" != *'"op":"relu"'* ]]
     done
 }
 
@@ -417,4 +420,26 @@ NET
     assert_success
     [[ "$stderr" == *"fold-constants: no change (does not apply)"* ]]
     cmp "$T/plain.mge" "$T/fc.mge"
+}
+
+@test "every registered pass leaves a model it does not apply to byte-identical, and says so with -v" {
+    printf 'input x : f32[N,4]\ny = softmax(x, axis=1)\noutput y\n' > "$T/plain.mgt"
+    "$MGE_OPT" "$T/plain.mgt" -o "$T/plain.mge"
+    passes=$("$MGE_OPT" --list-passes | awk '$1 !~ /^-O/ {print $1}')
+    [ -n "$passes" ]
+    for p in $passes; do
+        run --separate-stderr "$MGE_OPT" -v --passes="$p" "$T/plain.mge" -o "$T/p.mge"
+        assert_success
+        [[ "$stderr" == *"$p: no change"* ]] || { echo "$p: $stderr"; return 1; }
+        cmp "$T/plain.mge" "$T/p.mge" || { echo "$p changed the bytes"; return 1; }
+    done
+}
+
+@test "every op in ops.def is documented in mge-ops(7)" {
+    page="$BATS_TEST_DIRNAME/../../man/man7/mge-ops.7"
+    ops=$(grep -oE '^MGE_OP\([A-Z0-9_]+, [a-z0-9_]+' "$BATS_TEST_DIRNAME/../../lib/ops.def" | sed 's/.*, //')
+    [ -n "$ops" ]
+    for op in $ops; do
+        grep -qE "(^|[ \"(])$(sed 's/_/\\\\?_/g' <<< "$op")([ \"(,]|$)" "$page" || { echo "$op missing from mge-ops(7)"; return 1; }
+    done
 }

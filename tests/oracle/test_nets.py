@@ -85,17 +85,30 @@ def test_state_dict_names():
         model.load_state_dict(sd, strict=True)
 
 
-def check_O2(name, model, shape):
-    """-O2 (strip-training, fold-bn, fold-scale, cse, fold-constants, dce) on
-    PyTorch weights: no batchnorm or dropout node is left and the outputs
-    still match PyTorch's within 1e-4 relative."""
+def check_O2(name, model, shape, isa=None):
+    """-O2 on PyTorch weights: no batchnorm or dropout node is left and the
+    outputs still match PyTorch's within 1e-4 relative. isa sets
+    MGE_CPU_ISA for mge-opt and mge-run: "avx2" keeps the layout pass out,
+    so winograd takes the 3x3 convolutions instead of the blocked kernels.
+    Returns the ops of the optimized model."""
     import json
-    mge = check_net(name, model, shape, batches=(1, 2), opt=("-O2",))
+    old = os.environ.get("MGE_CPU_ISA")
+    if isa:
+        os.environ["MGE_CPU_ISA"] = isa
+    try:
+        mge = check_net(name, model, shape, batches=(1, 2), opt=("-O2",))
+    finally:
+        if isa:
+            if old is None:
+                del os.environ["MGE_CPU_ISA"]
+            else:
+                os.environ["MGE_CPU_ISA"] = old
     _, out, _ = run([tool("mge-dump"), mge, "--json"])
     ops = [n["op"] for n in json.loads(out)["nodes"]]
     left = sorted(set(ops) & {"batchnorm", "dropout"})
     assert not left, f"{name} -O2 still has {left}"
-    assert "conv2d" in ops
+    assert set(ops) & {"conv2d", "fused_conv2d", "conv2d_nchwc", "conv2d_winograd"}
+    return ops
 
 
 def test_resnet18_O2():
@@ -104,3 +117,9 @@ def test_resnet18_O2():
 
 def test_mobilenet_v2_O2():
     check_O2("mobilenet_v2", torchvision.models.mobilenet_v2(), (3, 224, 224))
+
+
+def test_resnet18_O2_avx2():
+    """The AVX2 path of -O2: winograd (F(4,3) and F(2,3)) instead of NCHWc."""
+    ops = check_O2("resnet18", torchvision.models.resnet18(), (3, 224, 224), isa="avx2")
+    assert "conv2d_winograd" in ops and "conv2d_nchwc" not in ops, sorted(set(ops))

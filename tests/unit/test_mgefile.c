@@ -330,6 +330,7 @@ static void same_graph(const mge_graph *a, const mge_graph *b, int same_order)
             switch (mge_key_type(x->key)) {
             case MGE_ATTR_FLOAT: CHECK(x->f == y->f); break;
             case MGE_ATTR_INTS:
+            case MGE_ATTR_OPS:
                 CHECK(x->n == y->n && memcmp(x->i, y->i, sizeof(int64_t) * (size_t)x->n) == 0);
                 break;
             default: CHECK((x->i[0] != 0) == (y->i[0] != 0) && x->i[0] == y->i[0]); break;

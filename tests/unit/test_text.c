@@ -109,7 +109,14 @@ static const char *allops =
     "ln = layernorm(l1, axis=-1, eps=1e-6)\n"
     "ce = cross_entropy(l1, lab)\n"
     "ms = mse(ln, l1)\n"
-    "output ln, sl, tr, fl, rs, gp, su, me, ma, am, mm2\n"
+    "param fw : f32[4,4,3,3] init=uniform(0.1)\n"
+    "param fb : f32[4] init=zeros\n"
+    "param fs : f32[4,1,1] init=ones\n"
+    "fc = fused_conv2d(x, fw, fb, x, out=4, kernel=3, pad=1, residual=true, act=leaky_relu, alpha=0.1)\n"
+    "fn = fused_conv2d(x, fw, out=4, kernel=3, pad=1, bias=false)\n"
+    "fe = fused_elemwise(fc, fs, fn, ops=[relu, mul, add, hswish])\n"
+    "fli = fused_linear(v, l1.weight, out=3, act=gelu, bias=false)\n"
+    "output ln, sl, tr, fl, rs, gp, su, me, ma, am, mm2, fe, fli\n"
     "output ce\n"
     "minimize ms\n";
 
@@ -380,7 +387,10 @@ static void test_attrs_printed(void)
         "meta producer = \"test \\\"suite\\\" \\\\ x\\n\\ttab\"\n",
         "meta version = 3\n",
         "meta \"odd key\" = -1.5e-3\n",
-        "output ln, sl, tr, fl, rs, gp, su, me, ma, am, mm2, ce\n",
+        "output ln, sl, tr, fl, rs, gp, su, me, ma, am, mm2, fe, fli, ce\n",
+        "fc = fused_conv2d(x, fw, fb, x, out=4, kernel=3, pad=1, residual=true, act=leaky_relu, alpha=0.1)\n",
+        "fn = fused_conv2d(x, fw, out=4, kernel=3, pad=1, bias=false)\n",
+        "fe = fused_elemwise(fc, fs, fn, ops=[relu, mul, add, hswish])\n",
         "minimize ms\n",
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
@@ -449,6 +459,13 @@ static void test_errors(void)
         {"input x : f32[N,4]\ny = linear(x, out=2.5)\n", 2, 19, "expected an integer"},
         {"input x : f32[N,4]\ny = linear(x, out=2, bias=1)\n", 2, 27, "expected true or false"},
         {"input x : f32[N,4]\ny = cast(x, dtype=f31)\n", 2, 19, "expected a dtype"},
+        {"input x : f32[N,4]\ny = fused_elemwise(x, ops=[relu, relux])\n", 2, 34, "expected an op name, found 'relux'"},
+        {"input x : f32[N,4]\ny = fused_elemwise(x, ops=[none])\n", 2, 28, "expected an op name, found 'none'"},
+        {"input x : f32[N,4]\ny = fused_elemwise(x, ops=[])\n", 2, 28, "needs at least one op"},
+        {"input x : f32[N,4]\ny = fused_elemwise(x, ops=[relu, add])\n", 2, 1, "1 binary ops take 1 extra inputs"},
+        {"input x : f32[N,4]\ny = fused_elemwise(x, ops=cast)\n", 2, 1, "ops entry 0 is cast"},
+        {"input x : f32[N,4]\ny = fused_linear(x, x, out=2, bias=false, act=exp)\n", 2, 1, "act=exp: expected none, relu"},
+        {"input x : f32[N,4]\ny = fused_linear(x, out=2, act=3)\n", 2, 32, "expected an op name or none"},
         {"input x : f32[N,4]\ny = relu(z)\n", 2, 10, "undefined name 'z'"},
         {"input x : f32[N,4]\ninput x : f32[3]\n", 2, 7, "'x' is already defined (line 1)"},
         {"input x : f32[N,4]\n\nx = relu(x)\n", 3, 1, "'x' is already defined (line 1)"},

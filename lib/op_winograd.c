@@ -1,0 +1,152 @@
+/* op_winograd.c — conv2d_winograd (see ops.def): shape inference, FLOPs,
+ * and the Winograd F(m,3) matrices and weight transform that the mge-opt
+ * pass, the kernels and the tests share.
+ *
+ * conv2d_winograd(x[N,C,H,W], weight_t[(m+2)^2,out,C], bias[out]?,
+ * residual[N,out,OH,OW]?) -> [N,out,OH,OW], OH = H + 2*pad_h - 2, with
+ * m = tile. FLOPs are the direct 3x3 conv's (2*N*out*OH*OW*C*9, plus one
+ * per output for each of bias, residual and act), not the fewer the
+ * Winograd kernels do: the profile then compares with conv2d's FLOP/s.
+ *
+ * Matrices (Lavin and Gray, "Fast Algorithms for Convolutional Neural
+ * Networks", 2015): F(2,3) on the points 0, 1, -1 and infinity; F(4,3) on
+ * 0, 1, -1, 2, -2 and infinity. Y = A^T [(G g G^T) .* (B^T d B)] A for a
+ * (m+2)x(m+2) input tile d and a 3x3 kernel g (correlation, as conv2d). */
+#include "internal.h"
+
+#include <string.h>
+
+static const double at2[2 * 4] = {1, 1, 1, 0, 0, 1, -1, -1};
+static const double g2[4 * 3] = {1, 0, 0, 0.5, 0.5, 0.5, 0.5, -0.5, 0.5, 0, 0, 1};
+static const double bt2[4 * 4] = {1, 0, -1, 0, 0, 1, 1, 0, 0, -1, 1, 0, 0, 1, 0, -1};
+
+static const double at4[4 * 6] = {1, 1, 1, 1, 1, 0, 0, 1, -1, 2, -2, 0, 0, 1, 1, 4, 4, 0, 0, 1, -1, 8, -8, 1};
+static const double g4[6 * 3] = {1.0 / 4,  0,         0,         -1.0 / 6, -1.0 / 6, -1.0 / 6,
+                                 -1.0 / 6, 1.0 / 6,   -1.0 / 6,  1.0 / 24, 1.0 / 12, 1.0 / 6,
+                                 1.0 / 24, -1.0 / 12, 1.0 / 6,   0,        0,        1};
+static const double bt4[6 * 6] = {4, 0, -5, 0,  1, 0, 0, -4, -4, 1, 1, 0, 0, 4, -4, -1, 1, 0,
+                                  0, -2, -1, 2, 1, 0, 0, 2,  -1, -2, 1, 0, 0, 4, 0, -5, 0, 1};
+
+int mge_winograd_matrices(int m, const double **at, const double **g, const double **bt)
+{
+    const double *a = NULL, *gg = NULL, *b = NULL;
+    if (m == 2)
+        a = at2, gg = g2, b = bt2;
+    else if (m == 4)
+        a = at4, gg = g4, b = bt4;
+    else
+        return 0;
+    if (at)
+        *at = a;
+    if (g)
+        *g = gg;
+    if (bt)
+        *bt = b;
+    return 1;
+}
+
+void mge_winograd_weight_transform(const float *w, int64_t O, int64_t C, int m, float *u)
+{
+    const double *G;
+    if (!mge_winograd_matrices(m, NULL, &G, NULL))
+        return;
+    const int a = m + 2;
+    for (int64_t o = 0; o < O; o++)
+        for (int64_t c = 0; c < C; c++) {
+            const float *k = w + (o * C + c) * 9;
+            double t[6 * 3], r[6 * 6];   /* t = G k, r = t G^T */
+            for (int i = 0; i < a; i++)
+                for (int j = 0; j < 3; j++)
+                    t[i * 3 + j] = G[i * 3] * k[j] + G[i * 3 + 1] * k[3 + j] + G[i * 3 + 2] * k[6 + j];
+            for (int i = 0; i < a; i++)
+                for (int j = 0; j < a; j++)
+                    r[i * a + j] = t[i * 3] * G[j * 3] + t[i * 3 + 1] * G[j * 3 + 1] + t[i * 3 + 2] * G[j * 3 + 2];
+            for (int p = 0; p < a * a; p++)
+                u[((int64_t)p * O + o) * C + c] = (float)r[p];
+        }
+}
+
+mge_status mge_winograd_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
+{
+    const char *name = "conv2d_winograd";
+    int bias = (int)mge_node_int(n, MGE_KEY_bias, 1), res = (int)mge_node_int(n, MGE_KEY_residual, 0);
+    if (n->nin != 2 + bias + res)
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: bias=%s residual=%s but %d inputs: expected %d", name,
+                             bias ? "true" : "false", res ? "true" : "false", n->nin, 2 + bias + res);
+    int64_t m = mge_node_int(n, MGE_KEY_tile, 4);
+    if (!mge_winograd_matrices((int)m, NULL, NULL, NULL) || m != (int)m)
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: tile=%lld: expected 2 or 4", name, (long long)m);
+    const mge_attr *act = mge_node_attr(n, MGE_KEY_act);
+    if (!act || act->n != 1 || !mge_fused_act_ok(act->i[0]))
+        return mge_error_set(err, MGE_ERR_INVALID,
+                             "%s: act=%s: expected none, relu, relu6, leaky_relu, sigmoid, tanh, gelu, silu, "
+                             "hswish or hsigmoid",
+                             name, act && act->n == 1 ? mge_attr_op_name(act->i[0]) : "[...]");
+    const mge_attr *pa = mge_node_attr(n, MGE_KEY_pad);
+    if (pa && (pa->n < 1 || pa->n > 2))
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: 'pad' has %d values: expected 1 or 2 (h, w)", name, pa->n);
+    int64_t ph = mge_node_ints(n, MGE_KEY_pad, 0, 0), pw = mge_node_ints(n, MGE_KEY_pad, 1, 0);
+    int64_t O = mge_node_int(n, MGE_KEY_out, 0);
+    if (ph < 0 || pw < 0 || ph > (1 << 30) || pw > (1 << 30))
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: pad=[%lld,%lld]: expected values in [0, %d]", name,
+                             (long long)ph, (long long)pw, 1 << 30);
+    if (O < 1)
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: out=%lld: expected at least 1", name, (long long)O);
+    const mge_tdesc *x = &in[0], *w = &in[1];
+    char bx[96], bw[96];
+    mge_tdesc_str(x, bx, sizeof bx);
+    mge_tdesc_str(w, bw, sizeof bw);
+    if (x->ndim != 4 || x->dtype != MGE_F32)
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected f32 [N,C,H,W]", name, bx);
+    mge_status s = mge_shape_numel(x->ndim, x->dims, x->dtype, NULL, NULL, err);
+    if (s)
+        return s;
+    int64_t a = m + 2;
+    if (w->dtype != MGE_F32 || w->ndim != 3 || w->dims[0] != a * a || w->dims[1] != O || w->dims[2] != x->dims[1])
+        return mge_error_set(err, MGE_ERR_SHAPE,
+                             "%s: weight_t %s does not fit x %s with out=%lld tile=%lld: expected f32[%lld,%lld,%lld]",
+                             name, bw, bx, (long long)O, (long long)m, (long long)(a * a), (long long)O,
+                             (long long)x->dims[1]);
+    int64_t OH = x->dims[2] + 2 * ph - 2, OW = x->dims[3] + 2 * pw - 2;
+    if (OH < 1 || OW < 1)
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x %s with pad=[%lld,%lld] is smaller than the 3x3 kernel",
+                             name, bx, (long long)ph, (long long)pw);
+    if (bias) {
+        const mge_tdesc *b = &in[2];
+        if (b->dtype != MGE_F32 || b->ndim != 1 || b->dims[0] != O) {
+            char bb[96];
+            return mge_error_set(err, MGE_ERR_SHAPE, "%s: bias %s: expected f32[%lld]", name,
+                                 mge_tdesc_str(b, bb, sizeof bb), (long long)O);
+        }
+    }
+    memset(out, 0, sizeof *out);
+    out->dtype = MGE_F32;
+    out->ndim = 4;
+    out->dims[0] = x->dims[0];
+    out->dims[1] = O;
+    out->dims[2] = OH;
+    out->dims[3] = OW;
+    if ((s = mge_shape_numel(out->ndim, out->dims, out->dtype, NULL, NULL, err)))
+        return s;
+    if (res) {
+        const mge_tdesc *r = &in[2 + bias];
+        if (r->dtype != out->dtype || r->ndim != out->ndim ||
+            memcmp(r->dims, out->dims, sizeof(int64_t) * (size_t)out->ndim) != 0) {
+            char br[96], bo[96];
+            return mge_error_set(err, MGE_ERR_SHAPE, "%s: residual %s: expected the output's shape %s", name,
+                                 mge_tdesc_str(r, br, sizeof br), mge_tdesc_str(out, bo, sizeof bo));
+        }
+    }
+    return MGE_OK;
+}
+
+double mge_winograd_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc *out)
+{
+    if (in[0].ndim != 4 || out[0].ndim != 4)
+        return 0;
+    double outs = mge_tdesc_count(&out[0]);
+    int bias = (int)mge_node_int(n, MGE_KEY_bias, 1), res = (int)mge_node_int(n, MGE_KEY_residual, 0);
+    const mge_attr *act = mge_node_attr(n, MGE_KEY_act);
+    int has_act = act && act->n == 1 && act->i[0] != -1;
+    return 2.0 * outs * (double)in[0].dims[1] * 9.0 + outs * (bias + res + has_act);
+}
