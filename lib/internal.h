@@ -55,6 +55,13 @@ MGE_FAMILY_DECL(blocked)
 int mge_fused_act_ok(int64_t op);
 int mge_fused_unary_ok(int64_t op);
 int mge_fused_binary_ok(int64_t op);
+/* The checks the fused layer ops (fused_conv2d, fused_linear,
+ * conv2d_winograd, conv2d_nchwc) share: the input count against the bias
+ * and residual attributes (given back in *bias, *res) and act; then the
+ * residual (input 2 + bias) against the inferred output. name prefixes the
+ * message. */
+mge_status mge_fused_check_io(const mge_node *n, const char *name, int *bias, int *res, mge_error *err);
+mge_status mge_fused_check_residual(const char *name, const mge_tdesc *r, const mge_tdesc *out, mge_error *err);
 /* op_winograd.c: Winograd F(m,3) for conv2d_winograd (m = tile, 2 or 4;
  * a = m + 2). mge_winograd_matrices gives A^T [m][a], G [a][3] and B^T
  * [a][a] (row-major), 0 for an unsupported m. The weight transform writes

@@ -64,14 +64,10 @@ static mge_status from_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *
 
 static mge_status conv_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
 {
-    int bias = (int)mge_node_int(n, MGE_KEY_bias, 1), res = (int)mge_node_int(n, MGE_KEY_residual, 0);
-    if (n->nin != 2 + bias + res)
-        return mge_error_set(err, MGE_ERR_INVALID, "conv2d_nchwc: bias=%s residual=%s but %d inputs: expected %d",
-                             bias ? "true" : "false", res ? "true" : "false", n->nin, 2 + bias + res);
-    const mge_attr *act = mge_node_attr(n, MGE_KEY_act);
-    if (!act || act->n != 1 || !mge_fused_act_ok(act->i[0]))
-        return mge_error_set(err, MGE_ERR_INVALID, "conv2d_nchwc: act=%s: expected none or a unary activation",
-                             act && act->n == 1 ? mge_attr_op_name(act->i[0]) : "[...]");
+    int bias, res;
+    mge_status st = mge_fused_check_io(n, "conv2d_nchwc", &bias, &res, err);
+    if (st)
+        return st;
     const mge_tdesc *x = &in[0], *w = &in[1];
     int64_t G = mge_node_int(n, MGE_KEY_groups, 1);
     if (x->dtype != MGE_F32 || x->ndim != 5 || x->dims[4] < 1 || x->dims[4] > BLOCK_MAX)
@@ -131,11 +127,7 @@ static mge_status conv_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *
     out->dims[2] = OH;
     out->dims[3] = OW;
     out->dims[4] = c;
-    if (res && !same_shape(&in[2 + bias], out)) {
-        char bo[96];
-        return shape_err(n, "residual", &in[2 + bias], mge_tdesc_str(out, bo, sizeof bo), err);
-    }
-    return MGE_OK;
+    return res ? mge_fused_check_residual("conv2d_nchwc", &in[2 + bias], out, err) : MGE_OK;
 }
 
 /* Window geometry of maxpool2d_nchwc (stride defaults to the kernel). */

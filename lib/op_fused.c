@@ -58,25 +58,49 @@ int mge_fused_binary_ok(int64_t op)
     return 0;
 }
 
-/* The layer part: the node seen as conv2d/linear without the residual. */
-static mge_status layer_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
+/* The checks every fused layer op makes (also conv2d_winograd and
+ * conv2d_nchwc): see internal.h. */
+mge_status mge_fused_check_io(const mge_node *n, const char *name, int *bias, int *res, mge_error *err)
 {
-    const char *name = mge_op_info(n->op)->name;
-    int conv = n->op == MGE_OP_FUSED_CONV2D;
-    int bias = (int)mge_node_int(n, MGE_KEY_bias, 1), res = (int)mge_node_int(n, MGE_KEY_residual, 0);
-    if (n->nin != 2 + bias + res)
+    int b = (int)mge_node_int(n, MGE_KEY_bias, 1), r = (int)mge_node_int(n, MGE_KEY_residual, 0);
+    if (n->nin != 2 + b + r)
         return mge_error_set(err, MGE_ERR_INVALID, "%s: bias=%s residual=%s but %d inputs: expected %d", name,
-                             bias ? "true" : "false", res ? "true" : "false", n->nin, 2 + bias + res);
+                             b ? "true" : "false", r ? "true" : "false", n->nin, 2 + b + r);
     const mge_attr *act = mge_node_attr(n, MGE_KEY_act);
     if (!act || act->n != 1 || !mge_fused_act_ok(act->i[0]))
         return mge_error_set(err, MGE_ERR_INVALID,
                              "%s: act=%s: expected none, relu, relu6, leaky_relu, sigmoid, tanh, gelu, silu, "
                              "hswish or hsigmoid",
                              name, act && act->n == 1 ? mge_attr_op_name(act->i[0]) : "[...]");
+    *bias = b;
+    *res = r;
+    return MGE_OK;
+}
+
+mge_status mge_fused_check_residual(const char *name, const mge_tdesc *r, const mge_tdesc *out, mge_error *err)
+{
+    if (r->dtype != out->dtype || r->ndim != out->ndim ||
+        memcmp(r->dims, out->dims, sizeof(int64_t) * (size_t)out->ndim) != 0) {
+        char br[96], bo[96];
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: residual %s: expected the output's shape %s", name,
+                             mge_tdesc_str(r, br, sizeof br), mge_tdesc_str(out, bo, sizeof bo));
+    }
+    return MGE_OK;
+}
+
+/* The layer part: the node seen as conv2d/linear without the residual. */
+static mge_status layer_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
+{
+    const char *name = mge_op_info(n->op)->name;
+    int conv = n->op == MGE_OP_FUSED_CONV2D;
+    int bias, res;
+    mge_status s = mge_fused_check_io(n, name, &bias, &res, err);
+    if (s)
+        return s;
     mge_node plain = *n;
     plain.op = conv ? MGE_OP_CONV2D : MGE_OP_LINEAR;
     plain.nin = 2 + bias;
-    mge_status s = conv ? mge_conv_infer(&plain, in, out, err) : mge_linear_infer(&plain, in, out, err);
+    s = conv ? mge_conv_infer(&plain, in, out, err) : mge_linear_infer(&plain, in, out, err);
     if (s)
         return s;
     if (out->dtype != MGE_F32) {
@@ -84,16 +108,7 @@ static mge_status layer_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc 
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected f32", name,
                              mge_tdesc_str(&in[0], b, sizeof b));
     }
-    if (res) {
-        const mge_tdesc *r = &in[2 + bias];
-        if (r->dtype != out->dtype || r->ndim != out->ndim ||
-            memcmp(r->dims, out->dims, sizeof(int64_t) * (size_t)out->ndim) != 0) {
-            char br[96], bo[96];
-            return mge_error_set(err, MGE_ERR_SHAPE, "%s: residual %s: expected the output's shape %s", name,
-                                 mge_tdesc_str(r, br, sizeof br), mge_tdesc_str(out, bo, sizeof bo));
-        }
-    }
-    return MGE_OK;
+    return res ? mge_fused_check_residual(name, &in[2 + bias], out, err) : MGE_OK;
 }
 
 static mge_status elemwise_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)

@@ -69,19 +69,13 @@ void mge_winograd_weight_transform(const float *w, int64_t O, int64_t C, int m, 
 mge_status mge_winograd_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
 {
     const char *name = "conv2d_winograd";
-    int bias = (int)mge_node_int(n, MGE_KEY_bias, 1), res = (int)mge_node_int(n, MGE_KEY_residual, 0);
-    if (n->nin != 2 + bias + res)
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: bias=%s residual=%s but %d inputs: expected %d", name,
-                             bias ? "true" : "false", res ? "true" : "false", n->nin, 2 + bias + res);
+    int bias, res;
+    mge_status s = mge_fused_check_io(n, name, &bias, &res, err);
+    if (s)
+        return s;
     int64_t m = mge_node_int(n, MGE_KEY_tile, 4);
     if (!mge_winograd_matrices((int)m, NULL, NULL, NULL) || m != (int)m)
         return mge_error_set(err, MGE_ERR_INVALID, "%s: tile=%lld: expected 2 or 4", name, (long long)m);
-    const mge_attr *act = mge_node_attr(n, MGE_KEY_act);
-    if (!act || act->n != 1 || !mge_fused_act_ok(act->i[0]))
-        return mge_error_set(err, MGE_ERR_INVALID,
-                             "%s: act=%s: expected none, relu, relu6, leaky_relu, sigmoid, tanh, gelu, silu, "
-                             "hswish or hsigmoid",
-                             name, act && act->n == 1 ? mge_attr_op_name(act->i[0]) : "[...]");
     const mge_attr *pa = mge_node_attr(n, MGE_KEY_pad);
     if (pa && (pa->n < 1 || pa->n > 2))
         return mge_error_set(err, MGE_ERR_INVALID, "%s: 'pad' has %d values: expected 1 or 2 (h, w)", name, pa->n);
@@ -98,7 +92,7 @@ mge_status mge_winograd_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc 
     mge_tdesc_str(w, bw, sizeof bw);
     if (x->ndim != 4 || x->dtype != MGE_F32)
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected f32 [N,C,H,W]", name, bx);
-    mge_status s = mge_shape_numel(x->ndim, x->dims, x->dtype, NULL, NULL, err);
+    s = mge_shape_numel(x->ndim, x->dims, x->dtype, NULL, NULL, err);
     if (s)
         return s;
     int64_t a = m + 2;
@@ -128,16 +122,7 @@ mge_status mge_winograd_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc 
     out->dims[3] = OW;
     if ((s = mge_shape_numel(out->ndim, out->dims, out->dtype, NULL, NULL, err)))
         return s;
-    if (res) {
-        const mge_tdesc *r = &in[2 + bias];
-        if (r->dtype != out->dtype || r->ndim != out->ndim ||
-            memcmp(r->dims, out->dims, sizeof(int64_t) * (size_t)out->ndim) != 0) {
-            char br[96], bo[96];
-            return mge_error_set(err, MGE_ERR_SHAPE, "%s: residual %s: expected the output's shape %s", name,
-                                 mge_tdesc_str(r, br, sizeof br), mge_tdesc_str(out, bo, sizeof bo));
-        }
-    }
-    return MGE_OK;
+    return res ? mge_fused_check_residual(name, &in[2 + bias], out, err) : MGE_OK;
 }
 
 double mge_winograd_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc *out)

@@ -110,7 +110,6 @@ mge_status mge_pass_cse(mge_graph **gp, int *changed, mge_error *err)
     char *dead = calloc(nn, 1);
     int *ident = malloc(sizeof(int) * nn);  /* whose name and outputs node slot i carries */
     int *table = malloc(sizeof(int) * cap);
-    int *inbuf = NULL;
     char *keep = NULL;
     int *remap = NULL;
     mge_graph *c = NULL;
@@ -169,14 +168,8 @@ mge_status mge_pass_cse(mge_graph **gp, int *changed, mge_error *err)
     if (!merged)
         goto done;
 
-    keep = malloc(nv);
-    remap = malloc(sizeof(int) * nv);
-    inbuf = malloc(sizeof(int) * (size_t)(64 + 1));
-    c = mge_graph_new();
-    if (!keep || !remap || !inbuf || !c) {
-        s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+    if ((s = mge_pass_rb_alloc(g, &keep, &remap, &c, err)))
         goto done;
-    }
     for (int v = 0; v < g->nvalues; v++)
         keep[v] = alias[v] < 0;
     if ((s = mge_pass_rb_values(g, keep, NULL, c, remap, err)))
@@ -185,23 +178,19 @@ mge_status mge_pass_cse(mge_graph **gp, int *changed, mge_error *err)
         if (dead[i])
             continue;
         const mge_node *n = &g->nodes[i], *id = &g->nodes[ident[i]];
-        int out[8];
+        int in[64], out[8];
         if (n->nin > 64 || id->nout > 8) {
             s = mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: too many inputs or outputs", n->name);
             goto done;
         }
         for (int k = 0; k < n->nin; k++)
-            inbuf[k] = remap[resolve(alias, n->in[k])];
+            in[k] = remap[resolve(alias, n->in[k])];
         for (int k = 0; k < id->nout; k++)
             out[k] = remap[id->out[k]];
-        if ((s = mge_pass_rb_node(c, id->name, n->op, n->nin, inbuf, id->nout, out, n->nattr, n->attrs, err)))
+        if ((s = mge_pass_rb_node(c, id->name, n->op, n->nin, in, id->nout, out, n->nattr, n->attrs, err)))
             goto done;
     }
-    if ((s = mge_pass_rb_finish(g, c, remap, NULL, err)))
-        goto done;
-    *gp = c;
-    c = NULL;
-    *changed = 1;
+    s = mge_pass_rb_end(gp, &c, remap, NULL, changed, err);
 done:
     mge_graph_free(c);
     free(alias);
@@ -210,7 +199,6 @@ done:
     free(dead);
     free(ident);
     free(table);
-    free(inbuf);
     free(keep);
     free(remap);
     return s;

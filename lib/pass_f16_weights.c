@@ -64,13 +64,13 @@ mge_status mge_pass_f16_weights(mge_graph **gp, int *changed, mge_error *err)
     size_t nv = (size_t)g->nvalues + 1;
     char *conv = calloc(nv, 1);     /* param to convert */
     char *pinned = calloc(nv, 1);
-    char *keep = malloc(nv);
-    int *remap = malloc(sizeof(int) * nv);
+    char *keep = NULL;
+    int *remap = NULL;
     int *castv = malloc(sizeof(int) * nv);   /* new graph: the cast output for a converted param, or -1 */
     mge_tensor **half = calloc(nv, sizeof *half);
     mge_graph *c = NULL;
     mge_status s = MGE_OK;
-    if (!conv || !pinned || !keep || !remap || !castv || !half) {
+    if (!conv || !pinned || !castv || !half) {
         s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -99,16 +99,12 @@ mge_status mge_pass_f16_weights(mge_graph **gp, int *changed, mge_error *err)
         goto done;
 
     for (int v = 0; v < g->nvalues; v++) {
-        keep[v] = 1;
         castv[v] = -1;
         if (conv[v] && (s = to_f16(g->values[v].data, &half[v], err)))
             goto done;
     }
-    c = mge_graph_new();
-    if (!c) {
-        s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+    if ((s = mge_pass_rb_alloc(g, &keep, &remap, &c, err)))
         goto done;
-    }
     if ((s = mge_pass_rb_values(g, keep, NULL, c, remap, err)))
         goto done;
     /* names of the cast outputs: "<param>.f32", made unique if taken */
@@ -117,22 +113,9 @@ mge_status mge_pass_f16_weights(mge_graph **gp, int *changed, mge_error *err)
             continue;
         const mge_value *p = &g->values[v];
         c->values[remap[v]].dtype = MGE_F16;
-        size_t len = strlen(p->name) + 32;
-        char *name = malloc(len);
-        if (!name) {
-            s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+        if ((s = mge_pass_rb_new_value(g, c, p->name, ".f32", MGE_VAL_NODE, MGE_F32, p->ndim, p->dims, &castv[v],
+                                       err)))
             goto done;
-        }
-        snprintf(name, len, "%s.f32", p->name);
-        for (int k = 1; mge_graph_find(g, name) >= 0 || mge_graph_find(c, name) >= 0; k++)
-            snprintf(name, len, "%s.f32.%d", p->name, k);
-        int idx = mge_graph_add_value(c, name, MGE_VAL_NODE, MGE_F32, p->ndim, p->dims, err);
-        free(name);
-        if (idx < 0) {
-            s = err ? err->code : MGE_ERR_INVALID;
-            goto done;
-        }
-        castv[v] = idx;
     }
     mge_attr cast_attr[4];
     int ncast_attr = 0;
@@ -174,12 +157,12 @@ mge_status mge_pass_f16_weights(mge_graph **gp, int *changed, mge_error *err)
             s = mge_pass_rb_node(c, n->name, n->op, n->nin, in, n->nout, out, n->nattr, n->attrs, err);
     }
     free(emitted);
-    if (s || (s = mge_pass_rb_finish(g, c, remap, NULL, err)))
+    if (s || (s = mge_pass_rb_end(gp, &c, remap, NULL, changed, err)))
         goto done;
     /* the f32 data moved over with the rest; the f16 copies take its place */
     for (int v = 0; v < (int)nv - 1; v++)
         if (half[v]) {
-            mge_value *d = &c->values[remap[v]];
+            mge_value *d = &(*gp)->values[remap[v]];
             if (d->data) {
                 mge_tensor_free(d->data);
                 free(d->data);
@@ -187,9 +170,6 @@ mge_status mge_pass_f16_weights(mge_graph **gp, int *changed, mge_error *err)
             d->data = half[v];
             half[v] = NULL;
         }
-    *gp = c;
-    c = NULL;
-    *changed = 1;
 done:
     mge_graph_free(c);
     if (half)

@@ -53,15 +53,15 @@ mge_status mge_pass_fold_constants(mge_graph **gp, int *changed, mge_error *err)
     char *fold = calloc(nn, 1);      /* node is folded */
     char *used = calloc(nv, 1);      /* read by a node that stays, or an output/the loss */
     char *read = calloc(nv, 1);      /* read by any node */
-    char *keep = malloc(nv);
-    int *remap = malloc(sizeof(int) * nv);
+    char *keep = NULL;
+    int *remap = NULL;
     int *front = malloc(sizeof(int) * nv);
     mge_tensor **res = calloc(nv, sizeof *res);  /* new data per frontier value */
     int nfront = 0;
     mge_exec *e = NULL;
     mge_graph *c = NULL;
     mge_status s = MGE_OK;
-    if (!fv || !fold || !used || !read || !keep || !remap || !front || !res) {
+    if (!fv || !fold || !used || !read || !front || !res) {
         s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -87,6 +87,8 @@ mge_status mge_pass_fold_constants(mge_graph **gp, int *changed, mge_error *err)
             fv[n->out[k]] = 1;
     }
     if (!nfold)
+        goto done;
+    if ((s = mge_pass_rb_alloc(g, &keep, &remap, &c, err)))
         goto done;
 
     for (int i = 0; i < g->nnodes; i++)
@@ -136,45 +138,24 @@ mge_status mge_pass_fold_constants(mge_graph **gp, int *changed, mge_error *err)
         e = NULL;
     }
 
-    c = mge_graph_new();
-    if (!c) {
-        s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
-        goto done;
-    }
     if ((s = mge_pass_rb_values(g, keep, NULL, c, remap, err)))
         goto done;
-    for (int i = 0; i < g->nnodes; i++) {
-        if (fold[i])
-            continue;
-        const mge_node *n = &g->nodes[i];
-        int in[64], out[8];
-        if (n->nin > 64 || n->nout > 8) {
-            s = mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: too many inputs or outputs", n->name);
+    for (int i = 0; i < g->nnodes; i++)
+        if (!fold[i] && (s = mge_pass_rb_copy(c, &g->nodes[i], remap, err)))
             goto done;
-        }
-        for (int k = 0; k < n->nin; k++)
-            in[k] = remap[n->in[k]];
-        for (int k = 0; k < n->nout; k++)
-            out[k] = remap[n->out[k]];
-        if ((s = mge_pass_rb_node(c, n->name, n->op, n->nin, in, n->nout, out, n->nattr, n->attrs, err)))
-            goto done;
-    }
     for (int i = 0; i < nfront; i++) {
         mge_value *d = &c->values[remap[front[i]]];
         d->kind = MGE_VAL_CONST;
         d->producer = -1;
         d->out_index = 0;
     }
-    if ((s = mge_pass_rb_finish(g, c, remap, NULL, err)))
+    if ((s = mge_pass_rb_end(gp, &c, remap, NULL, changed, err)))
         goto done;
     /* after rb_finish (which moves data only to values that had some) */
     for (int i = 0; i < nfront; i++) {
-        c->values[remap[front[i]]].data = res[front[i]];
+        (*gp)->values[remap[front[i]]].data = res[front[i]];
         res[front[i]] = NULL;
     }
-    *gp = c;
-    c = NULL;
-    *changed = 1;
     goto done;
 fail:
     mge_error_prefix(err, "fold-constants");

@@ -339,21 +339,25 @@ typedef struct rebuild {
     int nw;
 } rebuild;
 
+/* A new f32 value of c named <base><suffix> (fresh_name's numbering). */
+static mge_status new_value(rebuild *r, const char *base, const char *suffix, mge_valkind kind, int ndim,
+                            const int64_t *dims, int *idx, mge_error *err)
+{
+    char full[512];
+    snprintf(full, sizeof full, "%s%s", base, suffix);
+    char *name = fresh_name(r->g, r->c, full);
+    if (!name)
+        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+    *idx = mge_graph_add_value(r->c, name, kind, MGE_F32, ndim, dims, err);
+    free(name);
+    return *idx < 0 ? (err ? err->code : MGE_ERR_INVALID) : MGE_OK;
+}
+
 static mge_status add_blocked_value(rebuild *r, int v, int *out, mge_error *err)
 {
     const mge_value *src = &r->g->values[v];
-    char base[512];
-    snprintf(base, sizeof base, "%s.nchwc", src->name);
-    char *name = fresh_name(r->g, r->c, base);
-    if (!name)
-        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
     int64_t d[5] = {src->dims[0], (src->dims[1] + r->blk - 1) / r->blk, src->dims[2], src->dims[3], r->blk};
-    int idx = mge_graph_add_value(r->c, name, MGE_VAL_NODE, MGE_F32, 5, d, err);
-    free(name);
-    if (idx < 0)
-        return err ? err->code : MGE_ERR_INVALID;
-    *out = idx;
-    return MGE_OK;
+    return new_value(r, src->name, ".nchwc", MGE_VAL_NODE, 5, d, out, err);
 }
 
 static mge_status attr_node(rebuild *r, const char *name, int op, int nin, const int *in, int out, int key,
@@ -388,23 +392,18 @@ static mge_status plain1_of(rebuild *r, int v, int *out, mge_error *err)
 {
     if (r->b1val[v] < 0) {
         const mge_value *src = &r->g->values[v];
-        char base[512];
-        snprintf(base, sizeof base, "%s.c1", src->name);
-        char *name = fresh_name(r->g, r->c, base);
-        if (!name)
-            return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
         int64_t d[5] = {src->dims[0], src->dims[1], src->dims[2], src->dims[3], 1};
-        int idx = mge_graph_add_value(r->c, name, MGE_VAL_NODE, MGE_F32, 5, d, err);
-        free(name);
-        if (idx < 0)
-            return err ? err->code : MGE_ERR_INVALID;
+        int idx;
+        mge_status s = new_value(r, src->name, ".c1", MGE_VAL_NODE, 5, d, &idx, err);
+        if (s)
+            return s;
         mge_attr a;
         memset(&a, 0, sizeof a);
         a.key = MGE_KEY_shape;
         a.n = 5;
         a.i[4] = 1; /* 0: the input's dim */
         int in = r->remap[v];
-        mge_status s = mge_pass_rb_node(r->c, r->c->values[idx].name, MGE_OP_RESHAPE, 1, &in, 1, &idx, 1, &a, err);
+        s = mge_pass_rb_node(r->c, r->c->values[idx].name, MGE_OP_RESHAPE, 1, &in, 1, &idx, 1, &a, err);
         if (s)
             return s;
         r->b1val[v] = idx;
@@ -430,17 +429,9 @@ static mge_status emit_conv(rebuild *r, int node, mge_error *err)
     mge_tensor *t = NULL;
     if ((s = pack_weight(w, G, Cb, stem ? 1 : r->blk, r->blk, &tmpl, &t, err)))
         return s;
-    char base[512];
-    snprintf(base, sizeof base, "%s.weight_nchwc", n->name ? n->name : g->values[n->out[0]].name);
-    char *wname = fresh_name(g, r->c, base);
-    int wv = -1;
-    if (!wname)
-        s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
-    else if ((wv = mge_graph_add_value(r->c, wname, w->kind == MGE_VAL_CONST ? MGE_VAL_CONST : MGE_VAL_PARAM,
-                                       MGE_F32, tmpl.ndim, tmpl.dims, err)) < 0)
-        s = err ? err->code : MGE_ERR_INVALID;
-    free(wname);
-    if (s) {
+    int wv;
+    if ((s = new_value(r, n->name ? n->name : g->values[n->out[0]].name, ".weight_nchwc",
+                       w->kind == MGE_VAL_CONST ? MGE_VAL_CONST : MGE_VAL_PARAM, tmpl.ndim, tmpl.dims, &wv, err))) {
         mge_tensor_free(t);
         free(t);
         return s;
@@ -505,23 +496,23 @@ static mge_status emit_elem(rebuild *r, const mge_node *n, mge_error *err)
                             n->nattr, n->attrs, err);
 }
 
-static mge_status rebuild_graph(mge_graph **gp, const plan *p, int64_t blk, mge_error *err)
+static mge_status rebuild_graph(mge_graph **gp, const plan *p, int64_t blk, int *changed, mge_error *err)
 {
     mge_graph *g = *gp;
     int nv = g->nvalues;
     int *uses_plain = calloc((size_t)nv + 1, sizeof(int));
-    char *keep = malloc((size_t)nv + 1);
-    int *remap = malloc(sizeof(int) * ((size_t)nv + 1)), *bval = malloc(sizeof(int) * ((size_t)nv + 1));
-    int *b1val = malloc(sizeof(int) * ((size_t)nv + 1));
+    int *bval = malloc(sizeof(int) * ((size_t)nv + 1)), *b1val = malloc(sizeof(int) * ((size_t)nv + 1));
     int *wnew = malloc(sizeof(int) * ((size_t)g->nnodes + 1));
     mge_tensor **wdata = calloc((size_t)g->nnodes + 1, sizeof *wdata);
-    mge_graph *c = mge_graph_new();
+    char *keep = NULL;
+    int *remap = NULL;
+    mge_graph *c = NULL;
+    mge_status s = mge_pass_rb_alloc(g, &keep, &remap, &c, err);
     rebuild r = {g, c, p, blk, remap, bval, b1val, wnew, wdata, 0};
-    mge_status s = MGE_OK;
-    if (!uses_plain || !keep || !remap || !bval || !b1val || !wnew || !wdata || !c) {
+    if (!s && (!uses_plain || !bval || !b1val || !wnew || !wdata))
         s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+    if (s)
         goto done;
-    }
     /* a blocked value stays plain too (via from_nchwc) only when a plain
      * node, an output or the loss reads it */
     for (int i = 0; i < g->nnodes; i++)
@@ -543,16 +534,7 @@ static mge_status rebuild_graph(mge_graph **gp, const plan *p, int64_t blk, mge_
         else if (p->kind[i] == 2)
             s = emit_elem(&r, n, err);
         else {
-            int in[64], out[4];
-            if (n->nin > 64 || n->nout > 4) {
-                s = mge_error_set(err, MGE_ERR_INVALID, "%s: too many inputs or outputs", n->name);
-                break;
-            }
-            for (int k = 0; k < n->nin; k++)
-                in[k] = remap[n->in[k]];
-            for (int k = 0; k < n->nout; k++)
-                out[k] = remap[n->out[k]];
-            s = mge_pass_rb_node(c, n->name, n->op, n->nin, in, n->nout, out, n->nattr, n->attrs, err);
+            s = mge_pass_rb_copy(c, n, remap, err);
             continue;
         }
         int y = n->out[0];
@@ -569,19 +551,16 @@ static mge_status rebuild_graph(mge_graph **gp, const plan *p, int64_t blk, mge_
             free(nm);
         }
     }
-    if (s || (s = mge_pass_rb_finish(g, c, remap, NULL, err)))
+    if (s || (s = mge_pass_rb_end(gp, &c, remap, NULL, changed, err)))
         goto done;
-    /* g is gone: c holds the model; nothing below can leave it half made */
+    /* g is gone: *gp holds the model; nothing below can leave it half made */
     for (int k = 0; k < r.nw; k++) {
-        mge_pass_set_data(c, wnew[k], wdata[k]);
+        mge_pass_set_data(*gp, wnew[k], wdata[k]);
         wdata[k] = NULL;
     }
-    *gp = c;
-    c = NULL;
     s = mge_graph_infer(*gp, err);
 done:
-    if (c)
-        mge_graph_free(c);
+    mge_graph_free(c);
     for (int k = 0; wdata && k < r.nw; k++)
         if (wdata[k]) {
             mge_tensor_free(wdata[k]);
@@ -633,13 +612,12 @@ mge_status mge_pass_layout(mge_graph **gp, int *changed, mge_error *err)
         any |= p.kind[i] == 1;
     if (!any)
         goto done;
-    if ((s = rebuild_graph(gp, &p, blk, err)))
+    if ((s = rebuild_graph(gp, &p, blk, changed, err)))   /* *changed = 1 */
         goto done;
     /* the plain weights of converted convs are read by nobody now */
     mge_prune_opts o = {NULL, NULL, NULL};
     int ch = 0;
     s = mge_pass_prune(gp, &o, &ch, err);
-    *changed = 1;
 done:
     free(p.kind);
     free(p.cand);

@@ -15,6 +15,9 @@
 /* ref_unary.c: a float unary op (relu ... abs, not cast or dropout) of v, in
  * double; alpha is leaky_relu's slope. */
 double mge_ref_unary(int op, double v, double alpha);
+/* ref_binary.c: a float elementwise binary op (add ... minimum) of a and b,
+ * in double; NaN propagates through maximum and minimum, as numpy. */
+double mge_ref_binary(int op, double a, double b);
 
 static inline const char *ref_opname(const mge_node *n)
 {

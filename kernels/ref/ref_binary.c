@@ -41,7 +41,7 @@ static mge_status bcast(const mge_node *n, const mge_tensor *a, const mge_tensor
     return ref_check(n, "output", y, a->dtype, nd, dims, err);
 }
 
-static double fop(int op, double x, double y)
+double mge_ref_binary(int op, double x, double y)
 {
     switch (op) {
     case MGE_OP_ADD: return x + y;
@@ -92,7 +92,7 @@ static mge_status binary_any(const mge_kctx *ctx, const mge_node *n, mge_tensor 
             ob += idx[d] * sb[d];
         }
         if (isf)
-            ref_st(dt, y->data, i, fop(op, ref_ld(dt, a->data, oa), ref_ld(dt, b->data, ob)));
+            ref_st(dt, y->data, i, mge_ref_binary(op, ref_ld(dt, a->data, oa), ref_ld(dt, b->data, ob)));
         else
             ref_ist(dt, y->data, i, iop(op, ref_ild(dt, a->data, oa), ref_ild(dt, b->data, ob)));
         ref_next(nd, y->dims, idx);

@@ -7,24 +7,7 @@
  * output may be x's buffer (MGE_OPF_INPLACE). */
 #include "ref.h"
 
-#include <math.h>
-
 #define FE_MAXIN 9   /* x and up to 8 extra inputs (ops.def) */
-
-/* The binary entries, the same formulas as ref_binary.c. */
-static double fe_binary(int op, double x, double y)
-{
-    switch (op) {
-    case MGE_OP_ADD: return x + y;
-    case MGE_OP_SUB: return x - y;
-    case MGE_OP_MUL: return x * y;
-    case MGE_OP_DIV: return x / y;
-    case MGE_OP_POW: return pow(x, y);
-    case MGE_OP_MAXIMUM: return isnan(x) || isnan(y) ? NAN : x > y ? x : y; /* NaN propagates, as numpy */
-    case MGE_OP_MINIMUM: return isnan(x) || isnan(y) ? NAN : x < y ? x : y;
-    }
-    return NAN;
-}
 
 /* The ops attribute checked against the inputs, as the inference does. */
 static mge_status fe_ops(const mge_node *n, int nin, const mge_attr **ops, mge_error *err)
@@ -109,7 +92,7 @@ static mge_status fused_elem_f32(const mge_kctx *ctx, const mge_node *n, mge_ten
         for (int j = 0; j < ops->n; j++) {
             int op = (int)ops->i[j];
             if (mge_fused_binary_ok(op)) {
-                t = fe_binary(op, t, src[next][off[next]]);
+                t = mge_ref_binary(op, t, src[next][off[next]]);
                 next++;
             } else {
                 t = mge_ref_unary(op, t, alpha);

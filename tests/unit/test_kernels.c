@@ -2,8 +2,7 @@
  * inputs and shapes (odd sizes, broadcasting, conv geometry), with the
  * pool at 1 and 2 threads and in place where the op allows; and the thread
  * pool itself. */
-#include "internal.h"
-#include "unit.h"
+#include "unit_graph.h"
 
 #include <stdatomic.h>
 #include <sys/wait.h>
@@ -19,21 +18,9 @@ static int64_t rnd(int64_t lo, int64_t hi)   /* inclusive */
 
 /* ---------------------------------------------------------------- attributes */
 
-static mge_attr a_int(int key, int64_t v)
-{
-    mge_attr a = {key, 1, {v}, 0};
-    return a;
-}
-
 static mge_attr a_ints(int key, int64_t v0, int64_t v1)
 {
     mge_attr a = {key, 2, {v0, v1}, 0};
-    return a;
-}
-
-static mge_attr a_float(int key, double f)
-{
-    mge_attr a = {key, 1, {0}, f};
     return a;
 }
 
@@ -96,21 +83,6 @@ static void tcase_free(tcase *t)
     mge_graph_free(t->g);
 }
 
-/* Runs kernel k of node n into y (inputs in[]), with the given pool. */
-static mge_status run_kernel(const mge_kernel *k, mge_pool *pool, const mge_node *n, mge_tensor **in,
-                             mge_tensor *y, mge_error *err)
-{
-    mge_tensor *outs[1] = {y};
-    int threads = mge_pool_size(pool);
-    size_t ws = k->ws ? k->ws(n, in, outs, threads) : 0;
-    void *wsp = ws ? mge_aligned_alloc(ws) : NULL;
-    mge_kctx ctx = {pool, threads, wsp, ws, 0, NULL};
-    mge_blas_set_threads(1);   /* as the executor does */
-    mge_status s = k->run(&ctx, n, in, outs, err);
-    mge_aligned_free(wsp);
-    return s;
-}
-
 /* Elements must agree to rtol relative to themselves plus a small part of
  * the largest magnitude (sums of many terms cancel). */
 static int compare(const char *what, const mge_tensor *got, const mge_tensor *want, double rtol)
@@ -155,7 +127,7 @@ static void check_case(tcase *t, const char *desc, double rtol)
         in[i] = &t->in[i];
     mge_tensor want, got;
     CHECK_OK(mge_tensor_copy(&want, &t->out, &err), err);
-    CHECK_OK(run_kernel(kr, NULL, n, in, &want, &err), err);
+    CHECK_OK(ug_run_kernel(kr, NULL, n, in, &want, &err), err);
     int inplace = (mge_op_info(n->op)->flags & MGE_OPF_INPLACE) && mge_tensor_same_shape(&t->in[0], &t->out);
     for (int p = 0; p < 2; p++) {
         for (int ip = 0; ip <= inplace; ip++) {
@@ -173,7 +145,7 @@ static void check_case(tcase *t, const char *desc, double rtol)
                 for (int64_t i = 0; i < mge_tensor_numel(&got); i++)
                     g[i] = 12345.0f;
             }
-            mge_status s = run_kernel(kc, pools[p], n, in, &got, &err);
+            mge_status s = ug_run_kernel(kc, pools[p], n, in, &got, &err);
             CHECK_MSG(s == MGE_OK, "%s: %s", what, err.msg);
             CHECK_MSG(compare(what, &got, &want, rtol), "%s", what);
             if (ip) {
@@ -193,9 +165,9 @@ static int conv_case(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int6
                      int64_t p, int64_t d, int64_t groups, int bias)
 {
     tin ins[3] = {{4, {N, C, H, W}, -1, 1}, {4, {O, C / groups, kh, kw}, -1, 1}, {1, {O}, -1, 1}};
-    mge_attr at[7] = {a_int(MGE_KEY_out, O),     a_ints(MGE_KEY_kernel, kh, kw), a_int(MGE_KEY_stride, s),
-                      a_ints(MGE_KEY_pad, p, p), a_int(MGE_KEY_dilation, d),     a_int(MGE_KEY_groups, groups),
-                      a_int(MGE_KEY_bias, bias)};
+    mge_attr at[7] = {A(MGE_KEY_out, O), a_ints(MGE_KEY_kernel, kh, kw), A(MGE_KEY_stride, s),
+                      a_ints(MGE_KEY_pad, p, p), A(MGE_KEY_dilation, d), A(MGE_KEY_groups, groups),
+                      A(MGE_KEY_bias, bias)};
     tcase t;
     if (!tcase_make(&t, MGE_OP_CONV2D, bias ? 3 : 2, ins, 7, at))
         return 0;
@@ -256,7 +228,7 @@ static void test_linear(void)
             else
                 ins[0].dims[0] = shapes[i][1], ins[0].dims[1] = 2, ins[0].dims[2] = shapes[i][2];
             ins[1].dims[1] = shapes[i][2];
-            mge_attr at[2] = {a_int(MGE_KEY_out, shapes[i][3]), a_int(MGE_KEY_bias, bias)};
+            mge_attr at[2] = {A(MGE_KEY_out, shapes[i][3]), A(MGE_KEY_bias, bias)};
             tcase t;
             CHECK(tcase_make(&t, MGE_OP_LINEAR, bias ? 3 : 2, ins, 2, at));
             if (!t.g)
@@ -292,7 +264,7 @@ static void test_matmul(void)
         tin ins[2] = {{cs[i].na, {0}, -1, 1}, {cs[i].nb, {0}, -1, 1}};
         memcpy(ins[0].dims, cs[i].a, sizeof cs[i].a);
         memcpy(ins[1].dims, cs[i].b, sizeof cs[i].b);
-        mge_attr at[2] = {a_int(MGE_KEY_transpose_a, cs[i].ta), a_int(MGE_KEY_transpose_b, cs[i].tb)};
+        mge_attr at[2] = {A(MGE_KEY_transpose_a, cs[i].ta), A(MGE_KEY_transpose_b, cs[i].tb)};
         tcase t;
         CHECK_MSG(tcase_make(&t, MGE_OP_MATMUL, 2, ins, 2, at), "matmul case %zu refused", i);
         if (!t.g)
@@ -325,10 +297,10 @@ static void bitwise_case(tcase *t, const char *desc, mge_pool *p3)
     mge_pool *ps[3] = {NULL, pools[1], p3};
     for (int k = 0; k < 3; k++) {
         CHECK_OK(mge_tensor_copy(&got[k], &t->out, &err), err);
-        CHECK_OK(run_kernel(kc, ps[k], n, in, &got[k], &err), err);
+        CHECK_OK(ug_run_kernel(kc, ps[k], n, in, &got[k], &err), err);
     }
     CHECK_OK(mge_tensor_copy(&want, &t->out, &err), err);
-    CHECK_OK(run_kernel(kr, NULL, n, in, &want, &err), err);
+    CHECK_OK(ug_run_kernel(kr, NULL, n, in, &want, &err), err);
     CHECK_MSG(compare(desc, &got[0], &want, 1e-4), "%s: cpu against ref", desc);
     CHECK_MSG(memcmp(got[0].data, got[1].data, got[0].nbytes) == 0, "%s: 2 threads differ from 1", desc);
     CHECK_MSG(memcmp(got[0].data, got[2].data, got[0].nbytes) == 0, "%s: 3 threads differ from 1", desc);
@@ -357,10 +329,10 @@ static void test_bitwise_threads(void)
         tin ins[3] = {{4, {c[0], c[1], c[2], c[3]}, -1, 1},
                       {4, {c[4], c[1] / c[9], c[5], c[5]}, -1, 1},
                       {1, {c[4]}, -1, 1}};
-        mge_attr at[7] = {a_int(MGE_KEY_out, c[4]),      a_ints(MGE_KEY_kernel, c[5], c[5]),
-                          a_int(MGE_KEY_stride, c[6]),   a_ints(MGE_KEY_pad, c[7], c[7]),
-                          a_int(MGE_KEY_dilation, c[8]), a_int(MGE_KEY_groups, c[9]),
-                          a_int(MGE_KEY_bias, 1)};
+        mge_attr at[7] = {A(MGE_KEY_out, c[4]), a_ints(MGE_KEY_kernel, c[5], c[5]),
+                          A(MGE_KEY_stride, c[6]), a_ints(MGE_KEY_pad, c[7], c[7]),
+                          A(MGE_KEY_dilation, c[8]), A(MGE_KEY_groups, c[9]),
+                          A(MGE_KEY_bias, 1)};
         tcase t;
         CHECK_MSG(tcase_make(&t, MGE_OP_CONV2D, 3, ins, 7, at), "conv case %zu refused", i);
         if (!t.g)
@@ -380,7 +352,7 @@ static void test_bitwise_threads(void)
         tin ins[3] = {{2, {lins[i][0], lins[i][1]}, -1, 1},
                       {2, {lins[i][2], lins[i][1]}, -1, 1},
                       {1, {lins[i][2]}, -1, 1}};
-        mge_attr at[2] = {a_int(MGE_KEY_out, lins[i][2]), a_int(MGE_KEY_bias, 1)};
+        mge_attr at[2] = {A(MGE_KEY_out, lins[i][2]), A(MGE_KEY_bias, 1)};
         tcase t;
         CHECK_MSG(tcase_make(&t, MGE_OP_LINEAR, 3, ins, 2, at), "linear case %zu refused", i);
         if (!t.g)
@@ -394,7 +366,7 @@ static void test_bitwise_threads(void)
     tin mi[2][2] = {{{3, {8, 64, 256}, -1, 1}, {2, {256, 256}, -1, 1}},
                     {{3, {3, 200, 300}, -1, 1}, {3, {3, 160, 300}, -1, 1}}};
     for (int i = 0; i < 2; i++) {
-        mge_attr at[2] = {a_int(MGE_KEY_transpose_a, 0), a_int(MGE_KEY_transpose_b, i)};
+        mge_attr at[2] = {A(MGE_KEY_transpose_a, 0), A(MGE_KEY_transpose_b, i)};
         tcase t;
         CHECK_MSG(tcase_make(&t, MGE_OP_MATMUL, 2, mi[i], 2, at), "matmul case %d refused", i);
         if (!t.g)
@@ -421,7 +393,7 @@ static void test_unary(void)
             float range = ops[o] == MGE_OP_EXP ? 80.0f : 10.0f;
             tin in = {2, {sizes[s] > 13 ? 4 : 1, sizes[s] > 13 ? sizes[s] / 4 : sizes[s]}, pos ? 0.001f : -range,
                       range};
-            mge_attr at[1] = {a_float(ops[o] == MGE_OP_DROPOUT ? MGE_KEY_p : MGE_KEY_alpha, 0.2)};
+            mge_attr at[1] = {A_f(ops[o] == MGE_OP_DROPOUT ? MGE_KEY_p : MGE_KEY_alpha, 0.2)};
             int nattr = ops[o] == MGE_OP_LEAKY_RELU || ops[o] == MGE_OP_DROPOUT;
             tcase t;
             CHECK(tcase_make(&t, ops[o], 1, &in, nattr, at));
@@ -505,13 +477,13 @@ static void test_pool(void)
         int na = 0;
         at[na++] = a_ints(MGE_KEY_kernel, k, kw);
         if (rnd(0, 3))
-            at[na++] = a_int(MGE_KEY_stride, s);
-        at[na++] = a_int(MGE_KEY_pad, p);
-        at[na++] = a_int(MGE_KEY_ceil_mode, rnd(0, 1));
+            at[na++] = A(MGE_KEY_stride, s);
+        at[na++] = A(MGE_KEY_pad, p);
+        at[na++] = A(MGE_KEY_ceil_mode, rnd(0, 1));
         if (op == MGE_OP_MAXPOOL2D)
-            at[na++] = a_int(MGE_KEY_dilation, rnd(1, 2));
+            at[na++] = A(MGE_KEY_dilation, rnd(1, 2));
         else
-            at[na++] = a_int(MGE_KEY_count_include_pad, rnd(0, 1));
+            at[na++] = A(MGE_KEY_count_include_pad, rnd(0, 1));
         tin in = {4, {rnd(1, 2), rnd(1, 5), rnd(1, 13), rnd(1, 13)}, -3, 3};
         tcase t;
         if (!tcase_make(&t, op, 1, &in, na, at))
@@ -528,7 +500,7 @@ static void test_pool(void)
     }
     CHECK(done >= 100);
     /* resnet's maxpool and a large plane count */
-    mge_attr at[3] = {a_int(MGE_KEY_kernel, 3), a_int(MGE_KEY_stride, 2), a_int(MGE_KEY_pad, 1)};
+    mge_attr at[3] = {A(MGE_KEY_kernel, 3), A(MGE_KEY_stride, 2), A(MGE_KEY_pad, 1)};
     tin in = {4, {1, 64, 56, 56}, -3, 3};
     tcase t;
     CHECK(tcase_make(&t, MGE_OP_MAXPOOL2D, 1, &in, 3, at));
@@ -560,7 +532,7 @@ static void test_norm(void)
                       {1, {C}, -1, 1},
                       {1, {C}, -0.5f, 0.5f},
                       {1, {C}, 0.1f, 2}};
-        mge_attr at[1] = {a_float(MGE_KEY_eps, 1e-3)};
+        mge_attr at[1] = {A_f(MGE_KEY_eps, 1e-3)};
         tcase t;
         CHECK(tcase_make(&t, MGE_OP_BATCHNORM, 5, ins, 1, at));
         if (!t.g)
@@ -579,7 +551,7 @@ static void test_norm(void)
         memcpy(ins[0].dims, ln[i].d, sizeof ln[i].d);
         memcpy(ins[1].dims, ln[i].d + ax, sizeof(int64_t) * (size_t)(ln[i].nd - ax));
         memcpy(ins[2].dims, ln[i].d + ax, sizeof(int64_t) * (size_t)(ln[i].nd - ax));
-        mge_attr at[1] = {a_int(MGE_KEY_axis, ln[i].ax)};
+        mge_attr at[1] = {A(MGE_KEY_axis, ln[i].ax)};
         tcase t;
         CHECK_MSG(tcase_make(&t, MGE_OP_LAYERNORM, 3, ins, 1, at), "layernorm case %zu refused", i);
         if (!t.g)
@@ -601,7 +573,7 @@ static void test_softmax(void)
         for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
             tin in = {cs[i].nd, {0}, -20, 20};
             memcpy(in.dims, cs[i].d, sizeof cs[i].d);
-            mge_attr at[1] = {a_int(MGE_KEY_axis, cs[i].ax)};
+            mge_attr at[1] = {A(MGE_KEY_axis, cs[i].ax)};
             tcase t;
             int o = op ? MGE_OP_LOG_SOFTMAX : MGE_OP_SOFTMAX;
             CHECK(tcase_make(&t, o, 1, &in, 1, at));

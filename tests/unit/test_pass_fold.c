@@ -2,26 +2,9 @@
  * change on small models, the numerics (the model before and after on the
  * same random inputs, eval mode), no-ops that leave the file bytes as they
  * were, and resnet18 / mobilenet_v2 losing every batchnorm and dropout. */
-#include "mge.h"
-#include "unit.h"
+#include "unit_graph.h"
 
 #include <stdint.h>
-
-static mge_graph *parse(const char *src)
-{
-    mge_graph *g = NULL;
-    mge_error err;
-    mge_error_clear(&err);
-    CHECK_OK(mge_text_parse(src, strlen(src), ".", &g, &err), err);
-    return g;
-}
-
-static void fill_uniform(mge_tensor *t, mge_rng *r, float lo, float hi)
-{
-    float *d = t->data;
-    for (int64_t i = 0; i < mge_tensor_numel(t); i++)
-        d[i] = lo + (hi - lo) * mge_rng_uniform(r);
-}
 
 /* Params from seed, then batchnorm statistics and affine terms far from
  * their identity defaults so that folding them is visible in the numbers. */
@@ -40,99 +23,8 @@ static void init_model(mge_graph *g, uint64_t seed)
         for (int k = 1; k <= 4; k++) {
             mge_value *v = &g->values[n->in[k]];
             if (v->data && v->dtype == MGE_F32)
-                fill_uniform(v->data, &r, lo[k - 1], hi[k - 1]);
+                ug_uniform(v->data, &r, lo[k - 1], hi[k - 1]);
         }
-    }
-}
-
-static int count_op(const mge_graph *g, int op)
-{
-    int c = 0;
-    for (int i = 0; i < g->nnodes; i++)
-        c += g->nodes[i].op == op;
-    return c;
-}
-
-static uint64_t fnv(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
-typedef struct outs {
-    int n;
-    mge_tensor t[4];
-} outs;
-
-static void outs_free(outs *o)
-{
-    for (int i = 0; i < o->n; i++)
-        mge_tensor_free(&o->t[i]);
-    o->n = 0;
-}
-
-/* Runs g (eval mode) at batch on inputs drawn from their names, so two
- * graphs with the same input names see the same data. */
-static int run(const mge_graph *g, int64_t batch, outs *res)
-{
-    mge_error err;
-    mge_error_clear(&err);
-    mge_exec *e = NULL;
-    mge_exec_opts o = {0};
-    o.threads = 1;
-    res->n = 0;
-    CHECK_OK(mge_exec_create(g, &o, &e, &err), err);
-    if (!e)
-        return 0;
-    int nin = mge_exec_ninputs(e);
-    mge_tensor in[8];
-    const mge_tensor *ins[8];
-    CHECK(nin <= 8);
-    for (int i = 0; i < nin && i < 8; i++) {
-        const mge_value *v = &g->values[mge_exec_input(e, i)];
-        int64_t dims[MGE_MAX_DIMS];
-        for (int d = 0; d < v->ndim; d++)
-            dims[d] = v->dims[d] == MGE_DIM_N ? batch : v->dims[d];
-        CHECK_OK(mge_tensor_alloc(&in[i], v->dtype, v->ndim, dims, &err), err);
-        if (v->dtype == MGE_F32) {
-            mge_rng r;
-            mge_rng_seed(&r, fnv(v->name));
-            float *p = in[i].data;
-            for (int64_t k = 0; k < mge_tensor_numel(&in[i]); k++)
-                p[k] = mge_rng_normal(&r);
-        }
-        ins[i] = &in[i];
-    }
-    CHECK_OK(mge_exec_run(e, ins, &err), err);
-    int ok = err.code == MGE_OK;
-    for (int i = 0; ok && i < mge_exec_noutputs(e) && i < 4; i++) {
-        CHECK_OK(mge_tensor_copy(&res->t[i], mge_exec_result(e, i), &err), err);
-        res->n++;
-    }
-    for (int i = 0; i < nin && i < 8; i++)
-        mge_tensor_free(&in[i]);
-    mge_exec_free(e);
-    return ok;
-}
-
-/* Outputs agree within rel of the largest reference magnitude. */
-static void check_close(const outs *a, const outs *b, double rel)
-{
-    CHECK(a->n == b->n && a->n > 0);
-    for (int i = 0; i < a->n && i < b->n; i++) {
-        CHECK(mge_tensor_same_shape(&a->t[i], &b->t[i]));
-        if (!mge_tensor_same_shape(&a->t[i], &b->t[i]))
-            continue;
-        const float *x = a->t[i].data, *y = b->t[i].data;
-        double maxref = 0, maxdiff = 0;
-        for (int64_t k = 0; k < mge_tensor_numel(&a->t[i]); k++) {
-            maxref = fmax(maxref, fabs(x[k]));
-            maxdiff = fmax(maxdiff, fabs((double)x[k] - y[k]));
-        }
-        CHECK(maxref > 0);
-        CHECK_MSG(maxdiff <= rel * maxref, "output %d: max diff %g, max |ref| %g", i, maxdiff, maxref);
     }
 }
 
@@ -141,15 +33,16 @@ static int apply(mge_graph **g, const char *names, int64_t batch)
 {
     mge_error err;
     mge_error_clear(&err);
-    outs before = {0}, after = {0};
-    run(*g, batch, &before);
+    ug_fill normal = {1, 0, 0, 0};   /* normal(0, 1), seeded from the input names */
+    ug_outs before = {0}, after = {0};
+    ug_run(*g, NULL, 1, batch, normal, &before);
     int changed = -1;
     CHECK_OK(mge_passes_run_list(g, names, &changed, &err), err);
     CHECK_OK(mge_graph_validate(*g, &err), err);
-    run(*g, batch, &after);
-    check_close(&before, &after, 1e-4);
-    outs_free(&before);
-    outs_free(&after);
+    ug_run(*g, NULL, 1, batch, normal, &after);
+    ug_check_close(&before, &after, 1e-4);
+    ug_outs_free(&before);
+    ug_outs_free(&after);
     return changed;
 }
 
@@ -161,15 +54,6 @@ static int has(const mge_graph *g, const char *name)
 static int output_named(const mge_graph *g, int i, const char *name)
 {
     return i < g->noutputs && strcmp(g->values[g->outputs[i]].name, name) == 0;
-}
-
-static void file_bytes(const mge_graph *g, mge_buf *b)
-{
-    mge_error err;
-    mge_error_clear(&err);
-    mge_write_opts o = {0};
-    memset(b, 0, sizeof *b);
-    CHECK_OK(mge_file_write(g, &o, b, &err), err);
 }
 
 /* The text form of g parses back with as many nodes. */
@@ -190,42 +74,32 @@ static void check_text_roundtrip(const mge_graph *g)
 /* The pass changes nothing: *changed = 0 and the same file bytes. */
 static void check_noop(const char *src, const char *pass)
 {
-    mge_graph *g = parse(src);
+    mge_graph *g = ug_parse(src);
     if (!g)
         return;
     init_model(g, 5);
-    mge_buf a, b;
-    file_bytes(g, &a);
-    mge_graph *before = g;
-    int changed = apply(&g, pass, 2);
-    CHECK_MSG(changed == 0, "%s changed the graph", pass);
-    CHECK(g == before);
-    file_bytes(g, &b);
-    CHECK(a.n > 0 && a.n == b.n && memcmp(a.p, b.p, a.n) == 0);
-    mge_buf_free(&a);
-    mge_buf_free(&b);
-    mge_graph_free(g);
+    ug_check_noop(g, pass, src);
 }
 
 /* ------------------------------------------------------------ fold-bn */
 
 static void test_conv_bn(void)
 {
-    mge_graph *g = parse("input x : f32[N,3,8,8]\n"
-                         "conv1 = conv2d(x, out=4, kernel=3, pad=1)\n"
-                         "bn1 = batchnorm(conv1)\n"
-                         "act = relu(bn1)\n"
-                         "output act\n");
+    mge_graph *g = ug_parse("input x : f32[N,3,8,8]\n"
+                            "conv1 = conv2d(x, out=4, kernel=3, pad=1)\n"
+                            "bn1 = batchnorm(conv1)\n"
+                            "act = relu(bn1)\n"
+                            "output act\n");
     if (!g)
         return;
     init_model(g, 1);
     int w = mge_graph_find(g, "conv1.weight");
     const mge_tensor *old_w = w >= 0 ? g->values[w].data : NULL;
     float w0 = old_w ? ((const float *)old_w->data)[0] : 0;
-    CHECK(count_op(g, MGE_OP_BATCHNORM) == 1 && g->nnodes == 3);
+    CHECK(ug_count_op(g, MGE_OP_BATCHNORM) == 1 && g->nnodes == 3);
     CHECK(apply(&g, "fold-bn", 2) == 1);
-    CHECK(count_op(g, MGE_OP_BATCHNORM) == 0 && g->nnodes == 2);
-    CHECK(count_op(g, MGE_OP_CONV2D) == 1 && count_op(g, MGE_OP_RELU) == 1);
+    CHECK(ug_count_op(g, MGE_OP_BATCHNORM) == 0 && g->nnodes == 2);
+    CHECK(ug_count_op(g, MGE_OP_CONV2D) == 1 && ug_count_op(g, MGE_OP_RELU) == 1);
     CHECK(has(g, "conv1.weight") && has(g, "conv1.bias"));
     CHECK(!has(g, "bn1") && !has(g, "bn1.weight") && !has(g, "bn1.running_mean") && !has(g, "bn1.running_var"));
     CHECK(!has(g, "bn1.num_batches_tracked"));
@@ -244,10 +118,10 @@ static void test_conv_bn(void)
 static void test_conv_nobias_bn_output(void)
 {
     /* the batchnorm output is the graph output: the folded conv takes its name */
-    mge_graph *g = parse("input x : f32[N,2,6,6]\n"
-                         "conv1 = conv2d(x, out=5, kernel=3, stride=2, bias=false)\n"
-                         "bn1 = batchnorm(conv1)\n"
-                         "output bn1\n");
+    mge_graph *g = ug_parse("input x : f32[N,2,6,6]\n"
+                            "conv1 = conv2d(x, out=5, kernel=3, stride=2, bias=false)\n"
+                            "bn1 = batchnorm(conv1)\n"
+                            "output bn1\n");
     if (!g)
         return;
     init_model(g, 2);
@@ -267,16 +141,16 @@ static void test_conv_nobias_bn_output(void)
 
 static void test_linear_bn(void)
 {
-    mge_graph *g = parse("input x : f32[N,6]\n"
-                         "fc = linear(x, out=5)\n"
-                         "bn = batchnorm(fc, eps=0.001)\n"
-                         "act = sigmoid(bn)\n"
-                         "output act\n");
+    mge_graph *g = ug_parse("input x : f32[N,6]\n"
+                            "fc = linear(x, out=5)\n"
+                            "bn = batchnorm(fc, eps=0.001)\n"
+                            "act = sigmoid(bn)\n"
+                            "output act\n");
     if (!g)
         return;
     init_model(g, 3);
     CHECK(apply(&g, "fold-bn", 4) == 1);
-    CHECK(count_op(g, MGE_OP_BATCHNORM) == 0 && count_op(g, MGE_OP_LINEAR) == 1 && g->nnodes == 2);
+    CHECK(ug_count_op(g, MGE_OP_BATCHNORM) == 0 && ug_count_op(g, MGE_OP_LINEAR) == 1 && g->nnodes == 2);
     CHECK(has(g, "fc.weight") && has(g, "fc.bias") && !has(g, "bn.running_var"));
     mge_graph_free(g);
 }
@@ -284,15 +158,15 @@ static void test_linear_bn(void)
 static void test_bn_borrowed_weights(void)
 {
     /* weights borrowed from a .mge buffer are read, never written */
-    mge_graph *g = parse("input x : f32[N,3,5,5]\n"
-                         "conv1 = conv2d(x, out=4, kernel=3)\n"
-                         "bn1 = batchnorm(conv1)\n"
-                         "output bn1\n");
+    mge_graph *g = ug_parse("input x : f32[N,3,5,5]\n"
+                            "conv1 = conv2d(x, out=4, kernel=3)\n"
+                            "bn1 = batchnorm(conv1)\n"
+                            "output bn1\n");
     if (!g)
         return;
     init_model(g, 9);
     mge_buf file;
-    file_bytes(g, &file);
+    ug_file_bytes(g, &file);
     mge_graph_free(g);
     char *copy = malloc(file.n);
     if (!copy || !file.p) {
@@ -315,7 +189,7 @@ static void test_bn_borrowed_weights(void)
         const char *wd = w >= 0 && g->values[w].data ? g->values[w].data->data : NULL;
         CHECK(wd && wd >= buf && wd < buf + file.n); /* borrowed, so the test means something */
         CHECK(apply(&g, "fold-bn", 2) == 1);
-        CHECK(count_op(g, MGE_OP_BATCHNORM) == 0);
+        CHECK(ug_count_op(g, MGE_OP_BATCHNORM) == 0);
         CHECK(memcmp(copy, buf, file.n) == 0);
         mge_graph_free(g);
     }
@@ -365,18 +239,18 @@ static void test_bn_shared_weight(void)
 
 static void test_strip_dropout(void)
 {
-    mge_graph *g = parse("input x : f32[N,6]\n"
-                         "fc = linear(x, out=5)\n"
-                         "d1 = dropout(fc, p=0.5)\n"
-                         "act = relu(d1)\n"
-                         "d2 = dropout(act, p=0.2)\n"
-                         "output d2\n");
+    mge_graph *g = ug_parse("input x : f32[N,6]\n"
+                            "fc = linear(x, out=5)\n"
+                            "d1 = dropout(fc, p=0.5)\n"
+                            "act = relu(d1)\n"
+                            "d2 = dropout(act, p=0.2)\n"
+                            "output d2\n");
     if (!g)
         return;
     init_model(g, 4);
-    CHECK(count_op(g, MGE_OP_DROPOUT) == 2);
+    CHECK(ug_count_op(g, MGE_OP_DROPOUT) == 2);
     CHECK(apply(&g, "strip-training", 3) == 1);
-    CHECK(count_op(g, MGE_OP_DROPOUT) == 0 && g->nnodes == 2);
+    CHECK(ug_count_op(g, MGE_OP_DROPOUT) == 0 && g->nnodes == 2);
     CHECK(output_named(g, 0, "d2")); /* the output keeps its name */
     check_text_roundtrip(g);
     CHECK(!has(g, "d1") && !has(g, "act"));
@@ -385,15 +259,15 @@ static void test_strip_dropout(void)
 
 static void test_strip_loss(void)
 {
-    mge_graph *g = parse("input x : f32[N,4,3,3]\n"
-                         "input label : i32[N]\n"
-                         "input spare : f32[N,2]\n"
-                         "conv = conv2d(x, out=3, kernel=3)\n"
-                         "bn = batchnorm(conv)\n"
-                         "flat = flatten(bn)\n"
-                         "loss = cross_entropy(flat, label)\n"
-                         "output flat\n"
-                         "minimize loss\n");
+    mge_graph *g = ug_parse("input x : f32[N,4,3,3]\n"
+                            "input label : i32[N]\n"
+                            "input spare : f32[N,2]\n"
+                            "conv = conv2d(x, out=3, kernel=3)\n"
+                            "bn = batchnorm(conv)\n"
+                            "flat = flatten(bn)\n"
+                            "loss = cross_entropy(flat, label)\n"
+                            "output flat\n"
+                            "minimize loss\n");
     if (!g)
         return;
     init_model(g, 6);
@@ -415,19 +289,19 @@ static void test_strip_loss(void)
     CHECK(g->nnodes == 4 && g->nodes[1].op == MGE_OP_BATCHNORM && g->nodes[1].nin == 6);
     CHECK(apply(&g, "strip-training", 2) == 1);
     CHECK(g->loss == -1);
-    CHECK(count_op(g, MGE_OP_CROSS_ENTROPY) == 0 && g->nnodes == 3);
+    CHECK(ug_count_op(g, MGE_OP_CROSS_ENTROPY) == 0 && g->nnodes == 3);
     CHECK(g->ninputs == 2 && !has(g, "label") && has(g, "spare")); /* only the label goes */
     CHECK(!has(g, "loss"));
     CHECK(!has(g, "conv.bias.__opt.momentum_buffer") && !has(g, "__opt.hyper"));
     CHECK(mge_graph_get_meta(g, "train.step") == NULL);
     CHECK(mge_graph_get_meta(g, "author") && strcmp(mge_graph_get_meta(g, "author"), "test") == 0);
     /* batchnorm stays (fold-bn removes it), without its training counter */
-    CHECK(count_op(g, MGE_OP_BATCHNORM) == 1 && g->nodes[1].nin == 5 && !has(g, "bn.num_batches_tracked"));
+    CHECK(ug_count_op(g, MGE_OP_BATCHNORM) == 1 && g->nodes[1].nin == 5 && !has(g, "bn.num_batches_tracked"));
     CHECK(has(g, "bn.running_mean"));
     check_text_roundtrip(g);
     /* then fold-bn: the same numbers still */
     CHECK(apply(&g, "fold-bn", 2) == 1);
-    CHECK(count_op(g, MGE_OP_BATCHNORM) == 0);
+    CHECK(ug_count_op(g, MGE_OP_BATCHNORM) == 0);
     int changed = -1;
     CHECK_OK(mge_passes_run_list(&g, "strip-training", &changed, &err), err);
     CHECK(changed == 0);
@@ -442,8 +316,8 @@ static void test_strip_noop(void)
                "output act\n",
                "strip-training");
     /* a loss with no outputs would leave nothing: an error, the graph unchanged */
-    mge_graph *g = parse("input x : f32[N,6]\ninput y : i32[N]\nfc = linear(x, out=3)\n"
-                         "loss = cross_entropy(fc, y)\nminimize loss\n");
+    mge_graph *g = ug_parse("input x : f32[N,6]\ninput y : i32[N]\nfc = linear(x, out=3)\n"
+                            "loss = cross_entropy(fc, y)\nminimize loss\n");
     if (!g)
         return;
     mge_error err;
@@ -460,13 +334,13 @@ static void test_strip_noop(void)
 
 static void test_scale_mul_channels(void)
 {
-    mge_graph *g = parse("input x : f32[N,2,5,5]\n"
-                         "const s : f32[4,1,1] = [0.5, 2, -1, 3]\n"
-                         "const t : f32[] = 0.25\n"
-                         "conv = conv2d(x, out=4, kernel=3, pad=1)\n"
-                         "y = mul(conv, s)\n"
-                         "z = add(t, y)\n"
-                         "output z\n");
+    mge_graph *g = ug_parse("input x : f32[N,2,5,5]\n"
+                            "const s : f32[4,1,1] = [0.5, 2, -1, 3]\n"
+                            "const t : f32[] = 0.25\n"
+                            "conv = conv2d(x, out=4, kernel=3, pad=1)\n"
+                            "y = mul(conv, s)\n"
+                            "z = add(t, y)\n"
+                            "output z\n");
     if (!g)
         return;
     init_model(g, 7);
@@ -481,21 +355,21 @@ static void test_scale_mul_channels(void)
 static void test_scale_add_scalar(void)
 {
     /* linear without bias gains one; [1,C] also counts as per channel */
-    mge_graph *g = parse("input x : f32[N,3]\n"
-                         "const a : f32[] = 1.5\n"
-                         "const k : f32[1,4] = [1, -2, 0.5, 4]\n"
-                         "fc = linear(x, out=4, bias=false)\n"
-                         "y = add(fc, a)\n"
-                         "z = relu(y)\n"
-                         "fc2 = linear(z, out=4)\n"
-                         "w = mul(k, fc2)\n"
-                         "output w\n");
+    mge_graph *g = ug_parse("input x : f32[N,3]\n"
+                            "const a : f32[] = 1.5\n"
+                            "const k : f32[1,4] = [1, -2, 0.5, 4]\n"
+                            "fc = linear(x, out=4, bias=false)\n"
+                            "y = add(fc, a)\n"
+                            "z = relu(y)\n"
+                            "fc2 = linear(z, out=4)\n"
+                            "w = mul(k, fc2)\n"
+                            "output w\n");
     if (!g)
         return;
     init_model(g, 8);
     CHECK(g->nnodes == 5 && !has(g, "fc.bias"));
     CHECK(apply(&g, "fold-scale", 3) == 1);
-    CHECK(g->nnodes == 3 && count_op(g, MGE_OP_ADD) == 0 && count_op(g, MGE_OP_MUL) == 0);
+    CHECK(g->nnodes == 3 && ug_count_op(g, MGE_OP_ADD) == 0 && ug_count_op(g, MGE_OP_MUL) == 0);
     CHECK(has(g, "fc.bias") && g->nodes[0].nin == 3 && mge_node_int(&g->nodes[0], MGE_KEY_bias, 0) == 1);
     mge_graph_free(g);
 }
@@ -556,12 +430,13 @@ static void check_net(const char *path, uint64_t seed)
     if (!g)
         return;
     init_model(g, seed);
-    int nbn = count_op(g, MGE_OP_BATCHNORM), nconv = count_op(g, MGE_OP_CONV2D);
+    int nbn = ug_count_op(g, MGE_OP_BATCHNORM), nconv = ug_count_op(g, MGE_OP_CONV2D);
     CHECK(nbn > 0);
     CHECK(apply(&g, "strip-training,fold-bn", 1) == 1);
-    CHECK_MSG(count_op(g, MGE_OP_BATCHNORM) == 0, "%s: %d batchnorm left", path, count_op(g, MGE_OP_BATCHNORM));
-    CHECK(count_op(g, MGE_OP_DROPOUT) == 0);
-    CHECK(count_op(g, MGE_OP_CONV2D) == nconv);
+    CHECK_MSG(ug_count_op(g, MGE_OP_BATCHNORM) == 0, "%s: %d batchnorm left", path,
+              ug_count_op(g, MGE_OP_BATCHNORM));
+    CHECK(ug_count_op(g, MGE_OP_DROPOUT) == 0);
+    CHECK(ug_count_op(g, MGE_OP_CONV2D) == nconv);
     for (int v = 0; v < g->nvalues; v++)
         CHECK(strstr(g->values[v].name, "running_") == NULL);
     mge_graph_free(g);
