@@ -354,6 +354,7 @@ static int setup(config *c, const model_ent *me, const opts *o)
         mge_exec_opts eo;
         memset(&eo, 0, sizeof eo);
         eo.threads = c->threads;
+        eo.preprocess = 1;   /* as mge-run: weight preprocessing is load time, not latency */
         if (mge_exec_create(me->g, &eo, &c->e, &err)) {
             cli_mge_error(where, &err);
             return -1;

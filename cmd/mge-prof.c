@@ -395,6 +395,7 @@ int main(int argc, char **argv)
     } else {
         mge_exec_opts eo = {0};
         eo.threads = threads;
+        eo.preprocess = 1;   /* as mge-run: preprocessed nodes run once, before the timed runs */
         if (mge_exec_create(g, &eo, &e, &err)) {
             cli_mge_error(where, &err);
             goto done;

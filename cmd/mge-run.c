@@ -287,6 +287,7 @@ int main(int argc, char **argv)
     eo.threads = cli_threads(&co);
     eo.noutputs = nouts;
     eo.outputs = outs;
+    eo.preprocess = 1;   /* the model does not change while it runs */
     if (mge_exec_create(g, &eo, &e, &err)) {
         cli_mge_error(where, &err);
         goto done;

@@ -7,7 +7,13 @@
  * arena; views to their root) and call each kernel. Plans are cached per
  * batch (the last few); the arena only grows. Outputs that live outside the
  * arena and come from a caller's input are copied, so every result stays
- * valid until the next run whatever the caller does with its inputs. */
+ * valid until the next run whatever the caller does with its inputs.
+ *
+ * With opts.preprocess, the nodes that read only params, state, consts and
+ * each other (f16-weights' casts, any weight transform left in a model) run
+ * once, on the first run, with their own plan and a persistent arena; the
+ * per-run plan leaves them out and binds their results as if they were
+ * params. A deployed model pays for them at load, not per inference. */
 #include "internal.h"
 
 #include <stdlib.h>
@@ -37,6 +43,12 @@ struct mge_exec {
     void *ws;
     size_t ws_cap;
     int64_t last_batch;        /* -1 before the first run */
+    char *run;                 /* per node: needed and not preprocessed (what each run executes) */
+    char *pre;                 /* per node: preprocessed once, or NULL when nothing is */
+    int pre_done;
+    mge_tensor *pret;          /* per value: a preprocessed result, bound like a param */
+    void *pre_arena;
+    char *preq;                /* per value: pret[v].q.scale is ours to free */
     mge_exec_hook hook;
     void *hook_ud;
 };
@@ -59,6 +71,16 @@ void mge_exec_free(mge_exec *e)
     mge_pool_free(e->pool);
     mge_aligned_free(e->arena);
     mge_aligned_free(e->ws);
+    mge_aligned_free(e->pre_arena);
+    if (e->run != e->need)
+        free(e->run);
+    if (e->pret && e->preq)
+        for (int v = 0; v < e->g->nvalues; v++)
+            if (e->preq[v])
+                free(e->pret[v].q.scale);
+    free(e->pre);
+    free(e->pret);
+    free(e->preq);
     free(e->outs);
     free(e->ins);
     free(e->need);
@@ -78,6 +100,56 @@ static uint64_t seed_of(const mge_graph *g)
     char *end;
     unsigned long long v = strtoull(s, &end, 0);
     return end != s ? (uint64_t)v : 0;
+}
+
+/* The needed nodes whose inputs are all params, state or consts with data,
+ * or results of such nodes: e->pre, and e->run without them. Nothing to
+ * preprocess leaves e->pre NULL and e->run == e->need. */
+static mge_status mark_preprocess(mge_exec *e, mge_error *err)
+{
+    const mge_graph *g = e->g;
+    size_t nv = (size_t)(g->nvalues ? g->nvalues : 1), nn = (size_t)(g->nnodes ? g->nnodes : 1);
+    char *cst = calloc(nv, 1);
+    char *pre = calloc(nn, 1);
+    int any = 0;
+    if (!cst || !pre) {
+        free(cst);
+        free(pre);
+        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+    }
+    for (int v = 0; v < g->nvalues; v++) {
+        const mge_value *val = &g->values[v];
+        cst[v] = val->kind != MGE_VAL_INPUT && val->kind != MGE_VAL_NODE && val->data;
+    }
+    for (int i = 0; i < g->nnodes; i++) {
+        const mge_node *n = &g->nodes[i];
+        int c = e->need[i] && n->nin > 0;
+        for (int k = 0; c && k < n->nin; k++)
+            c = cst[n->in[k]];
+        if (!c)
+            continue;
+        pre[i] = 1;
+        any = 1;
+        for (int k = 0; k < n->nout; k++)
+            cst[n->out[k]] = 1;
+    }
+    free(cst);
+    if (!any) {
+        free(pre);
+        return MGE_OK;
+    }
+    e->pre = pre;
+    e->run = malloc(nn);
+    e->pret = calloc(nv, sizeof *e->pret);
+    e->preq = calloc(nv, 1);
+    if (!e->run || !e->pret || !e->preq) {
+        if (!e->run)
+            e->run = e->need;
+        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < nn; i++)
+        e->run[i] = e->need[i] && !pre[i];
+    return MGE_OK;
 }
 
 mge_status mge_exec_create(const mge_graph *g, const mge_exec_opts *o, mge_exec **out, mge_error *err)
@@ -153,6 +225,11 @@ mge_status mge_exec_create(const mge_graph *g, const mge_exec_opts *o, mge_exec 
     }
     for (int k = 0; k < nout; k++)
         e->vneed[outs[k]] = 1;
+    e->run = e->need;
+    if (o->preprocess && !e->training && (s = mark_preprocess(e, err))) {
+        mge_exec_free(e);
+        return s;
+    }
     if (e->threads > 1 && !(e->pool = mge_pool_create(e->threads))) {
         mge_exec_free(e);
         return mge_error_set(err, MGE_ERR_NOMEM, "cannot create a pool of %d threads", o->threads);
@@ -218,7 +295,7 @@ static mge_status get_plan(mge_exec *e, int64_t batch, mge_plan **pp, mge_error 
             return MGE_OK;
         }
     mge_plan p;
-    mge_status s = mge_plan_build(e->g, e->need, batch, e->nout, e->outs, e->be, e->threads, &p, err);
+    mge_status s = mge_plan_build(e->g, e->run, batch, e->nout, e->outs, e->be, e->threads, &p, err);
     if (s)
         return s;
     if (e->nplans == PLAN_CACHE)
@@ -250,7 +327,7 @@ mge_status mge_exec_live_bytes(mge_exec *e, int64_t batch, size_t *live, mge_err
     mge_status s = get_plan(e, batch, &p, err);
     if (s)
         return s;
-    return mge_plan_live(e->g, e->need, e->nout, e->outs, p, live, err);
+    return mge_plan_live(e->g, e->run, e->nout, e->outs, p, live, err);
 }
 
 /* ---------------------------------------------------------------- running */
@@ -336,6 +413,10 @@ static mge_status bind(mge_exec *e, const mge_plan *p, const mge_tensor *const *
         mge_tensor *t = &e->t[v];
         if (val->kind == MGE_VAL_INPUT)
             continue; /* below */
+        if (e->pre_done && val->kind == MGE_VAL_NODE && e->pre[val->producer]) {
+            borrow(t, &e->pret[v]);
+            continue;
+        }
         if (val->kind != MGE_VAL_NODE) {
             const mge_tensor *d = val->data;
             if (!d || (!d->data && d->nbytes))
@@ -405,6 +486,89 @@ static mge_status run_node(mge_exec *e, const mge_plan *p, int i, mge_error *err
     return s;
 }
 
+/* Runs the preprocessed nodes once (see the top of the file): a plan of
+ * their own at batch 1 (they do not depend on the batch) whose outputs are
+ * the results the per-run nodes or the caller read, in an arena that lives
+ * as long as e. bind() has bound the params, state and consts they read. */
+static mge_status preprocess(mge_exec *e, mge_error *err)
+{
+    const mge_graph *g = e->g;
+    size_t nv = (size_t)(g->nvalues ? g->nvalues : 1);
+    int *front = malloc(sizeof(int) * nv);
+    char *isf = calloc(nv, 1);
+    mge_plan pp;
+    int built = 0, nf = 0;
+    mge_status s = MGE_OK;
+    mge_aligned_free(e->pre_arena);   /* from an earlier attempt that failed */
+    e->pre_arena = NULL;
+    if (!front || !isf) {
+        s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < g->nnodes + 1; i++) {
+        /* inputs of the per-run nodes, then (i == nnodes) the requested outputs */
+        int cnt = i < g->nnodes ? (e->run[i] ? g->nodes[i].nin : 0) : e->nout;
+        for (int k = 0; k < cnt; k++) {
+            int v = i < g->nnodes ? g->nodes[i].in[k] : e->outs[k];
+            const mge_value *val = &g->values[v];
+            if (val->kind == MGE_VAL_NODE && e->pre[val->producer] && !isf[v]) {
+                isf[v] = 1;
+                front[nf++] = v;
+            }
+        }
+    }
+    if ((s = mge_plan_build(g, e->pre, 1, nf, front, e->be, e->threads, &pp, err)))
+        goto out;
+    built = 1;
+    if (!(e->pre_arena = mge_aligned_alloc(pp.st.arena_bytes ? pp.st.arena_bytes : 64))) {
+        s = mge_error_set(err, MGE_ERR_NOMEM, "cannot allocate %zu bytes for preprocessed weights",
+                          pp.st.arena_bytes);
+        goto out;
+    }
+    if (pp.st.workspace_bytes > e->ws_cap) {
+        mge_aligned_free(e->ws);
+        e->ws_cap = 0;
+        if (!(e->ws = mge_aligned_alloc(pp.st.workspace_bytes))) {
+            s = mge_error_set(err, MGE_ERR_NOMEM, "cannot allocate %zu bytes of kernel scratch",
+                              pp.st.workspace_bytes);
+            goto out;
+        }
+        e->ws_cap = pp.st.workspace_bytes;
+    }
+    for (int i = 0; i < g->nnodes; i++) {
+        if (!e->pre[i])
+            continue;
+        const mge_node *n = &g->nodes[i];
+        for (int k = 0; k < n->nout; k++) {
+            int v = n->out[k];
+            mge_tensor *t = &e->t[v];
+            memset(t, 0, sizeof *t);
+            t->q.axis = -1;
+            t->dtype = g->values[v].dtype;
+            t->ndim = pp.ndims[v];
+            memcpy(t->dims, &pp.dims[(size_t)v * MGE_MAX_DIMS], sizeof t->dims);
+            t->nbytes = pp.nbytes[v];
+            if (pp.offset[v] >= 0)
+                t->data = (char *)e->pre_arena + pp.offset[v];
+        }
+        if ((s = run_node(e, &pp, i, err)))
+            goto out;
+        for (int k = 0; k < n->nout; k++) {
+            int v = n->out[k];
+            e->pret[v] = e->t[v];
+            e->preq[v] = e->qowned[v];   /* the scale moves to pret */
+            e->qowned[v] = 0;
+        }
+    }
+    e->pre_done = 1;
+out:
+    if (built)
+        mge_plan_free(&pp);
+    free(front);
+    free(isf);
+    return s;
+}
+
 /* Points result i at its tensor, copying those that borrow a caller's input. */
 static mge_status set_results(mge_exec *e, const mge_plan *p, mge_error *err)
 {
@@ -458,8 +622,10 @@ mge_status mge_exec_run(mge_exec *e, const mge_tensor *const *inputs, mge_error 
     /* our pool splits BLAS calls (lib/blas.c); set on every run in case the
      * embedding program changed it since */
     mge_blas_set_threads(1);
+    if (e->pre && !e->pre_done && (s = preprocess(e, err)))
+        return s;
     for (int i = 0; i < e->g->nnodes; i++) {
-        if (!e->need[i])
+        if (!e->run[i])
             continue;
         if (e->hook)
             e->hook(e->hook_ud, i, 0);

@@ -395,6 +395,11 @@ typedef struct mge_exec_opts {
     int noutputs;            /* 0 = the graph's outputs */
     const int *outputs;      /* value indices */
     int training;            /* dropout active, batchnorm uses batch statistics */
+    int preprocess;          /* inference only: run the nodes that depend on params, state and
+                                consts alone (weight preprocessing, e.g. f16 weights cast to f32)
+                                once, on the first run, and keep their results; the caller
+                                promises not to change those values afterwards. Ignored when
+                                training. */
 } mge_exec_opts;
 
 mge_status mge_exec_create(const mge_graph *g, const mge_exec_opts *o, mge_exec **out, mge_error *err);

@@ -6,9 +6,9 @@
  * even) under its own name, so mge-dump --params lists it, and one cast
  * node (dtype=f32) named "<param>.f32" is inserted before the first node
  * that reads it; every reader then takes the cast's output. The model file
- * shrinks by about half of those weights' bytes; the price is one cast per
- * weight per inference, small against the conv or matmul that reads it
- * (a later pass or kernel may fuse it). Params that are graph outputs or
+ * shrinks by about half of those weights' bytes. The casts depend on
+ * params alone, so mge-run, mge-bench and mge-prof run them once, when the
+ * model is first run (mge_exec_opts.preprocess), not per inference. Params that are graph outputs or
  * the loss, have no data, or are not f32 are left alone, so a second run
  * changes nothing. The result is for inference: the optimizer trains f32
  * params only. With nothing to convert, *g is left untouched. */
