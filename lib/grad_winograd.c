@@ -1,6 +1,6 @@
-/* grad_winograd.c — conv2d_winograd has no gradient: mge-opt writes it into
- * inference models only (the pass skips graphs with a loss), and a model to
- * train keeps the plain conv2d. */
+/* grad_winograd.c — conv2d_winograd and winograd_weight have no gradient:
+ * mge-opt writes them into inference models only (the pass skips graphs
+ * with a loss), and a model to train keeps the plain conv2d. */
 #include "internal.h"
 
 mge_status mge_winograd_grad(mge_graph *g, int node, const int *dy, const char *want, int *dx, mge_error *err)

@@ -1,6 +1,9 @@
-/* op_winograd.c — conv2d_winograd (see ops.def): shape inference, FLOPs,
- * and the Winograd F(m,3) matrices and weight transform that the mge-opt
- * pass, the kernels and the tests share.
+/* op_winograd.c — conv2d_winograd and winograd_weight (see ops.def): shape
+ * inference, FLOPs, and the Winograd F(m,3) matrices and weight transform
+ * that the mge-opt pass, the kernels and the tests share.
+ *
+ * winograd_weight(w[O,C,3,3]) -> [(m+2)^2,O,C], m = tile; FLOPs those of
+ * G g G^T per (o, c): 6 per entry of the a x 3 and the a x a products.
  *
  * conv2d_winograd(x[N,C,H,W], weight_t[(m+2)^2,out,C], bias[out]?,
  * residual[N,out,OH,OW]?) -> [N,out,OH,OW], OH = H + 2*pad_h - 2, with
@@ -66,8 +69,35 @@ void mge_winograd_weight_transform(const float *w, int64_t O, int64_t C, int m, 
         }
 }
 
+static mge_status weight_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
+{
+    const char *name = "winograd_weight";
+    int64_t m = mge_node_int(n, MGE_KEY_tile, 4);
+    if (!mge_winograd_matrices((int)m, NULL, NULL, NULL) || m != (int)m)
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: tile=%lld: expected 2 or 4", name, (long long)m);
+    if (n->nin != 1)
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: %d inputs: expected 1", name, n->nin);
+    const mge_tdesc *w = &in[0];
+    if (w->dtype != MGE_F32 || w->ndim != 4 || w->dims[0] < 1 || w->dims[1] < 1 || w->dims[2] != 3 ||
+        w->dims[3] != 3) {
+        char bw[96];
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: w is %s: expected f32 [out,in,3,3]", name,
+                             mge_tdesc_str(w, bw, sizeof bw));
+    }
+    int64_t a = m + 2;
+    memset(out, 0, sizeof *out);
+    out->dtype = MGE_F32;
+    out->ndim = 3;
+    out->dims[0] = a * a;
+    out->dims[1] = w->dims[0];
+    out->dims[2] = w->dims[1];
+    return mge_shape_numel(out->ndim, out->dims, out->dtype, NULL, NULL, err);
+}
+
 mge_status mge_winograd_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
 {
+    if (n->op == MGE_OP_WINOGRAD_WEIGHT)
+        return weight_infer(n, in, out, err);
     const char *name = "conv2d_winograd";
     int bias, res;
     mge_status s = mge_fused_check_io(n, name, &bias, &res, err);
@@ -127,6 +157,12 @@ mge_status mge_winograd_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc 
 
 double mge_winograd_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc *out)
 {
+    if (n->op == MGE_OP_WINOGRAD_WEIGHT) {
+        if (out[0].ndim != 3)
+            return 0;
+        double a = (double)mge_node_int(n, MGE_KEY_tile, 4) + 2;
+        return (double)out[0].dims[1] * (double)out[0].dims[2] * 6.0 * (a * 3 + a * a);
+    }
     if (in[0].ndim != 4 || out[0].ndim != 4)
         return 0;
     double outs = mge_tdesc_count(&out[0]);

@@ -22,7 +22,8 @@
 /* ---------------------------------------------------------------- the pass */
 
 /* Ops whose input 1 is a weight and input 2 (if any) a bias or residual:
- * the layers and what the fuse, winograd and layout passes make of them. */
+ * the layers and what the fuse, winograd and layout passes make of them;
+ * and winograd_weight, whose input 0 is the 3x3 weight it transforms. */
 static int weighted(int op)
 {
     switch (op) {
@@ -31,7 +32,8 @@ static int weighted(int op)
     case MGE_OP_FUSED_CONV2D:
     case MGE_OP_FUSED_LINEAR:
     case MGE_OP_CONV2D_WINOGRAD:
-    case MGE_OP_CONV2D_NCHWC: return 1;
+    case MGE_OP_CONV2D_NCHWC:
+    case MGE_OP_WINOGRAD_WEIGHT: return 1;
     }
     return 0;
 }
@@ -85,7 +87,8 @@ mge_status mge_pass_f16_weights(mge_graph **gp, int *changed, mge_error *err)
             continue;
         /* weight, and bias when present (a fused op's next input may be
          * its residual: a node output, skipped by the kind test below) */
-        for (int k = 1; k < n->nin && k <= 2; k++) {
+        int wt = n->op == MGE_OP_WINOGRAD_WEIGHT;
+        for (int k = wt ? 0 : 1; k < n->nin && k <= (wt ? 0 : 2); k++) {
             int v = n->in[k];
             const mge_value *val = &g->values[v];
             if (conv[v] || val->kind != MGE_VAL_PARAM || val->dtype != MGE_F32 || !val->data || pinned[v] ||

@@ -2,7 +2,8 @@
  *
  * A node is folded when it is not an MGE_OPF_TRAINING op nor a cast to a
  * wider dtype (f16-weights stores weights narrow on purpose; folding its
- * casts would undo that), its output shapes do not involve the batch N, and
+ * casts would undo that) nor a winograd_weight (likewise, see
+ * load_time_transform), its output shapes do not involve the batch N, and
  * every input is a folded value: a const with data, the output of a folded
  * node, or — only in an inference graph (no loss: g->loss < 0) — a param or
  * state value with data. In a graph with a loss the params are trained, so
@@ -42,6 +43,14 @@ static int widening_cast(const mge_graph *g, const mge_node *n)
     return mge_dtype_size(g->values[n->out[0]].dtype) > mge_dtype_size(g->values[n->in[0]].dtype);
 }
 
+/* winograd_weight is left for load time on purpose (the winograd pass): its
+ * result is 1.78-4x the 3x3 weight it reads, and the executor's
+ * preprocessing computes it once anyway; folding would store it again. */
+static int load_time_transform(const mge_node *n)
+{
+    return n->op == MGE_OP_WINOGRAD_WEIGHT;
+}
+
 mge_status mge_pass_fold_constants(mge_graph **gp, int *changed, mge_error *err)
 {
     mge_graph *g = *gp;
@@ -71,7 +80,7 @@ mge_status mge_pass_fold_constants(mge_graph **gp, int *changed, mge_error *err)
     for (int i = 0; i < g->nnodes; i++) {
         const mge_node *n = &g->nodes[i];
         const mge_opinfo *oi = mge_op_info(n->op);
-        int ok = oi && !(oi->flags & MGE_OPF_TRAINING) && !widening_cast(g, n);
+        int ok = oi && !(oi->flags & MGE_OPF_TRAINING) && !widening_cast(g, n) && !load_time_transform(n);
         for (int k = 0; ok && k < n->nin; k++)
             ok = fv[n->in[k]];
         for (int k = 0; ok && k < n->nout; k++) {

@@ -1,11 +1,14 @@
 /* pass_winograd.c — conv2d and fused_conv2d with a 3x3 kernel, stride 1,
- * dilation 1 and groups 1 on f32 become conv2d_winograd, with the weight
- * moved to the Winograd domain once, here (mge_winograd_weight_transform),
- * instead of at every inference.
+ * dilation 1 and groups 1 on f32 become conv2d_winograd, whose weight is
+ * moved to the Winograd domain by a winograd_weight node that reads the
+ * original 3x3 weight.
  *
- * The transformed weight is a new value "<node>.weight_winograd" of the
- * old weight's kind (param or const), f32 [(m+2)^2, out, in]; the old one
- * goes when nothing else reads it. The node keeps its name and output, its
+ * The file keeps the 3x3 weight (the transformed one is 1.78x (F(2,3)) to
+ * 4x (F(4,3)) its size) and the executor's preprocessing runs
+ * winograd_weight once, at load time, instead of at every inference. Its
+ * output is "<node>.weight_winograd", f32 [(m+2)^2, out, in], read by the
+ * rewritten node alone (one per conv, even where convs share a weight and
+ * a tile: cse can merge those). The node keeps its name and output, its
  * bias, and fused_conv2d's residual and activation (pad, act and alpha are
  * copied). Candidates need a weight with data and concrete channels and
  * spatial sizes (only the batch may be symbolic).
@@ -135,22 +138,26 @@ mge_status mge_pass_winograd(mge_graph **gp, int *changed, mge_error *err)
         int m = tile[i], a = m + 2;
         int64_t O = w->dims[0], C = w->dims[1], dims[3] = {(int64_t)a * a, O, C};
         int wv = -1;
-        mge_tensor *t = NULL;
-        if ((s = mge_pass_rb_new_value(g, c, n->name, ".weight_winograd", w->kind, MGE_F32, 3, dims, &wv, err)) ||
-            (s = mge_pass_new_f32(&c->values[wv], &t, err)))
-            break;
-        mge_winograd_weight_transform(w->data->data, O, C, m, t->data);
-        mge_pass_set_data(c, wv, t);
-        in[1] = wv;
-        mge_attr at[16];
+        mge_attr at[16], tile_at;
         int nat = 0;
+        memset(&tile_at, 0, sizeof tile_at);
+        tile_at.key = MGE_KEY_tile;
+        tile_at.n = 1;
+        tile_at.i[0] = m;
+        if ((s = mge_pass_rb_new_value(g, c, n->name, ".weight_winograd", MGE_VAL_NODE, MGE_F32, 3, dims, &wv,
+                                       err)) ||
+            (s = mge_attrs_complete(MGE_OP_WINOGRAD_WEIGHT, 1, &tile_at, at, &nat, err)) ||
+            (s = mge_pass_rb_node(c, c->values[wv].name, MGE_OP_WINOGRAD_WEIGHT, 1, &in[1], 1, &wv, nat, at, err)))
+            break;
+        in[1] = wv;
         if ((s = wino_attrs(n, m, at, &nat, err)))
             break;
         s = mge_pass_rb_node(c, n->name, MGE_OP_CONV2D_WINOGRAD, n->nin, in, n->nout, out, nat, at, err);
     }
     if (s || (s = mge_pass_rb_end(gp, &c, remap, NULL, changed, err)))
         goto fail;
-    /* g is gone (its data moved to c); drop the weights nothing reads now */
+    /* g is gone (its data moved to c); tidy up as dce would (the 3x3
+     * weights stay: winograd_weight reads them) */
     free(tile);
     free(keep);
     free(remap);

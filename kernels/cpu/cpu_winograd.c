@@ -20,7 +20,12 @@
  * count (the column blocks of phase 2 depend on the shape alone, see
  * cpu_gemm.c on OpenBLAS and blocks), so results are bit-identical for any
  * --threads. Images are processed in chunks so the V and M buffers stay
- * bounded (WG_CHUNK_BYTES) at large batch. */
+ * bounded (WG_CHUNK_BYTES) at large batch.
+ *
+ * winograd_weight: mge_winograd_weight_transform one output channel at a
+ * time into thread scratch ([a*a][1][C]), then copied to its rows of U,
+ * the channels spread over the pool; the same numbers as the transform of
+ * the whole weight (the pass used to store that), whatever the threads. */
 #include "cpu.h"
 
 #include <cblas.h>
@@ -505,8 +510,58 @@ static mge_status cpu_winograd(const mge_kctx *ctx, const mge_node *n, mge_tenso
     return MGE_OK;
 }
 
+/* ---------------------------------------------------------------- winograd_weight */
+
+typedef struct ww_job {
+    const float *w;
+    float *u, *ws;   /* ws: a*a*C floats per thread */
+    int64_t O, C;
+    int m;
+} ww_job;
+
+static void ww_task(void *arg, int64_t o0, int64_t o1, int thread)
+{
+    const ww_job *j = arg;
+    const int64_t aa = (int64_t)(j->m + 2) * (j->m + 2);
+    float *t = j->ws + (int64_t)thread * aa * j->C;
+    for (int64_t o = o0; o < o1; o++) {
+        mge_winograd_weight_transform(j->w + o * j->C * 9, 1, j->C, j->m, t);
+        for (int64_t p = 0; p < aa; p++)
+            memcpy(j->u + (p * j->O + o) * j->C, t + p * j->C, sizeof(float) * (size_t)j->C);
+    }
+}
+
+static size_t ww_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int threads)
+{
+    (void)out;
+    int64_t a = mge_node_int(n, MGE_KEY_tile, 4) + 2;
+    int64_t C = in[0]->ndim == 4 ? in[0]->dims[1] : 0;
+    return sizeof(float) * (size_t)(a * a * C * (threads < 1 ? 1 : threads));
+}
+
+static mge_status cpu_winograd_weight(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
+                                      mge_tensor *const *out, mge_error *err)
+{
+    const mge_tensor *w = in[0];
+    int m = (int)mge_node_int(n, MGE_KEY_tile, 4);
+    if ((m != 2 && m != 4) || w->ndim != 4 || w->dims[2] != 3 || w->dims[3] != 3 || out[0]->ndim != 3)
+        return cpu_fallback(ctx, n, in, out, err);
+    ww_job j = {w->data, out[0]->data, ctx->ws, w->dims[0], w->dims[1], m};
+    if (j.O == 0 || j.C == 0)
+        return MGE_OK;
+    int threads = ctx->pool ? mge_pool_size(ctx->pool) : 1;
+    size_t need = sizeof(float) * (size_t)((int64_t)(m + 2) * (m + 2) * j.C * threads);
+    if (!ctx->ws || ctx->ws_size < need)
+        return mge_error_set(err, MGE_ERR_INVALID, "winograd_weight: workspace of %zu bytes, need %zu",
+                             ctx->ws_size, need);
+    /* about 300 flops per (o, c) */
+    cpu_parallel(ctx, j.O, 1 + CPU_GRAIN / (j.C * 300 + 1), ww_task, &j);
+    return MGE_OK;
+}
+
 void mge_cpu_register_winograd(mge_backend *b)
 {
     cpu_isa_avx2();   /* decided once, before any kernel runs on pool threads */
     b->k[MGE_OP_CONV2D_WINOGRAD][MGE_F32] = (mge_kernel){cpu_winograd, wg_ws};
+    b->k[MGE_OP_WINOGRAD_WEIGHT][MGE_F32] = (mge_kernel){cpu_winograd_weight, ww_ws};
 }

@@ -3,7 +3,8 @@
  * tile d (zero outside x), V = B^T d B, M = sum over c of U[c] .* V[c],
  * Y = A^T M A, then bias, residual and the activation. Plain loops, no
  * workspace; the unit tests check it against conv2d's ref kernel on the
- * weight it was transformed from. */
+ * weight it was transformed from. winograd_weight: U = G g G^T per (o, c)
+ * with the same two-sided transform, rounded to f32 once. */
 #include "ref.h"
 
 #include <stdlib.h>
@@ -108,7 +109,41 @@ static mge_status winograd_f32(const mge_kctx *ctx, const mge_node *n, mge_tenso
     return MGE_OK;
 }
 
+static mge_status weight_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
+                             mge_tensor *const *out, mge_error *err)
+{
+    (void)ctx;
+    const mge_tensor *w = in[0], *u = out[0];
+    int m = (int)mge_node_int(n, MGE_KEY_tile, 4);
+    const double *G;
+    if (!mge_winograd_matrices(m, NULL, &G, NULL))
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: tile=%d: expected 2 or 4", ref_opname(n), m);
+    mge_status st = ref_check_dtype(n, "w", w, MGE_F32, err);
+    if (st)
+        return st;
+    if (w->ndim != 4)
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: w has rank %d: expected 4", ref_opname(n), w->ndim);
+    const int a = m + 2;
+    const int64_t O = w->dims[0], C = w->dims[1];
+    const int64_t ew[4] = {O, C, 3, 3}, eu[3] = {(int64_t)a * a, O, C};
+    if ((st = ref_check(n, "w", w, MGE_F32, 4, ew, err)) || (st = ref_check(n, "output", u, MGE_F32, 3, eu, err)))
+        return st;
+    const float *wd = w->data;
+    float *ud = u->data;
+    for (int64_t o = 0; o < O; o++)
+        for (int64_t c = 0; c < C; c++) {
+            double k[9], r[6 * 6];
+            for (int q = 0; q < 9; q++)
+                k[q] = wd[(o * C + c) * 9 + q];
+            tile_transform(G, G, a, 3, k, r);
+            for (int p = 0; p < a * a; p++)
+                ud[((int64_t)p * O + o) * C + c] = (float)r[p];
+        }
+    return MGE_OK;
+}
+
 void mge_ref_register_winograd(mge_backend *b)
 {
     b->k[MGE_OP_CONV2D_WINOGRAD][MGE_F32].run = winograd_f32;
+    b->k[MGE_OP_WINOGRAD_WEIGHT][MGE_F32].run = weight_f32;
 }

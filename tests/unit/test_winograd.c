@@ -2,10 +2,13 @@
  * kernel against conv2d's ref kernel, the cpu kernel against the ref one
  * (odd shapes, N > 1, pad 0/1/2, partial tiles, every activation, bias and
  * residual, 1 and 2 threads, bit-identical across thread counts), shape
- * inference refusing bad nodes, and the winograd pass: which nodes it
- * rewrites, what it carries over from fused_conv2d, the numbers of the
- * model before and after through the executor, and the cases it leaves
- * alone. */
+ * inference refusing bad nodes; winograd_weight: its shape, its ref and
+ * cpu kernels against mge_winograd_weight_transform; and the winograd
+ * pass: which nodes it rewrites (a winograd_weight node on the kept 3x3
+ * weight per conv), what it carries over from fused_conv2d, the numbers of
+ * the model before and after through the executor (with and without
+ * preprocessing), fold-constants leaving winograd_weight alone, and the
+ * cases it leaves alone. */
 #include "internal.h"
 #include "ref/ref.h"   /* mge_ref_unary */
 #include "unit.h"
@@ -297,6 +300,85 @@ static void test_infer_errors(void)
     mge_graph_free(g);
 }
 
+/* winograd_weight: [O,C,3,3] -> [(m+2)^2,O,C]; the ref kernel (double)
+ * and the cpu one (per output channel over the pool) give the numbers of
+ * mge_winograd_weight_transform, which the pass used to store. */
+static void test_weight_op(void)
+{
+    static const int64_t shapes[][2] = {{1, 1}, {5, 3}, {17, 9}, {64, 32}};
+    for (int tile = 2; tile <= 4; tile += 2)
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            mge_error err;
+            mge_error_clear(&err);
+            const int64_t O = shapes[si][0], C = shapes[si][1], a = tile + 2;
+            int nd[1] = {4};
+            int64_t dims[1][4] = {{O, C, 3, 3}};
+            mge_attr at[1] = {A(MGE_KEY_tile, tile)};
+            mge_graph *g = one_node(MGE_OP_WINOGRAD_WEIGHT, 1, nd, dims, 1, at, &err);
+            CHECK_MSG(g != NULL, "%s", err.msg);
+            if (!g)
+                continue;
+            const mge_value *y = &g->values[g->nodes[0].out[0]];
+            CHECK(y->dtype == MGE_F32 && y->ndim == 3 && y->dims[0] == a * a && y->dims[1] == O && y->dims[2] == C);
+            mge_tensor w, want, got_ref = {0}, got_cpu = {0}, got_cpu1 = {0};
+            int64_t ud[3] = {a * a, O, C};
+            CHECK_OK(mge_tensor_alloc(&w, MGE_F32, 4, dims[0], &err), err);
+            CHECK_OK(mge_tensor_alloc(&want, MGE_F32, 3, ud, &err), err);
+            ug_uniform(&w, &rng, -1, 1);
+            mge_winograd_weight_transform(w.data, O, C, tile, want.data);
+            mge_tensor *in[1] = {&w};
+            CHECK_OK(run_node(mge_backend_ref(), NULL, g, in, &got_ref, &err), err);
+            CHECK_OK(run_node(mge_backend_cpu(), pool2, g, in, &got_cpu, &err), err);
+            CHECK_OK(run_node(mge_backend_cpu(), NULL, g, in, &got_cpu1, &err), err);
+            if (got_ref.data && got_cpu.data && got_cpu1.data) {
+                double e = rel_err(&got_ref, &want);
+                CHECK_MSG(e <= 1e-6, "tile=%d O=%lld C=%lld: ref vs transform: rel err %g", tile, (long long)O,
+                          (long long)C, e);
+                CHECK_MSG(memcmp(got_cpu.data, want.data, want.nbytes) == 0, "tile=%d O=%lld C=%lld: cpu differs",
+                          tile, (long long)O, (long long)C);
+                CHECK(memcmp(got_cpu1.data, want.data, want.nbytes) == 0);
+            }
+            /* FLOPs: the two small matrix products per (o, c) */
+            mge_tdesc tin = {0}, tout = {0};
+            tin.dtype = tout.dtype = MGE_F32;
+            tin.ndim = 4, tout.ndim = 3;
+            memcpy(tin.dims, dims[0], sizeof dims[0]);
+            memcpy(tout.dims, ud, sizeof ud);
+            double fl = mge_op_flops_fn(MGE_OP_WINOGRAD_WEIGHT)(&g->nodes[0], &tin, &tout);
+            CHECK(fabs(fl - (double)(O * C) * 6.0 * (double)(3 * a + a * a)) < 0.5);
+            mge_tensor_free(&w);
+            mge_tensor_free(&want);
+            mge_tensor_free(&got_ref);
+            mge_tensor_free(&got_cpu);
+            mge_tensor_free(&got_cpu1);
+            mge_graph_free(g);
+        }
+    /* refused: tile 3, a 5x5 kernel, a flat weight; and no gradient */
+    mge_error err;
+    int nd[1] = {4}, nd2[1] = {2};
+    int64_t good[1][4] = {{4, 3, 3, 3}}, k5[1][4] = {{4, 3, 5, 5}}, flat[1][4] = {{4, 27}};
+    mge_attr t3[1] = {A(MGE_KEY_tile, 3)};
+    mge_error_clear(&err);
+    CHECK(one_node(MGE_OP_WINOGRAD_WEIGHT, 1, nd, good, 1, t3, &err) == NULL);
+    CHECK_MSG(strstr(err.msg, "tile=3") != NULL, "%s", err.msg);
+    mge_error_clear(&err);
+    CHECK(one_node(MGE_OP_WINOGRAD_WEIGHT, 1, nd, k5, 0, NULL, &err) == NULL);
+    CHECK_MSG(strstr(err.msg, "winograd_weight") != NULL, "%s", err.msg);
+    mge_error_clear(&err);
+    CHECK(one_node(MGE_OP_WINOGRAD_WEIGHT, 1, nd2, flat, 0, NULL, &err) == NULL);
+    mge_error_clear(&err);
+    mge_graph *g = one_node(MGE_OP_WINOGRAD_WEIGHT, 1, nd, good, 0, NULL, &err);
+    CHECK_MSG(g != NULL, "%s", err.msg);
+    if (g) {
+        CHECK(mge_node_int(&g->nodes[0], MGE_KEY_tile, 0) == 4 && g->values[g->nodes[0].out[0]].dims[0] == 36);
+        int dy = g->nodes[0].out[0], dx[1] = {-1};
+        char want[1] = {1};
+        mge_error_clear(&err);
+        CHECK(mge_op_grad_fn(MGE_OP_WINOGRAD_WEIGHT)(g, 0, &dy, want, dx, &err) == MGE_ERR_UNSUPPORTED);
+    }
+    mge_graph_free(g);
+}
+
 /* ---------------------------------------------------------------- the pass */
 
 static const mge_node *node_named(const mge_graph *g, const char *name)
@@ -320,6 +402,58 @@ static int run_graph(const mge_graph *g, int64_t batch, int threads, mge_tensor 
     for (int i = 1; i < o.n; i++)
         mge_tensor_free(&o.t[i]);
     return ok;
+}
+
+/* Like run_graph (same input) with the executor's preprocessing on: run
+ * twice, the second run on the kept winograd_weight results. */
+static void run_graph_pre(const mge_graph *g, int64_t batch, int threads, mge_tensor *res)
+{
+    mge_error err;
+    mge_error_clear(&err);
+    memset(res, 0, sizeof *res);
+    mge_exec *e = NULL;
+    mge_exec_opts o = {0};
+    o.threads = threads;
+    o.preprocess = 1;
+    CHECK_OK(mge_exec_create(g, &o, &e, &err), err);
+    if (!e)
+        return;
+    CHECK(mge_exec_ninputs(e) == 1);
+    const mge_value *v = &g->values[mge_exec_input(e, 0)];
+    int64_t dims[MGE_MAX_DIMS];
+    for (int d = 0; d < v->ndim; d++)
+        dims[d] = v->dims[d] == MGE_DIM_N ? batch : v->dims[d];
+    mge_tensor x;
+    CHECK_OK(mge_tensor_alloc(&x, MGE_F32, v->ndim, dims, &err), err);
+    mge_rng r;
+    mge_rng_seed(&r, 77);
+    for (int64_t k = 0; k < mge_tensor_numel(&x); k++)
+        ((float *)x.data)[k] = mge_rng_normal(&r);
+    const mge_tensor *ins[1] = {&x};
+    mge_tensor first = {0};
+    CHECK_OK(mge_exec_run(e, ins, &err), err);
+    if (err.code == MGE_OK)
+        CHECK_OK(mge_tensor_copy(&first, mge_exec_result(e, 0), &err), err);
+    CHECK_OK(mge_exec_run(e, ins, &err), err);
+    if (err.code == MGE_OK && first.data) {
+        CHECK_OK(mge_tensor_copy(res, mge_exec_result(e, 0), &err), err);
+        CHECK(res->data && memcmp(res->data, first.data, first.nbytes) == 0);
+    }
+    mge_tensor_free(&first);
+    mge_tensor_free(&x);
+    mge_exec_free(e);
+}
+
+/* The winograd_weight node that feeds conv2d_winograd node n, or NULL. */
+static const mge_node *weight_node(const mge_graph *g, const mge_node *n)
+{
+    if (!n || n->nin < 2)
+        return NULL;
+    const mge_value *wt = &g->values[n->in[1]];
+    if (wt->kind != MGE_VAL_NODE || wt->producer < 0)
+        return NULL;
+    const mge_node *p = &g->nodes[wt->producer];
+    return p->op == MGE_OP_WINOGRAD_WEIGHT ? p : NULL;
 }
 
 /* layer1-like convs get rewritten; stride 2, 1x1, grouped and dilated ones
@@ -363,38 +497,60 @@ static void test_pass_rewrites(void)
     const mge_node *c1 = node_named(g, "c1"), *c2 = node_named(g, "c2");
     CHECK(c1 && c1->op == MGE_OP_CONV2D_WINOGRAD && c1->nin == 3);
     CHECK(c2 && c2->op == MGE_OP_CONV2D_WINOGRAD && c2->nin == 2 && mge_node_int(c2, MGE_KEY_bias, 1) == 0);
-    if (c1) {
-        const mge_value *wt = &g->values[c1->in[1]];
+    /* each one reads the output of its own winograd_weight node, on the
+     * 3x3 weight the file keeps: no transformed weight is stored */
+    CHECK(ug_count_op(g, MGE_OP_WINOGRAD_WEIGHT) == 4);
+    const mge_node *w1 = weight_node(g, c1), *w4 = weight_node(g, c4);
+    CHECK(w1 && w4 && weight_node(g, c2) && weight_node(g, c3));
+    if (c1 && w1) {
+        const mge_value *wt = &g->values[c1->in[1]], *w = &g->values[w1->in[0]];
         int64_t m = mge_node_int(c1, MGE_KEY_tile, 0);
-        CHECK(strcmp(wt->name, "c1.weight_winograd") == 0 && wt->kind == MGE_VAL_PARAM && wt->data);
+        CHECK(strcmp(wt->name, "c1.weight_winograd") == 0 && strcmp(w1->name, "c1.weight_winograd") == 0);
+        CHECK(!wt->data && mge_node_int(w1, MGE_KEY_tile, 0) == 4);
         CHECK(m == 4 && wt->ndim == 3 && wt->dims[0] == 36 && wt->dims[1] == 64 && wt->dims[2] == 64);
+        CHECK(strcmp(w->name, "c1.weight") == 0 && w->kind == MGE_VAL_PARAM && w->data && w->ndim == 4);
         CHECK(strcmp(g->values[c1->in[2]].name, "c1.bias") == 0);
     }
-    CHECK(mge_graph_find(g, "c1.weight") < 0 && mge_graph_find(g, "c2.weight") < 0);   /* dropped */
+    if (w4)
+        CHECK(mge_node_int(w4, MGE_KEY_tile, 0) == 2 && g->values[w4->out[0]].dims[0] == 16);
+    CHECK(mge_graph_find(g, "c1.weight") >= 0 && mge_graph_find(g, "c2.weight") >= 0);   /* kept */
     CHECK(mge_graph_find(g, "s2.weight") >= 0);
+    for (int v = 0; v < g->nvalues; v++)
+        CHECK_MSG(g->values[v].kind == MGE_VAL_NODE || g->values[v].kind == MGE_VAL_INPUT ||
+                      g->values[v].ndim != 3,
+                  "%s: a stored 3-d weight", g->values[v].name);
     CHECK(g->noutputs == 3 && strcmp(g->values[g->outputs[0]].name, "a3") == 0);
+    mge_tensor pre = {0};
     run_graph(g, 2, 1, &after);
     run_graph(g, 2, 2, &after2);
-    if (before.data && after.data && after2.data) {
+    run_graph_pre(g, 2, 2, &pre);
+    if (before.data && after.data && after2.data && pre.data) {
         double e = rel_err(&after, &before);
         CHECK_MSG(e <= 1e-4, "rel err %g", e);
         CHECK(memcmp(after.data, after2.data, after.nbytes) == 0);
+        CHECK(memcmp(after.data, pre.data, after.nbytes) == 0);   /* the same weight_t either way */
     }
-    /* the .mge and text forms carry the op */
+    mge_tensor_free(&pre);
+    /* the .mge and text forms carry the ops */
     mge_buf t = {0};
     CHECK_OK(mge_text_print(g, &t, &err), err);
     CHECK(t.p && strstr(t.p, "conv2d_winograd(") != NULL);
+    CHECK(t.p && strstr(t.p, "c1.weight_winograd = winograd_weight(c1.weight)") != NULL);
+    CHECK(t.p && strstr(t.p, "c4.weight_winograd = winograd_weight(c4.weight, tile=2)") != NULL);
     mge_graph *back = NULL;
     if (t.p)
         CHECK_OK(mge_text_parse(t.p, t.n, ".", &back, &err), err);
-    CHECK(back && ug_count_op(back, MGE_OP_CONV2D_WINOGRAD) == 4);
+    CHECK(back && ug_count_op(back, MGE_OP_CONV2D_WINOGRAD) == 4 && ug_count_op(back, MGE_OP_WINOGRAD_WEIGHT) == 4);
     mge_graph_free(back);
     mge_buf_free(&t);
-    /* nothing left to do */
+    /* nothing left to do, and fold-constants does not store weight_t either */
     changed = -1;
     mge_graph *same = g;
     CHECK_OK(mge_passes_run_list(&g, "winograd", &changed, &err), err);
     CHECK(changed == 0 && g == same);
+    changed = -1;
+    CHECK_OK(mge_passes_run_list(&g, "cse,fold-constants,dce", &changed, &err), err);
+    CHECK(changed == 0 && g == same && ug_count_op(g, MGE_OP_WINOGRAD_WEIGHT) == 4);
     mge_tensor_free(&before);
     mge_tensor_free(&after);
     mge_tensor_free(&after2);
@@ -428,8 +584,10 @@ static void test_pass_fused(void)
     CHECK_OK(mge_graph_init_params(gf, 9, &err), err);
     int changed = -1;
     CHECK_OK(mge_passes_run_list(&gf, "winograd", &changed, &err), err);
-    CHECK(changed == 1 && gf->nnodes == 1);
-    const mge_node *n = gf->nnodes == 1 ? &gf->nodes[0] : NULL;
+    CHECK(changed == 1 && gf->nnodes == 2);
+    CHECK(gf->nnodes == 2 && gf->nodes[0].op == MGE_OP_WINOGRAD_WEIGHT &&
+          strcmp(gf->values[gf->nodes[0].in[0]].name, "w") == 0);
+    const mge_node *n = gf->nnodes == 2 ? &gf->nodes[1] : NULL;
     CHECK(n && n->op == MGE_OP_CONV2D_WINOGRAD && n->nin == 4 && strcmp(n->name, "y") == 0);
     if (n) {
         CHECK(mge_node_int(n, MGE_KEY_residual, 0) == 1 && mge_node_int(n, MGE_KEY_act, -1) == MGE_OP_LEAKY_RELU);
@@ -490,6 +648,7 @@ int main(int argc, char **argv)
     RUN(test_ref_and_cpu);
     RUN(test_chunks);
     RUN(test_infer_errors);
+    RUN(test_weight_op);
     RUN(test_pass_rewrites);
     RUN(test_pass_fused);
     RUN(test_pass_noop);
