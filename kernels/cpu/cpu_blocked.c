@@ -651,11 +651,46 @@ static inline __attribute__((always_inline)) BLK_AVX512 void dw_one16(const blk_
     memcpy(y + ow * 16, &acc, sizeof acc);
 }
 
+/* K (8 or 4, a constant at each call so the loops unroll) interior
+ * outputs at c = 16 from ow, all columns inside the input. */
+static inline __attribute__((always_inline)) BLK_AVX512 void dw_strip16(const blk_conv *q, const float *xp,
+                                                                        const float *w, blk_v16 bv, const float *r,
+                                                                        float *y, int64_t oh, int64_t ow, int64_t kh0,
+                                                                        int64_t kh1, const int K)
+{
+    const int64_t KW = q->KW, W = q->W, sx = q->sw * 16;
+    blk_v16 acc[8];
+    _Pragma("GCC unroll 8") for (int k = 0; k < K; k++) acc[k] = bv;
+    for (int64_t kh = kh0; kh < kh1; kh++) {
+        const float *xr = xp + ((oh * q->sh - q->ph + kh * q->dh) * W + ow * q->sw - q->pw) * 16;
+        for (int64_t kw = 0; kw < KW; kw++) {
+            const float *xs = xr + kw * q->dw * 16;
+            blk_v16 wv;
+            memcpy(&wv, w + (kh * KW + kw) * 16, sizeof wv);
+            _Pragma("GCC unroll 8") for (int k = 0; k < K; k++)
+            {
+                blk_v16 xv;
+                memcpy(&xv, xs + k * sx, sizeof xv);
+                acc[k] += xv * wv;
+            }
+        }
+    }
+    _Pragma("GCC unroll 8") for (int k = 0; k < K; k++)
+    {
+        if (r) {
+            blk_v16 rv;
+            memcpy(&rv, r + (ow + k) * 16, sizeof rv);
+            acc[k] += rv;
+        }
+        memcpy(y + (ow + k) * 16, &acc[k], sizeof acc[k]);
+    }
+}
+
 /* The depthwise rows at c = 16 on AVX-512: 8 (then 4) interior outputs
  * per step in registers, the rest one vector at a time. */
 static BLK_AVX512 void dw_rows16(const blk_conv *q, int64_t t0, int64_t t1)
 {
-    const int64_t OW = q->OW, KH = q->KH, KW = q->KW, sx = q->sw * 16, W = q->W;
+    const int64_t OW = q->OW, KH = q->KH, KW = q->KW, W = q->W;
     int64_t lo, hi;
     dw_interior(q, &lo, &hi);
     for (int64_t task = t0; task < t1; task++) {
@@ -676,60 +711,10 @@ static BLK_AVX512 void dw_rows16(const blk_conv *q, int64_t t0, int64_t t1)
         for (int64_t ow = 0; ow < lo; ow++)
             dw_one16(q, xp, w, bv, r, y, row, ow, kh0, kh1);
         int64_t ow = lo;
-        for (; ow + 8 <= hi; ow += 8) {
-            blk_v16 acc[8];
-            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) acc[k] = bv;
-            for (int64_t kh = kh0; kh < kh1; kh++) {
-                const float *xr = xp + ((row * q->sh - q->ph + kh * q->dh) * W + ow * q->sw - q->pw) * 16;
-                for (int64_t kw = 0; kw < KW; kw++) {
-                    const float *xs = xr + kw * q->dw * 16;
-                    blk_v16 wv;
-                    memcpy(&wv, w + (kh * KW + kw) * 16, sizeof wv);
-                    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)
-                    {
-                        blk_v16 xv;
-                        memcpy(&xv, xs + k * sx, sizeof xv);
-                        acc[k] += xv * wv;
-                    }
-                }
-            }
-            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)
-            {
-                if (r) {
-                    blk_v16 rv;
-                    memcpy(&rv, r + (ow + k) * 16, sizeof rv);
-                    acc[k] += rv;
-                }
-                memcpy(y + (ow + k) * 16, &acc[k], sizeof acc[k]);
-            }
-        }
-        for (; ow + 4 <= hi; ow += 4) {
-            blk_v16 acc[4];
-            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[k] = bv;
-            for (int64_t kh = kh0; kh < kh1; kh++) {
-                const float *xr = xp + ((row * q->sh - q->ph + kh * q->dh) * W + ow * q->sw - q->pw) * 16;
-                for (int64_t kw = 0; kw < KW; kw++) {
-                    const float *xs = xr + kw * q->dw * 16;
-                    blk_v16 wv;
-                    memcpy(&wv, w + (kh * KW + kw) * 16, sizeof wv);
-                    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
-                    {
-                        blk_v16 xv;
-                        memcpy(&xv, xs + k * sx, sizeof xv);
-                        acc[k] += xv * wv;
-                    }
-                }
-            }
-            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
-            {
-                if (r) {
-                    blk_v16 rv;
-                    memcpy(&rv, r + (ow + k) * 16, sizeof rv);
-                    acc[k] += rv;
-                }
-                memcpy(y + (ow + k) * 16, &acc[k], sizeof acc[k]);
-            }
-        }
+        for (; ow + 8 <= hi; ow += 8)
+            dw_strip16(q, xp, w, bv, r, y, row, ow, kh0, kh1, 8);
+        for (; ow + 4 <= hi; ow += 4)
+            dw_strip16(q, xp, w, bv, r, y, row, ow, kh0, kh1, 4);
         for (; ow < OW; ow++)
             dw_one16(q, xp, w, bv, r, y, row, ow, kh0, kh1);
         blk_epilogue(q, y, ob, 1, OW, q->act);

@@ -308,6 +308,20 @@ static inline int64_t ref_avg_window(const ref_pool_geom *g, int64_t oh, int64_t
     return incl ? padded : (a1 > a0 && b1 > b0 ? (a1 - a0) * (b1 - b0) : 0);
 }
 
+/* conv2d and fused_conv2d geometry (NCHW, weight OIHW), from ref_conv.c. */
+typedef struct ref_conv_geom {
+    int64_t N, C, H, W, O, KH, KW, OH, OW, g, s[2], p[2], d[2];
+} ref_conv_geom;
+
+/* The stride, pad, dilation and groups of node n and the shapes of x and
+ * weight w (ranks and groups checked, dtypes and data not) into *q. */
+mge_status mge_ref_conv_geom(const mge_node *n, const mge_tensor *x, const mge_tensor *w, ref_conv_geom *q,
+                             mge_error *err);
+/* acc plus the sum over c in o's group, kh, kw of x[ni,c,ih,iw] * w[o,c,kh,kw]
+ * (ih = oh*s-p+kh*d, iw likewise; taps in the padding skipped), in double. */
+double mge_ref_conv_acc(mge_dtype dt, const ref_conv_geom *q, const void *x, const void *w, int64_t ni, int64_t o,
+                        int64_t oh, int64_t ow, double acc);
+
 /* Loops dt over the float dtypes (f32, f16, bf16: the first three of mge_dtype). */
 #define REF_EACH_FLOAT(dt) for (int dt = MGE_F32; dt <= MGE_BF16; dt++)
 
