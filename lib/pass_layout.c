@@ -12,15 +12,17 @@
  * names and shapes. A residual add and an activation that only read a
  * converted conv go into the conv's epilogue (plan_absorb).
  *
- * c is 16, AVX-512's vector width; without AVX-512 the pass changes
- * nothing (see layout_block). Which convs convert is a rule on shapes
- * alone, so mge-opt's output depends on the model and the ISA only:
+ * c is the vector width: 16 with AVX-512, 8 with AVX2 and FMA, else the
+ * pass changes nothing (see layout_block). Which convs convert is a rule
+ * on shapes alone, so mge-opt's output depends on the model and the ISA
+ * only:
  *   - groups=1, or depthwise (groups = in = out channels); stride 1 or 2;
  *   - in and out channels padded to c waste at most half; a dense conv
  *     on at most c/2 input channels (an image stem) reads them plain, as
  *     blocks of one channel (a reshape), and writes blocks;
  *   - a region converts only with at least two convs, so its transposes
- *     are paid back.
+ *     are paid back; at c = 8 only with a depthwise conv too (see
+ *     layout_block).
  * The measured gain is in the report of the change (resnet18/mobilenet_v2).
  * Graphs with a loss are left alone (the blocked ops have no gradient). */
 #include "internal.h"
@@ -31,21 +33,27 @@
 
 #define MIN_CONVS 2
 
-/* The block: 16 with AVX-512, else 0 (no change). The kernels also run
- * blocks of 8 with AVX2, but they have not been measured faster than
- * im2col + BLAS on an AVX2 machine (on this one, with AVX2 BLAS, resnet18
- * was even and mobilenet_v2 slower: its depthwise convs have no AVX2
- * kernel), so the pass does not pick them. */
+/* The block: 16 with AVX-512, 8 with AVX2 and FMA, else 0 (no change).
+ * At c = 8 (measured with MGE_CPU_ISA=avx2 and OpenBLAS as Haswell, 2
+ * threads, batch 1, p50) the AVX2 depthwise rows make mobilenet_v2 -O2
+ * 20% faster than without layout (8.0 vs 10.0 ms), but the dense AVX2
+ * tiles lose to winograd + BLAS (resnet18 33.0 vs 23.4 ms), so at c = 8
+ * only regions with a depthwise conv convert (plan_round). */
 static int layout_block(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
     /* MGE_CPU_ISA=baseline or avx2 caps the ISA, as for the kernels */
     const char *isa = getenv("MGE_CPU_ISA");
-    if (isa && (strcmp(isa, "baseline") == 0 || strcmp(isa, "avx2") == 0))
+    if (isa && strcmp(isa, "baseline") == 0)
         return 0;
     __builtin_cpu_init();
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (isa && strcmp(isa, "avx2") == 0)
+        return avx2 ? 8 : 0;
     if (__builtin_cpu_supports("avx512f"))
         return 16;
+    if (avx2)
+        return 8;
 #endif
     return 0;
 }
@@ -177,6 +185,8 @@ typedef struct plan {
     char *kind, *cand, *banned, *blocked;
     char *stem;    /* per conv: reads plain x as block 1 */
     int *parent, *nconv;
+    int *ndw;      /* per region root: its depthwise convs */
+    int need_dw;   /* only regions with a depthwise conv convert (c = 8) */
     int *absorb;   /* per conv: the activation node it takes into its epilogue, or -1 */
     int *resadd;   /* per conv: the add it takes as its residual, or -1 */
     int *owner;    /* per absorbed node: its conv */
@@ -193,6 +203,7 @@ static int plan_round(const mge_graph *g, plan *p)
         p->kind[i] = 0;
         p->parent[i] = i;
         p->nconv[i] = 0;
+        p->ndw[i] = 0;
         if (p->cand[i] == 1 && !p->banned[i] && !(p->stem[i] && p->blocked[n->in[0]])) {
             p->kind[i] = 1;
         } else if (p->cand[i] == 2) {
@@ -213,11 +224,15 @@ static int plan_round(const mge_graph *g, plan *p)
         }
     }
     for (int i = 0; i < g->nnodes; i++)
-        if (p->kind[i] == 1)
-            p->nconv[uf_find(p->parent, i)]++;
+        if (p->kind[i] == 1) {
+            int root = uf_find(p->parent, i);
+            p->nconv[root]++;
+            p->ndw[root] += mge_node_int(&g->nodes[i], MGE_KEY_groups, 1) != 1;
+        }
     int banned = 0;
     for (int i = 0; i < g->nnodes; i++)
-        if (p->kind[i] == 1 && p->nconv[uf_find(p->parent, i)] < MIN_CONVS) {
+        if (p->kind[i] == 1 && (p->nconv[uf_find(p->parent, i)] < MIN_CONVS ||
+                                (p->need_dw && !p->ndw[uf_find(p->parent, i)]))) {
             p->banned[i] = 1;
             banned++;
         }
@@ -584,10 +599,12 @@ mge_status mge_pass_layout(mge_graph **gp, int *changed, mge_error *err)
     if (g->loss >= 0 || !blk || !g->nnodes)
         return MGE_OK;
     size_t nn = (size_t)g->nnodes, nv = (size_t)g->nvalues;
-    plan p = {calloc(nn, 1), calloc(nn, 1), calloc(nn, 1), calloc(nv + 1, 1), calloc(nn, 1), malloc(sizeof(int) * nn),
-              malloc(sizeof(int) * nn), malloc(sizeof(int) * nn), malloc(sizeof(int) * nn), malloc(sizeof(int) * nn)};
+    size_t ni = sizeof(int) * nn;
+    plan p = {.kind = calloc(nn, 1), .cand = calloc(nn, 1), .banned = calloc(nn, 1), .blocked = calloc(nv + 1, 1),
+              .stem = calloc(nn, 1), .parent = malloc(ni), .nconv = malloc(ni), .ndw = malloc(ni),
+              .need_dw = blk == 8, .absorb = malloc(ni), .resadd = malloc(ni), .owner = malloc(ni)};
     mge_status s = MGE_OK;
-    if (!p.kind || !p.cand || !p.banned || !p.blocked || !p.stem || !p.parent || !p.nconv || !p.absorb ||
+    if (!p.kind || !p.cand || !p.banned || !p.blocked || !p.stem || !p.parent || !p.nconv || !p.ndw || !p.absorb ||
         !p.resadd || !p.owner) {
         s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
         goto done;
@@ -626,6 +643,7 @@ done:
     free(p.stem);
     free(p.parent);
     free(p.nconv);
+    free(p.ndw);
     free(p.absorb);
     free(p.resadd);
     free(p.owner);

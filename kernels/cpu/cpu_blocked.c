@@ -624,102 +624,106 @@ CPU_MULTI(dw_rows, (const blk_conv *q, int64_t t0, int64_t t1), (q, t0, t1), {
 })
 
 #if BLK_VEC
-/* One output at c = 16, tap rows [kh0, kh1), columns checked. */
-static inline __attribute__((always_inline)) BLK_AVX512 void dw_one16(const blk_conv *q, const float *xp,
-                                                                      const float *w, blk_v16 bv, const float *r,
-                                                                      float *y, int64_t oh, int64_t ow, int64_t kh0,
-                                                                      int64_t kh1)
-{
-    blk_v16 acc = bv;
-    for (int64_t kh = kh0; kh < kh1; kh++) {
-        int64_t ih = oh * q->sh - q->ph + kh * q->dh;
-        for (int64_t kw = 0; kw < q->KW; kw++) {
-            int64_t iw = ow * q->sw - q->pw + kw * q->dw;
-            if (iw < 0 || iw >= q->W)
-                continue;
-            blk_v16 xv, wv;
-            memcpy(&xv, xp + (ih * q->W + iw) * 16, sizeof xv);
-            memcpy(&wv, w + (kh * q->KW + kw) * 16, sizeof wv);
-            acc += xv * wv;
-        }
+/* The vector depthwise rows, stamped per lane count L (vector type VT,
+ * target ATTR): K = 8 (then 4) interior outputs per step in registers
+ * (8 accumulators + weight + input fit AVX2's 16 registers too), the
+ * rest one vector at a time with column checks. Each output's taps are
+ * summed in the same order whatever the split into tasks. */
+#define DW_ROWS(L, VT, ATTR)                                                                                   \
+    /* One output, tap rows [kh0, kh1), columns checked. */                                                   \
+    static inline __attribute__((always_inline)) ATTR void dw_one##L(const blk_conv *q, const float *xp,      \
+                                                                     const float *w, VT bv, const float *r,   \
+                                                                     float *y, int64_t oh, int64_t ow,        \
+                                                                     int64_t kh0, int64_t kh1)                \
+    {                                                                                                          \
+        VT acc = bv;                                                                                           \
+        for (int64_t kh = kh0; kh < kh1; kh++) {                                                               \
+            int64_t ih = oh * q->sh - q->ph + kh * q->dh;                                                      \
+            for (int64_t kw = 0; kw < q->KW; kw++) {                                                           \
+                int64_t iw = ow * q->sw - q->pw + kw * q->dw;                                                  \
+                if (iw < 0 || iw >= q->W)                                                                      \
+                    continue;                                                                                  \
+                VT xv, wv;                                                                                     \
+                memcpy(&xv, xp + (ih * q->W + iw) * L, sizeof xv);                                             \
+                memcpy(&wv, w + (kh * q->KW + kw) * L, sizeof wv);                                             \
+                acc += xv * wv;                                                                                \
+            }                                                                                                  \
+        }                                                                                                      \
+        if (r) {                                                                                               \
+            VT rv;                                                                                             \
+            memcpy(&rv, r + ow * L, sizeof rv);                                                                \
+            acc += rv;                                                                                         \
+        }                                                                                                      \
+        memcpy(y + ow * L, &acc, sizeof acc);                                                                  \
+    }                                                                                                          \
+    /* K (8 or 4, a constant at each call so the loops unroll) interior                                      \
+     * outputs from ow, all columns inside the input. */                                                      \
+    static inline __attribute__((always_inline)) ATTR void dw_strip##L(                                       \
+        const blk_conv *q, const float *xp, const float *w, VT bv, const float *r, float *y, int64_t oh,      \
+        int64_t ow, int64_t kh0, int64_t kh1, const int K)                                                    \
+    {                                                                                                          \
+        const int64_t KW = q->KW, W = q->W, sx = q->sw * L;                                                    \
+        VT acc[8];                                                                                             \
+        _Pragma("GCC unroll 8") for (int k = 0; k < K; k++) acc[k] = bv;                                       \
+        for (int64_t kh = kh0; kh < kh1; kh++) {                                                               \
+            const float *xr = xp + ((oh * q->sh - q->ph + kh * q->dh) * W + ow * q->sw - q->pw) * L;           \
+            for (int64_t kw = 0; kw < KW; kw++) {                                                              \
+                const float *xs = xr + kw * q->dw * L;                                                         \
+                VT wv;                                                                                         \
+                memcpy(&wv, w + (kh * KW + kw) * L, sizeof wv);                                                \
+                _Pragma("GCC unroll 8") for (int k = 0; k < K; k++)                                            \
+                {                                                                                              \
+                    VT xv;                                                                                     \
+                    memcpy(&xv, xs + k * sx, sizeof xv);                                                       \
+                    acc[k] += xv * wv;                                                                         \
+                }                                                                                              \
+            }                                                                                                  \
+        }                                                                                                      \
+        _Pragma("GCC unroll 8") for (int k = 0; k < K; k++)                                                    \
+        {                                                                                                      \
+            if (r) {                                                                                           \
+                VT rv;                                                                                         \
+                memcpy(&rv, r + (ow + k) * L, sizeof rv);                                                      \
+                acc[k] += rv;                                                                                  \
+            }                                                                                                  \
+            memcpy(y + (ow + k) * L, &acc[k], sizeof acc[k]);                                                  \
+        }                                                                                                      \
+    }                                                                                                          \
+    static ATTR void dw_rows##L(const blk_conv *q, int64_t t0, int64_t t1)                                     \
+    {                                                                                                          \
+        const int64_t OW = q->OW, KH = q->KH, KW = q->KW, W = q->W;                                            \
+        int64_t lo, hi;                                                                                        \
+        dw_interior(q, &lo, &hi);                                                                              \
+        for (int64_t task = t0; task < t1; task++) {                                                           \
+            int64_t row = task % q->OH, plane = task / q->OH;                                                  \
+            int64_t ob = plane % q->Ob;                                                                        \
+            const float *xp = q->x + plane * q->H * W * L;                                                     \
+            const float *w = q->w + ob * KH * KW * L, *b = q->bias + ob * L;                                   \
+            float *y = q->y + (plane * q->OH + row) * OW * L;                                                  \
+            const float *r = q->res ? q->res + (plane * q->OH + row) * OW * L : NULL;                          \
+            /* the tap rows inside the input */                                                               \
+            int64_t kh0 = 0, kh1 = KH;                                                                         \
+            while (kh0 < KH && row * q->sh - q->ph + kh0 * q->dh < 0)                                          \
+                kh0++;                                                                                         \
+            while (kh1 > kh0 && row * q->sh - q->ph + (kh1 - 1) * q->dh >= q->H)                               \
+                kh1--;                                                                                         \
+            VT bv;                                                                                             \
+            memcpy(&bv, b, sizeof bv);                                                                         \
+            for (int64_t ow = 0; ow < lo; ow++)                                                                \
+                dw_one##L(q, xp, w, bv, r, y, row, ow, kh0, kh1);                                              \
+            int64_t ow = lo;                                                                                   \
+            for (; ow + 8 <= hi; ow += 8)                                                                      \
+                dw_strip##L(q, xp, w, bv, r, y, row, ow, kh0, kh1, 8);                                         \
+            for (; ow + 4 <= hi; ow += 4)                                                                      \
+                dw_strip##L(q, xp, w, bv, r, y, row, ow, kh0, kh1, 4);                                         \
+            for (; ow < OW; ow++)                                                                              \
+                dw_one##L(q, xp, w, bv, r, y, row, ow, kh0, kh1);                                              \
+            blk_epilogue(q, y, ob, 1, OW, q->act);                                                             \
+        }                                                                                                      \
     }
-    if (r) {
-        blk_v16 rv;
-        memcpy(&rv, r + ow * 16, sizeof rv);
-        acc += rv;
-    }
-    memcpy(y + ow * 16, &acc, sizeof acc);
-}
 
-/* K (8 or 4, a constant at each call so the loops unroll) interior
- * outputs at c = 16 from ow, all columns inside the input. */
-static inline __attribute__((always_inline)) BLK_AVX512 void dw_strip16(const blk_conv *q, const float *xp,
-                                                                        const float *w, blk_v16 bv, const float *r,
-                                                                        float *y, int64_t oh, int64_t ow, int64_t kh0,
-                                                                        int64_t kh1, const int K)
-{
-    const int64_t KW = q->KW, W = q->W, sx = q->sw * 16;
-    blk_v16 acc[8];
-    _Pragma("GCC unroll 8") for (int k = 0; k < K; k++) acc[k] = bv;
-    for (int64_t kh = kh0; kh < kh1; kh++) {
-        const float *xr = xp + ((oh * q->sh - q->ph + kh * q->dh) * W + ow * q->sw - q->pw) * 16;
-        for (int64_t kw = 0; kw < KW; kw++) {
-            const float *xs = xr + kw * q->dw * 16;
-            blk_v16 wv;
-            memcpy(&wv, w + (kh * KW + kw) * 16, sizeof wv);
-            _Pragma("GCC unroll 8") for (int k = 0; k < K; k++)
-            {
-                blk_v16 xv;
-                memcpy(&xv, xs + k * sx, sizeof xv);
-                acc[k] += xv * wv;
-            }
-        }
-    }
-    _Pragma("GCC unroll 8") for (int k = 0; k < K; k++)
-    {
-        if (r) {
-            blk_v16 rv;
-            memcpy(&rv, r + (ow + k) * 16, sizeof rv);
-            acc[k] += rv;
-        }
-        memcpy(y + (ow + k) * 16, &acc[k], sizeof acc[k]);
-    }
-}
-
-/* The depthwise rows at c = 16 on AVX-512: 8 (then 4) interior outputs
- * per step in registers, the rest one vector at a time. */
-static BLK_AVX512 void dw_rows16(const blk_conv *q, int64_t t0, int64_t t1)
-{
-    const int64_t OW = q->OW, KH = q->KH, KW = q->KW, W = q->W;
-    int64_t lo, hi;
-    dw_interior(q, &lo, &hi);
-    for (int64_t task = t0; task < t1; task++) {
-        int64_t row = task % q->OH, plane = task / q->OH;
-        int64_t ob = plane % q->Ob;
-        const float *xp = q->x + plane * q->H * W * 16;
-        const float *w = q->w + ob * KH * KW * 16, *b = q->bias + ob * 16;
-        float *y = q->y + (plane * q->OH + row) * OW * 16;
-        const float *r = q->res ? q->res + (plane * q->OH + row) * OW * 16 : NULL;
-        /* the tap rows inside the input */
-        int64_t kh0 = 0, kh1 = KH;
-        while (kh0 < KH && row * q->sh - q->ph + kh0 * q->dh < 0)
-            kh0++;
-        while (kh1 > kh0 && row * q->sh - q->ph + (kh1 - 1) * q->dh >= q->H)
-            kh1--;
-        blk_v16 bv;
-        memcpy(&bv, b, sizeof bv);
-        for (int64_t ow = 0; ow < lo; ow++)
-            dw_one16(q, xp, w, bv, r, y, row, ow, kh0, kh1);
-        int64_t ow = lo;
-        for (; ow + 8 <= hi; ow += 8)
-            dw_strip16(q, xp, w, bv, r, y, row, ow, kh0, kh1, 8);
-        for (; ow + 4 <= hi; ow += 4)
-            dw_strip16(q, xp, w, bv, r, y, row, ow, kh0, kh1, 4);
-        for (; ow < OW; ow++)
-            dw_one16(q, xp, w, bv, r, y, row, ow, kh0, kh1);
-        blk_epilogue(q, y, ob, 1, OW, q->act);
-    }
-}
+DW_ROWS(16, blk_v16, BLK_AVX512)
+DW_ROWS(8, blk_v8, CPU_AVX2)
 #endif
 
 static void dw_task(void *a, int64_t t0, int64_t t1, int thread)
@@ -729,6 +733,10 @@ static void dw_task(void *a, int64_t t0, int64_t t1, int thread)
 #if BLK_VEC
     if (q->isa == 2) {
         dw_rows16(q, t0, t1);
+        return;
+    }
+    if (q->isa == 1) {
+        dw_rows8(q, t0, t1);
         return;
     }
 #endif
@@ -841,8 +849,6 @@ static mge_status conv2d_nchwc(const mge_kctx *ctx, const mge_node *n, mge_tenso
     q.res = res ? in[2 + bias]->data : NULL;
     q.y = y->data;
     q.isa = q.c == 16 && blk_isa_avx512() ? 2 : q.c == 8 && cpu_isa_avx2() ? 1 : 0;
-    if (q.dw_conv && q.isa == 1)
-        q.isa = 0; /* the portable depthwise rows are compiled for AVX2 too */
 
     float *ws = ctx->ws;
     int64_t padn = pad_floats(x, n), nbias = q.Ob * q.c;

@@ -7,10 +7,16 @@ setup() {
     load helper
 }
 
-# The layout pass blocks by 16 with AVX-512 and changes nothing without it.
+# The layout pass blocks by 16 with AVX-512, by 8 with AVX2 and FMA (only
+# regions with a depthwise conv), and changes nothing without them.
 need_blocked_isa() {
-    grep -qw avx512f /proc/cpuinfo 2>/dev/null || skip "no AVX-512: the layout pass changes nothing"
+    grep -qw avx512f /proc/cpuinfo 2>/dev/null || skip "no AVX-512: the layout pass does not block resnet18"
     [ -z "${MGE_CPU_ISA:-}" ] || skip "MGE_CPU_ISA=$MGE_CPU_ISA caps the ISA"
+}
+
+need_avx2() {
+    grep -qw avx2 /proc/cpuinfo 2>/dev/null && grep -qw fma /proc/cpuinfo 2>/dev/null || skip "no AVX2 and FMA"
+    [ "${MGE_CPU_ISA:-}" != baseline ] || skip "MGE_CPU_ISA=baseline: the layout pass changes nothing"
 }
 
 @test "layout on resnet18 after the folds of -O2: blocked convs, outputs within 1e-4 (--verify)" {
@@ -34,7 +40,7 @@ need_blocked_isa() {
 }
 
 @test "layout on mobilenet_v2 after the folds of -O2 in a pipe: stem, depthwise, activations, residuals; within 1e-4" {
-    need_blocked_isa
+    need_avx2
     "$MGE_OPT" "$SAMPLES/mobilenet_v2.mgt" -o "$T/mb.mge"
     "$MGE_OPT" --passes=strip-training,fold-bn,fold-scale,cse,fold-constants,dce "$T/mb.mge" | "$MGE_OPT" --passes=layout --verify --batch 1 --atol 1e-4 --rtol 1e-4 -o "$T/mbl.mge"
     run "$MGE_DUMP" "$T/mbl.mge"
@@ -74,4 +80,23 @@ NET
     "$MGE_OPT" --passes=strip-training,fold-bn,fold-scale,cse,fold-constants,dce "$T/r18.mge" | "$MGE_OPT" --passes=layout -o "$T/a.mge"
     "$MGE_OPT" --passes=strip-training,fold-bn,fold-scale,cse,fold-constants,dce "$T/r18.mge" | "$MGE_OPT" --passes=layout -o "$T/b.mge"
     cmp "$T/a.mge" "$T/b.mge"
+}
+
+@test "layout at c = 8 (MGE_CPU_ISA=avx2): mobilenet_v2 blocks by 8, resnet18 (no depthwise) stays plain" {
+    need_avx2
+    "$MGE_OPT" "$SAMPLES/resnet18.mgt" -o "$T/r18.mge"
+    "$MGE_OPT" --passes=strip-training,fold-bn,fold-scale,cse,fold-constants,dce "$T/r18.mge" -o "$T/r18o.mge"
+    MGE_CPU_ISA=avx2 "$MGE_OPT" --passes=layout "$T/r18o.mge" -o "$T/r18l.mge"
+    cmp "$T/r18o.mge" "$T/r18l.mge"
+    "$MGE_OPT" "$SAMPLES/mobilenet_v2.mgt" -o "$T/mb.mge"
+    "$MGE_OPT" --passes=strip-training,fold-bn,fold-scale,cse,fold-constants,dce "$T/mb.mge" -o "$T/mbo.mge"
+    MGE_CPU_ISA=avx2 run --separate-stderr "$MGE_OPT" --passes=layout --verify --batch 1 --atol 1e-4 --rtol 1e-4 "$T/mbo.mge" -o "$T/mbl.mge"
+    assert_success
+    run "$MGE_DUMP" "$T/mbl.mge"
+    assert_success
+    [ "$(grep -c '= conv2d(' <<< "$output")" -eq 0 ]
+    grep -q 'conv2d_nchwc(.*groups=.*act=relu6' <<< "$output"
+    grep -q 'x.c1 = reshape(x, shape=\[0, 0, 0, 0, 1\])' <<< "$output"
+    # blocks of 8: the stem's 32 outputs in 4 blocks
+    grep -qF '.weight_nchwc : f32[4,3,3,3,1,8]' <<< "$output"
 }

@@ -88,8 +88,9 @@ def test_state_dict_names():
 def check_O2(name, model, shape, isa=None):
     """-O2 on PyTorch weights: no batchnorm or dropout node is left and the
     outputs still match PyTorch's within 1e-4 relative. isa sets
-    MGE_CPU_ISA for mge-opt and mge-run: "avx2" keeps the layout pass out,
-    so winograd takes the 3x3 convolutions instead of the blocked kernels.
+    MGE_CPU_ISA for mge-opt and mge-run: with "avx2" the layout pass blocks
+    by 8 only regions with a depthwise conv, so in resnet18 winograd takes
+    the 3x3 convolutions instead of the blocked kernels.
     Returns the ops of the optimized model."""
     import json
     old = os.environ.get("MGE_CPU_ISA")
@@ -123,3 +124,9 @@ def test_resnet18_O2_avx2():
     """The AVX2 path of -O2: winograd (F(4,3) and F(2,3)) instead of NCHWc."""
     ops = check_O2("resnet18", torchvision.models.resnet18(), (3, 224, 224), isa="avx2")
     assert "conv2d_winograd" in ops and "conv2d_nchwc" not in ops, sorted(set(ops))
+
+
+def test_mobilenet_v2_O2_avx2():
+    """The AVX2 path of -O2 on a net with depthwise convs: blocks of 8."""
+    ops = check_O2("mobilenet_v2", torchvision.models.mobilenet_v2(), (3, 224, 224), isa="avx2")
+    assert "conv2d_nchwc" in ops and "conv2d" not in ops, sorted(set(ops))

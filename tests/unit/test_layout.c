@@ -260,6 +260,10 @@ static void test_kernels(void)
     cases[n++] = (ccase){2, 16, 11, 9, 32, 3, 2, 1, 1, 0, 0, 1, -1, 8, 0};
     cases[n++] = (ccase){1, 12, 7, 9, 12, 5, 1, 2, 1, 1, 1, 0, 0, 8, 0};     /* depthwise 5x5 */
     cases[n - 1].act = SG;
+    cases[n++] = (ccase){1, 16, 6, 30, 16, 3, 1, 1, 1, 1, 1, 1, 0, 8, 0};    /* depthwise: 8 + 8 + 8 + 4 interior */
+    cases[n - 1].act = R6;
+    cases[n++] = (ccase){2, 20, 9, 23, 20, 3, 2, 1, 1, 1, 0, 0, -1, 8, 0};   /* stride 2, lanes past O */
+    cases[n++] = (ccase){1, 8, 9, 21, 8, 3, 1, 2, 2, 1, 1, 1, -1, 8, 0};     /* dilated, wide pad */
     cases[n++] = (ccase){1, 3, 15, 30, 32, 3, 2, 1, 1, 0, 1, 0, 0, 16, 1}; /* plain 3-channel stem */
     cases[n - 1].act = R6;
     cases[n++] = (ccase){2, 3, 13, 13, 20, 7, 2, 3, 1, 0, 0, 1, -1, 16, 1};
@@ -352,14 +356,24 @@ static void test_infer_errors(void)
 
 /* ---------------------------------------------------------------- the pass */
 
-/* The block the layout pass picks here (16 with AVX-512, else none). */
+/* The block the layout pass picks here (16 with AVX-512, 8 with AVX2 and
+ * FMA, else none). */
 static int block_here(void)
 {
     const char *isa = getenv("MGE_CPU_ISA");
-    if (isa && (strcmp(isa, "baseline") == 0 || strcmp(isa, "avx2") == 0))
+    if (isa && strcmp(isa, "baseline") == 0)
         return 0;
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") ? 16 : 0;
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (isa && strcmp(isa, "avx2") == 0)
+        return avx2 ? 8 : 0;
+    return __builtin_cpu_supports("avx512f") ? 16 : avx2 ? 8 : 0;
+}
+
+/* At c = 8 only regions with a depthwise conv convert. */
+static int dense_blocked_here(void)
+{
+    return block_here() == 16;
 }
 
 /* src parsed, its parameters initialised. */
@@ -469,7 +483,9 @@ static void test_pass_fused(void)
     if (!g)
         return;
     int changed = apply(&g);
-    if (block_here()) {
+    if (!dense_blocked_here())
+        CHECK(changed == 0); /* no depthwise conv: stays plain at c = 8 */
+    if (dense_blocked_here()) {
         CHECK(changed == 1 && ug_count_op(g, MGE_OP_CONV2D_NCHWC) == 2 && ug_count_op(g, MGE_OP_FUSED_CONV2D) == 0);
         /* x is blocked once, for the conv and the residual */
         CHECK(ug_count_op(g, MGE_OP_TO_NCHWC) == 1 && ug_count_op(g, MGE_OP_FROM_NCHWC) == 1);
@@ -496,7 +512,9 @@ static void test_pass_stem(void)
     if (!g)
         return;
     int changed = apply(&g);
-    if (block_here()) {
+    if (!dense_blocked_here())
+        CHECK(changed == 0);
+    if (dense_blocked_here()) {
         CHECK(changed == 1 && ug_count_op(g, MGE_OP_CONV2D_NCHWC) == 2 && ug_count_op(g, MGE_OP_MAXPOOL2D_NCHWC) == 1);
         CHECK(ug_count_op(g, MGE_OP_TO_NCHWC) == 0 && ug_count_op(g, MGE_OP_RESHAPE) == 1 &&
               ug_count_op(g, MGE_OP_FROM_NCHWC) == 1);
@@ -513,7 +531,7 @@ static void test_pass_stem(void)
  * alive through the depth (with the default init mobilenet's features
  * vanish and --verify would compare two biases); the last features are an
  * output too, so the comparison sees the convs' numbers. */
-static void check_net(const char *path, const char *features, int min_convs)
+static void check_net(const char *path, const char *features, int min_convs, int has_dw)
 {
     FILE *f = fopen(path, "rb");
     CHECK_MSG(f != NULL, "%s", path);
@@ -559,7 +577,10 @@ static void check_net(const char *path, const char *features, int min_convs)
     CHECK_MSG(feat > 1e-2, "%s: features max %g", path, feat);
     ug_outs_free(&o);
     int changed = apply(&g);
-    if (block_here()) {
+    int conv = has_dw ? block_here() != 0 : dense_blocked_here();
+    if (!conv)
+        CHECK(changed == 0);
+    if (conv) {
         CHECK(changed == 1 && ug_count_op(g, MGE_OP_CONV2D_NCHWC) >= min_convs && ug_count_op(g, MGE_OP_CONV2D) == 0);
         CHECK(ug_count_op(g, MGE_OP_TO_NCHWC) == 0 && ug_count_op(g, MGE_OP_FROM_NCHWC) == 1);
     }
@@ -568,8 +589,8 @@ static void check_net(const char *path, const char *features, int min_convs)
 
 static void test_pass_nets(void)
 {
-    check_net("samples/nets/resnet18.mgt", "layer4.1.relu2", 20);
-    check_net("samples/nets/mobilenet_v2.mgt", "features.18.2", 52);
+    check_net("samples/nets/resnet18.mgt", "layer4.1.relu2", 20, 0);
+    check_net("samples/nets/mobilenet_v2.mgt", "features.18.2", 52, 1);
 }
 
 /* What stays plain: a graph with a loss, a lone conv, a 3-channel stem. */
