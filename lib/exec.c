@@ -283,6 +283,35 @@ const mge_tensor *mge_exec_result(const mge_exec *e, int i)
 
 /* ---------------------------------------------------------------- plans */
 
+/* *buf holds at least need bytes (allocated even for 0, so it is never
+ * NULL after a success); what it held is dropped. */
+static mge_status grow(void **buf, size_t *cap, size_t need, const char *what, mge_error *err)
+{
+    if (*buf && need <= *cap)
+        return MGE_OK;
+    mge_aligned_free(*buf);
+    *cap = 0;
+    if (!(*buf = mge_aligned_alloc(need ? need : 64)))
+        return mge_error_set(err, MGE_ERR_NOMEM, "cannot allocate %zu bytes of %s", need, what);
+    *cap = need;
+    return MGE_OK;
+}
+
+/* Node output v laid out by plan p: shape from the plan, data at its
+ * offset in arena (views outside the arena get theirs when their node
+ * runs). */
+static void plan_tensor(mge_tensor *t, const mge_graph *g, const mge_plan *p, int v, void *arena)
+{
+    memset(t, 0, sizeof *t);
+    t->q.axis = -1;
+    t->dtype = g->values[v].dtype;
+    t->ndim = p->ndims[v];
+    memcpy(t->dims, &p->dims[(size_t)v * MGE_MAX_DIMS], sizeof t->dims);
+    t->nbytes = p->nbytes[v];
+    if (p->offset[v] >= 0)
+        t->data = (char *)arena + p->offset[v];
+}
+
 /* The plan for batch, from the cache or built (then cached as most recent). */
 static mge_status get_plan(mge_exec *e, int64_t batch, mge_plan **pp, mge_error *err)
 {
@@ -307,12 +336,18 @@ static mge_status get_plan(mge_exec *e, int64_t batch, mge_plan **pp, mge_error 
     return MGE_OK;
 }
 
-mge_status mge_exec_stats(mge_exec *e, int64_t batch, mge_plan_stats *st, mge_error *err)
+/* The plan for batch, or for the last run's batch (1 before any) when batch <= 0. */
+static mge_status plan_for(mge_exec *e, int64_t batch, mge_plan **pp, mge_error *err)
 {
     if (batch <= 0)
         batch = e->last_batch >= 0 ? e->last_batch : 1;
+    return get_plan(e, batch, pp, err);
+}
+
+mge_status mge_exec_stats(mge_exec *e, int64_t batch, mge_plan_stats *st, mge_error *err)
+{
     mge_plan *p;
-    mge_status s = get_plan(e, batch, &p, err);
+    mge_status s = plan_for(e, batch, &p, err);
     if (s)
         return s;
     *st = p->st;
@@ -321,10 +356,8 @@ mge_status mge_exec_stats(mge_exec *e, int64_t batch, mge_plan_stats *st, mge_er
 
 mge_status mge_exec_live_bytes(mge_exec *e, int64_t batch, size_t *live, mge_error *err)
 {
-    if (batch <= 0)
-        batch = e->last_batch >= 0 ? e->last_batch : 1;
     mge_plan *p;
-    mge_status s = get_plan(e, batch, &p, err);
+    mge_status s = plan_for(e, batch, &p, err);
     if (s)
         return s;
     return mge_plan_live(e->g, e->run, e->nout, e->outs, p, live, err);
@@ -427,15 +460,7 @@ static mge_status bind(mge_exec *e, const mge_plan *p, const mge_tensor *const *
             borrow(t, d);
             continue;
         }
-        memset(t, 0, sizeof *t);
-        t->q.axis = -1;
-        t->dtype = val->dtype;
-        t->ndim = p->ndims[v];
-        memcpy(t->dims, &p->dims[(size_t)v * MGE_MAX_DIMS], sizeof t->dims);
-        t->nbytes = p->nbytes[v];
-        if (p->offset[v] >= 0)
-            t->data = (char *)e->arena + p->offset[v];
-        /* views outside the arena get their data when their node runs */
+        plan_tensor(t, g, p, v, e->arena);
     }
     for (int i = 0; i < e->nin; i++)
         borrow(&e->t[e->ins[i]], inputs[i]);
@@ -499,8 +524,6 @@ static mge_status preprocess(mge_exec *e, mge_error *err)
     mge_plan pp;
     int built = 0, nf = 0;
     mge_status s = MGE_OK;
-    mge_aligned_free(e->pre_arena);   /* from an earlier attempt that failed */
-    e->pre_arena = NULL;
     if (!front || !isf) {
         s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
         goto out;
@@ -520,37 +543,16 @@ static mge_status preprocess(mge_exec *e, mge_error *err)
     if ((s = mge_plan_build(g, e->pre, 1, nf, front, e->be, e->threads, &pp, err)))
         goto out;
     built = 1;
-    if (!(e->pre_arena = mge_aligned_alloc(pp.st.arena_bytes ? pp.st.arena_bytes : 64))) {
-        s = mge_error_set(err, MGE_ERR_NOMEM, "cannot allocate %zu bytes for preprocessed weights",
-                          pp.st.arena_bytes);
+    size_t pre_cap = 0;   /* drops what an earlier, failed attempt left */
+    if ((s = grow(&e->pre_arena, &pre_cap, pp.st.arena_bytes, "preprocessed weights", err)) ||
+        (s = grow(&e->ws, &e->ws_cap, pp.st.workspace_bytes, "kernel scratch", err)))
         goto out;
-    }
-    if (pp.st.workspace_bytes > e->ws_cap) {
-        mge_aligned_free(e->ws);
-        e->ws_cap = 0;
-        if (!(e->ws = mge_aligned_alloc(pp.st.workspace_bytes))) {
-            s = mge_error_set(err, MGE_ERR_NOMEM, "cannot allocate %zu bytes of kernel scratch",
-                              pp.st.workspace_bytes);
-            goto out;
-        }
-        e->ws_cap = pp.st.workspace_bytes;
-    }
     for (int i = 0; i < g->nnodes; i++) {
         if (!e->pre[i])
             continue;
         const mge_node *n = &g->nodes[i];
-        for (int k = 0; k < n->nout; k++) {
-            int v = n->out[k];
-            mge_tensor *t = &e->t[v];
-            memset(t, 0, sizeof *t);
-            t->q.axis = -1;
-            t->dtype = g->values[v].dtype;
-            t->ndim = pp.ndims[v];
-            memcpy(t->dims, &pp.dims[(size_t)v * MGE_MAX_DIMS], sizeof t->dims);
-            t->nbytes = pp.nbytes[v];
-            if (pp.offset[v] >= 0)
-                t->data = (char *)e->pre_arena + pp.offset[v];
-        }
+        for (int k = 0; k < n->nout; k++)
+            plan_tensor(&e->t[n->out[k]], g, &pp, n->out[k], e->pre_arena);
         if ((s = run_node(e, &pp, i, err)))
             goto out;
         for (int k = 0; k < n->nout; k++) {
@@ -601,22 +603,9 @@ mge_status mge_exec_run(mge_exec *e, const mge_tensor *const *inputs, mge_error 
         e->res[i] = NULL;
     if ((s = check_inputs(e, inputs, &batch, err)) || (s = get_plan(e, batch, &p, err)))
         return s;
-    if (p->st.arena_bytes > e->arena_cap || !e->arena) {
-        mge_aligned_free(e->arena);
-        e->arena_cap = 0;
-        if (!(e->arena = mge_aligned_alloc(p->st.arena_bytes)))
-            return mge_error_set(err, MGE_ERR_NOMEM, "cannot allocate a %zu-byte arena", p->st.arena_bytes);
-        e->arena_cap = p->st.arena_bytes;
-    }
-    if (p->st.workspace_bytes > e->ws_cap || !e->ws) {
-        mge_aligned_free(e->ws);
-        e->ws_cap = 0;
-        if (!(e->ws = mge_aligned_alloc(p->st.workspace_bytes)))
-            return mge_error_set(err, MGE_ERR_NOMEM, "cannot allocate %zu bytes of kernel scratch",
-                                 p->st.workspace_bytes);
-        e->ws_cap = p->st.workspace_bytes;
-    }
-    if ((s = bind(e, p, inputs, err)))
+    if ((s = grow(&e->arena, &e->arena_cap, p->st.arena_bytes, "arena", err)) ||
+        (s = grow(&e->ws, &e->ws_cap, p->st.workspace_bytes, "kernel scratch", err)) ||
+        (s = bind(e, p, inputs, err)))
         return s;
     e->last_batch = batch;
     /* our pool splits BLAS calls (lib/blas.c); set on every run in case the
