@@ -232,6 +232,11 @@ void mge_cpu_register_fused_elem(mge_backend *b);   /* fused_elemwise (fused_con
 void mge_cpu_register_winograd(mge_backend *b);
 void mge_cpu_register_blocked(mge_backend *b);
 
+/* lib/isa.c: the vector ISA kernels and passes may use (cpuid, capped by
+ * MGE_CPU_ISA=baseline|avx2). */
+enum { MGE_ISA_BASE = 0, MGE_ISA_AVX2 = 1, MGE_ISA_AVX512 = 2 };
+int mge_cpu_isa(void);
+
 /* OpenBLAS thread count. The executor sets it to 1: our pool is the only
  * one, and kernels call OpenBLAS from pool tasks, each on its own block
  * (several threads inside OpenBLAS at once; see lib/blas.c). */

@@ -41,21 +41,9 @@
  * only regions with a depthwise conv convert (plan_round). */
 static int layout_block(void)
 {
-#if defined(__x86_64__) || defined(__i386__)
-    /* MGE_CPU_ISA=baseline or avx2 caps the ISA, as for the kernels */
-    const char *isa = getenv("MGE_CPU_ISA");
-    if (isa && strcmp(isa, "baseline") == 0)
-        return 0;
-    __builtin_cpu_init();
-    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (isa && strcmp(isa, "avx2") == 0)
-        return avx2 ? 8 : 0;
-    if (__builtin_cpu_supports("avx512f"))
-        return 16;
-    if (avx2)
-        return 8;
-#endif
-    return 0;
+    /* the kernels' ISA (lib/isa.c), so MGE_CPU_ISA caps both alike */
+    int isa = mge_cpu_isa();
+    return isa >= MGE_ISA_AVX512 ? 16 : isa >= MGE_ISA_AVX2 ? 8 : 0;
 }
 
 static int has_f32_data(const mge_value *v)

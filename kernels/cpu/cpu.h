@@ -31,21 +31,10 @@
 #define CPU_BASE
 #endif
 
+/* MGE_CPU_ISA=baseline forces the portable loops (tests use it); see lib/isa.c. */
 static inline int cpu_isa_avx2(void)
 {
-#if CPU_X86
-    static int cached = -1;
-    if (cached < 0) {
-        /* MGE_CPU_ISA=baseline forces the portable loops (tests use it). */
-        const char *isa = getenv("MGE_CPU_ISA");
-        __builtin_cpu_init();
-        cached = !(isa && strcmp(isa, "baseline") == 0) && __builtin_cpu_supports("avx2") &&
-                 __builtin_cpu_supports("fma");
-    }
-    return cached;
-#else
-    return 0;
-#endif
+    return CPU_X86 && mge_cpu_isa() >= MGE_ISA_AVX2;
 }
 
 /* cpu_plane.c: x[H,W] into pad[Hp,Wp] with ph rows/pw columns of padv

@@ -47,21 +47,10 @@ typedef int32_t blk_i16 __attribute__((vector_size(64)));
 typedef int32_t blk_i8 __attribute__((vector_size(32)));
 #endif
 
+/* MGE_CPU_ISA=avx2 keeps AVX-512 off (to test the AVX2 path); lib/isa.c */
 static int blk_isa_avx512(void)
 {
-#if BLK_VEC
-    static int cached = -1;
-    if (cached < 0) {
-        /* MGE_CPU_ISA=avx2 keeps AVX-512 off (to test the AVX2 path), baseline all */
-        const char *isa = getenv("MGE_CPU_ISA");
-        __builtin_cpu_init();
-        cached = !(isa && (strcmp(isa, "baseline") == 0 || strcmp(isa, "avx2") == 0)) &&
-                 __builtin_cpu_supports("avx512f");
-    }
-    return cached;
-#else
-    return 0;
-#endif
+    return BLK_VEC && mge_cpu_isa() >= MGE_ISA_AVX512;
 }
 
 /* ---------------------------------------------------------------- reorders */

@@ -360,14 +360,8 @@ static void test_infer_errors(void)
  * FMA, else none). */
 static int block_here(void)
 {
-    const char *isa = getenv("MGE_CPU_ISA");
-    if (isa && strcmp(isa, "baseline") == 0)
-        return 0;
-    __builtin_cpu_init();
-    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (isa && strcmp(isa, "avx2") == 0)
-        return avx2 ? 8 : 0;
-    return __builtin_cpu_supports("avx512f") ? 16 : avx2 ? 8 : 0;
+    int isa = mge_cpu_isa();
+    return isa >= MGE_ISA_AVX512 ? 16 : isa >= MGE_ISA_AVX2 ? 8 : 0;
 }
 
 /* At c = 8 only regions with a depthwise conv convert. */
