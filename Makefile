@@ -108,6 +108,9 @@ bench-train: all
 bench-opt: all
 	@MGE_BIN=$(CURDIR)/$(BINDIR) scripts/bench-opt
 
+bench-quant: all
+	@MGE_BIN=$(CURDIR)/$(BINDIR) scripts/bench-quant
+
 # ------------------------------------------------------------------ install
 MAN1 := $(wildcard man/man1/*.1)
 MAN5 := $(wildcard man/man5/*.5)
@@ -128,7 +131,7 @@ install: all
 clean:
 	rm -rf build bin
 
-.PHONY: all check unit fuzz fuzz-build demo bench bench-train bench-opt install clean
+.PHONY: all check unit fuzz fuzz-build demo bench bench-train bench-opt bench-quant install clean
 
 # keep objects that pattern rules chain through (cmd/*.o), so rebuilds stay incremental
 .SECONDARY:

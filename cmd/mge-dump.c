@@ -142,6 +142,36 @@ static const char *vshape(const mge_graph *g, const model_info *mi, int v, char 
     return mge_shape_str(g->values[v].dtype, mi->ndims[v], &mi->dims[(size_t)v * MGE_MAX_DIMS], buf, n);
 }
 
+/* Parameter bytes by dtype (optimizer state left out, as
+ * mge_graph_param_stats counts): the size a quantized model saves. */
+static void dtype_bytes(const mge_graph *g, int64_t *bytes)
+{
+    for (int d = 0; d < MGE_NDTYPES; d++)
+        bytes[d] = 0;
+    for (int v = 0; v < g->nvalues; v++) {
+        const mge_value *x = &g->values[v];
+        if (x->kind == MGE_VAL_INPUT || x->kind == MGE_VAL_NODE || mge_value_is_opt_state(x))
+            continue;
+        int64_t n = 1;
+        for (int k = 0; k < x->ndim; k++)
+            n *= x->dims[k] > 0 ? x->dims[k] : 1;
+        bytes[x->dtype] += n * (int64_t)mge_dtype_size(x->dtype);
+    }
+}
+
+/* The output scale and zero point of an int8 node ("0.0123/-128"), or "". */
+static const char *quant_str(const mge_node *nd, char *buf, size_t n)
+{
+    buf[0] = 0;
+    int ks = nd->op == MGE_OP_QUANTIZE || nd->op == MGE_OP_DEQUANTIZE ? MGE_KEY_scale : MGE_KEY_y_scale;
+    int kz = ks == MGE_KEY_scale ? MGE_KEY_zero : MGE_KEY_y_zero;
+    const mge_attr *a = mge_node_attr(nd, ks);
+    const mge_opinfo *oi = mge_op_info(nd->op);
+    if (a && oi && strstr(oi->schema, ks == MGE_KEY_scale ? "scale" : "y_scale"))
+        snprintf(buf, n, "%.4g/%lld", a->f, (long long)mge_node_int(nd, kz, 0));
+    return buf;
+}
+
 static void model_text(const mge_graph *g, const model_info *mi, mge_buf *b)
 {
     char s1[256], h[32];
@@ -159,6 +189,20 @@ static void model_text(const mge_graph *g, const model_info *mi, mge_buf *b)
     int64_t pc, pb;
     mge_graph_param_stats(g, &pc, &pb);
     mge_buf_printf(b, "# params:  %lld values, %lld bytes\n", (long long)pc, (long long)pb);
+    int64_t db[MGE_NDTYPES];
+    dtype_bytes(g, db);
+    int ndt = 0, quant = 0;
+    for (int d = 0; d < MGE_NDTYPES; d++)
+        ndt += db[d] > 0;
+    if (ndt > 1 || db[MGE_QS8] || db[MGE_F16] || db[MGE_BF16]) {
+        mge_buf_printf(b, "# by dtype:");
+        for (int d = 0, k = 0; d < MGE_NDTYPES; d++)
+            if (db[d])
+                mge_buf_printf(b, "%s %s %lld bytes", k++ ? "," : "", mge_dtype_name((mge_dtype)d), (long long)db[d]);
+        mge_buf_printf(b, "\n");
+    }
+    for (int i = 0; i < g->nnodes; i++)
+        quant |= quant_str(&g->nodes[i], s1, sizeof s1)[0] != 0;
     int wn = 4, wo = 2, ws = 5;
     for (int i = 0; i < g->nnodes; i++) {
         const mge_node *nd = &g->nodes[i];
@@ -170,12 +214,15 @@ static void model_text(const mge_graph *g, const model_info *mi, mge_buf *b)
         l = nd->nout ? (int)strlen(vshape(g, mi, nd->out[0], s1, sizeof s1)) : 0;
         ws = l > ws ? l : ws;
     }
-    mge_buf_printf(b, "#\n# %-*s  %-*s  %-*s  %15s\n", wn, "node", wo, "op", ws, "shape", "FLOPs");
+    mge_buf_printf(b, "#\n# %-*s  %-*s  %-*s  %15s%s\n", wn, "node", wo, "op", ws, "shape", "FLOPs",
+                   quant ? "  scale/zero" : "");
     for (int i = 0; i < g->nnodes; i++) {
         const mge_node *nd = &g->nodes[i];
         const mge_opinfo *oi = mge_op_info(nd->op);
-        mge_buf_printf(b, "# %-*s  %-*s  %-*s  %15.0f\n", wn, nd->name, wo, oi ? oi->name : "?", ws,
-                       nd->nout ? vshape(g, mi, nd->out[0], s1, sizeof s1) : "", mi->flops[i]);
+        char qs[64];
+        mge_buf_printf(b, "# %-*s  %-*s  %-*s  %15.0f%s%s\n", wn, nd->name, wo, oi ? oi->name : "?", ws,
+                       nd->nout ? vshape(g, mi, nd->out[0], s1, sizeof s1) : "", mi->flops[i],
+                       quant_str(nd, qs, sizeof qs)[0] ? "  " : "", qs);
     }
     mge_buf_printf(b, "# %-*s  %15.0f (%s)\n", wn + wo + ws + 4, "total", mi->total, human(mi->total, h, sizeof h));
     if (mi->have_plan) {
@@ -212,7 +259,13 @@ static void model_json(const mge_graph *g, const model_info *mi, mge_buf *b)
     json_value_list(b, g, g->noutputs, g->outputs);
     int64_t pc, pb;
     mge_graph_param_stats(g, &pc, &pb);
-    mge_buf_printf(b, ",\"params\":{\"count\":%lld,\"bytes\":%lld},\"nodes\":[", (long long)pc, (long long)pb);
+    mge_buf_printf(b, ",\"params\":{\"count\":%lld,\"bytes\":%lld,\"by_dtype\":{", (long long)pc, (long long)pb);
+    int64_t db[MGE_NDTYPES];
+    dtype_bytes(g, db);
+    for (int d = 0, k = 0; d < MGE_NDTYPES; d++)
+        if (db[d])
+            mge_buf_printf(b, "%s\"%s\":%lld", k++ ? "," : "", mge_dtype_name((mge_dtype)d), (long long)db[d]);
+    mge_buf_printf(b, "}},\"nodes\":[");
     for (int i = 0; i < g->nnodes; i++) {
         const mge_node *nd = &g->nodes[i];
         const mge_opinfo *oi = mge_op_info(nd->op);
@@ -239,6 +292,12 @@ static void model_json(const mge_graph *g, const model_info *mi, mge_buf *b)
         }
         mge_buf_printf(b, ",\"flops\":");
         json_num(b, mi->flops[i]);
+        char qs[64];
+        if (quant_str(nd, qs, sizeof qs)[0]) {
+            int ks = nd->op == MGE_OP_QUANTIZE || nd->op == MGE_OP_DEQUANTIZE ? MGE_KEY_scale : MGE_KEY_y_scale;
+            mge_buf_printf(b, ",\"scale\":%.9g,\"zero\":%lld", mge_node_float(nd, ks, 0),
+                           (long long)mge_node_int(nd, ks == MGE_KEY_scale ? MGE_KEY_zero : MGE_KEY_y_zero, 0));
+        }
         mge_buf_put(b, "}", 1);
     }
     mge_buf_printf(b, "],\"flops_total\":");

@@ -1035,6 +1035,8 @@ mge_status mge_text_parse_ex(const char *src, size_t n, const char *base_dir, un
     }
     if (!s)
         s = bind_weights(&P);
+    if (!s) /* int8 scales that disagree are the text's fault, not ours */
+        s = mge_quant_check(P.g, P.err);
     if (!s && (s = mge_graph_validate(P.g, P.err)))
         mge_error_prefix(P.err, "internal");
     mge_tok_clear(&P.cur);

@@ -32,6 +32,7 @@ static void build_ref(void)
     mge_ref_register_fused_elem(&ref_be);
     mge_ref_register_winograd(&ref_be);
     mge_ref_register_blocked(&ref_be);
+    mge_ref_register_quant(&ref_be);
 }
 
 static void build_cpu(void)
@@ -51,6 +52,8 @@ static void build_cpu(void)
     mge_cpu_register_fused_elem(&cpu_be);
     mge_cpu_register_winograd(&cpu_be);
     mge_cpu_register_blocked(&cpu_be);
+    mge_cpu_register_qgemm(&cpu_be);
+    mge_cpu_register_quant(&cpu_be);
 }
 
 const mge_backend *mge_backend_ref(void)

@@ -50,6 +50,7 @@ MGE_FAMILY_DECL(optim)
 MGE_FAMILY_DECL(fused)
 MGE_FAMILY_DECL(winograd)
 MGE_FAMILY_DECL(blocked)
+MGE_FAMILY_DECL(quant)
 /* op_fused.c: what a fused op's act (incl. -1, none), a fused_elemwise
  * unary entry and a binary entry may be. */
 int mge_fused_act_ok(int64_t op);
@@ -104,6 +105,7 @@ MGE_GRAD_DECL(optim)
 MGE_GRAD_DECL(fused)
 MGE_GRAD_DECL(winograd)
 MGE_GRAD_DECL(blocked)
+MGE_GRAD_DECL(quant)
 mge_grad_fn mge_op_grad_fn(int op);
 /* mge_grad_build with the gradient of `out` (any shape) given as the value
  * dout (its dtype and shape) instead of 1 for a scalar loss; dout < 0 means 1.
@@ -228,14 +230,21 @@ void mge_ref_register_fused(mge_backend *b);        /* fused_conv2d, fused_linea
 void mge_ref_register_fused_elem(mge_backend *b);   /* fused_elemwise */
 void mge_ref_register_winograd(mge_backend *b);
 void mge_ref_register_blocked(mge_backend *b);
+void mge_ref_register_quant(mge_backend *b);          /* int8 ops, avgpool on qs8 (ref_quant.c) */
 void mge_cpu_register_fused_elem(mge_backend *b);   /* fused_elemwise (fused_conv2d/linear: cpu_gemm.c) */
 void mge_cpu_register_winograd(mge_backend *b);
 void mge_cpu_register_blocked(mge_backend *b);
+void mge_cpu_register_qgemm(mge_backend *b);   /* qconv2d, qlinear (cpu_qgemm.c) */
+void mge_cpu_register_quant(mge_backend *b);   /* quantize, dequantize, qadd (cpu_quant.c) */
 
 /* lib/isa.c: the vector ISA kernels and passes may use (cpuid, capped by
- * MGE_CPU_ISA=baseline|avx2). */
+ * MGE_CPU_ISA=baseline|avx2|avx2-vnni|avx512), and the int8 kernels' own
+ * level: AVX2 (vpmaddubsw), AVX-VNNI (256-bit vpdpbusd), AVX-512 VNNI. */
 enum { MGE_ISA_BASE = 0, MGE_ISA_AVX2 = 1, MGE_ISA_AVX512 = 2 };
 int mge_cpu_isa(void);
+enum { MGE_INT8_BASE = 0, MGE_INT8_AVX2 = 1, MGE_INT8_AVXVNNI = 2, MGE_INT8_AVX512VNNI = 3 };
+int mge_cpu_int8(void);
+const char *mge_cpu_int8_name(int level);   /* "portable", "avx2", "avx-vnni", "avx512-vnni" */
 
 /* OpenBLAS thread count. The executor sets it to 1: our pool is the only
  * one, and kernels call OpenBLAS from pool tasks, each on its own block
@@ -351,5 +360,9 @@ mge_status mge_pass_rb_finish(mge_graph *g, mge_graph *c, const int *remap, int 
  * *rename (per value) grow when the layer gains a bias. */
 mge_status mge_pass_fold_into(mge_graph *g, int layer, const double *scale, const double *shift, int out, int y,
                               int **uses, char ***rename, mge_error *err);
+
+/* lib/quant_check.c: the int8 ops' stated input scales and zero points
+ * agree with their inputs' writers (mge_graph_validate calls it). */
+mge_status mge_quant_check(const mge_graph *g, mge_error *err);
 
 #endif

@@ -796,6 +796,84 @@ mge_status mge_trainer_export(const mge_trainer *t, const mge_graph *model, int 
  * label [N]; -1 when the shapes or dtypes do not fit. */
 int64_t mge_count_correct(const mge_tensor *logits, const mge_tensor *labels);
 
+
+/* ---------------------------------------------------------------- quantization calibration
+ * One tensor's observed values during calibration (quant_calib.c). Two passes
+ * over the data: mge_qobs_range (min/max of the finite values, counting the
+ * non-finite ones), then, for percentile and entropy only, mge_qobs_hist.
+ * The first hist call freezes the binning from the range seen so far: 2048
+ * bins over [mn, mx] (percentile) and 2048 bins of |x| over
+ * [0, max(|mn|, |mx|)] (entropy; kept separately so that neither loses
+ * resolution to re-binning). Values outside a frozen range go to the edge
+ * bins; NaN and inf are skipped. */
+typedef struct mge_qobs mge_qobs;
+typedef enum { MGE_CALIB_MINMAX = 0, MGE_CALIB_PERCENTILE, MGE_CALIB_ENTROPY } mge_calib_method;
+#define MGE_QOBS_BINS 2048
+mge_qobs *mge_qobs_new(void); /* NULL when out of memory */
+void mge_qobs_free(mge_qobs *o);
+void mge_qobs_range(mge_qobs *o, const float *x, int64_t n);
+void mge_qobs_hist(mge_qobs *o, const float *x, int64_t n);
+int64_t mge_qobs_nonfinite(const mge_qobs *o);
+int64_t mge_qobs_count(const mge_qobs *o); /* finite values seen by mge_qobs_range */
+void mge_qobs_minmax(const mge_qobs *o, double *mn, double *mx); /* 0, 0 when nothing seen */
+/* The real range [lo, hi] to quantize to; lo <= 0 <= hi always.
+ * minmax: [min(mn, 0), max(mx, 0)].
+ * percentile P in (50, 100]: hi = the P-th percentile, lo = the (100-P)-th,
+ *   interpolated inside a bin of the histogram (exact mn, mx at 100), widened to 0.
+ * entropy (TensorRT's KL calibration): over the |x| histogram, the threshold
+ *   T = i bins (i from 128 to 2048, every bin) minimizing KL(P || Q), P the
+ *   first i bins with the rest folded into bin i-1, Q the unclipped first i
+ *   bins merged into `levels` chunks and spread back over P's non-empty bins
+ *   (normalized by all values, so clipping costs: see quant_calib.c).
+ *   levels = 255 when mn >= 0 (range [0, T]), else 127
+ *   (range [max(mn, -T), min(mx, T)] widened to 0).
+ * A tensor of zeros gets [0, 0]. MGE_ERR_INVALID: nothing observed, no
+ * histogram for percentile/entropy, percentile out of range. */
+mge_status mge_qobs_choose(const mge_qobs *o, mge_calib_method m, double percentile, double *lo, double *hi,
+                           mge_error *err);
+int mge_calib_needs_hist(mge_calib_method m);
+/* "minmax", "percentile", "entropy" -> *m; 0 when unknown. */
+int mge_calib_parse(const char *s, mge_calib_method *m);
+
+
+/* ---------------------------------------------------------------- quantization */
+
+/* mge-quant's rewrite (lib/quantize.c): see the top of that file and the
+ * int8 ops in lib/ops.def. */
+typedef struct mge_quant_opts {
+    int per_tensor;              /* one weight scale per tensor, not per output channel */
+    int nskip;
+    const char *const *skip;     /* node names that stay f32 */
+    int int8_outputs;            /* model outputs written by int8 nodes stay qs8 */
+} mge_quant_opts;
+
+typedef struct mge_quant_entry { /* one int8 node of the result */
+    char *node;                  /* its name */
+    int op;                      /* qconv2d, qlinear, qadd or the qs8 pass-through op */
+    char *value;                 /* the qs8 value it writes */
+    int ref_value;               /* the value of the input graph that value stands for */
+    double scale;                /* of the output */
+    int zero;
+    double wscale_min, wscale_max; /* weight scales (qconv2d, qlinear), else 0 */
+} mge_quant_entry;
+
+typedef struct mge_quant_result {
+    int n;
+    mge_quant_entry *e;
+    mge_buf log;                 /* one line per decision: nodes kept f32 and why, quantize/dequantize inserted */
+} mge_quant_result;
+
+/* g: an f32 inference graph of plain ops (mge-quant runs strip-training,
+ * fold-bn, unfuse first). lo[v], hi[v]: the calibrated range of every value
+ * (NaN when not observed; such values stay f32). *out: the int8 graph;
+ * res (may be NULL) what became int8. Fails on an already quantized model
+ * and on skip names that are not nodes of g. */
+mge_status mge_quant_rewrite(const mge_graph *g, const double *lo, const double *hi, const mge_quant_opts *o,
+                             mge_graph **out, mge_quant_result *res, mge_error *err);
+void mge_quant_result_free(mge_quant_result *r);
+/* 1 when g has an int8 op or a qs8/qs32 value (*what names it). */
+int mge_quant_is_quantized(const mge_graph *g, const char **what);
+
 #ifdef __cplusplus
 }
 #endif

@@ -54,9 +54,9 @@ static mge_status pool_fwd_infer(const mge_node *n, int fop, const mge_tdesc *x,
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected rank 4 [N,C,H,W]", op, bx);
     int isfloat = mge_dtype_is_float(x->dtype);
     if (n->op == MGE_OP_MAXPOOL2D ? !isfloat && x->dtype != MGE_I8 && x->dtype != MGE_QS8 && x->dtype != MGE_U8
-                                  : !isfloat)
+                                  : !isfloat && x->dtype != MGE_QS8)
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected a float dtype%s", op, bx,
-                             n->op == MGE_OP_MAXPOOL2D ? " (or i8, u8, qs8)" : "");
+                             n->op == MGE_OP_MAXPOOL2D ? " (or i8, u8, qs8)" : " (or qs8)");
     mge_status st = mge_shape_numel(x->ndim, x->dims, x->dtype, NULL, NULL, err);
     if (st)
         return st;

@@ -1,8 +1,9 @@
-/* pass_f16_weights.c — store conv2d/linear weights as f16, compute in f32.
+/* pass_f16_weights.c — store conv2d/linear weights as f16 (f16-weights) or
+ * bf16 (bf16-weights, wider range, fewer mantissa bits), compute in f32.
  *
  * Every f32 param with data that a conv2d or linear node (or a fused,
  * winograd or blocked form of one) reads as its weight (input 1) or bias
- * (input 2) is converted to f16 (round to nearest
+ * (input 2) is converted to f16 or bf16 (round to nearest
  * even) under its own name, so mge-dump --params lists it, and one cast
  * node (dtype=f32) named "<param>.f32" is inserted before the first node
  * that reads it; every reader then takes the cast's output. The model file
@@ -38,14 +39,14 @@ static int weighted(int op)
     return 0;
 }
 
-/* A fresh f16 copy of the f32 tensor t (never written in place: t may point
- * into a read-only mapping). */
-static mge_status to_f16(const mge_tensor *t, mge_tensor **out, mge_error *err)
+/* A fresh f16/bf16 copy of the f32 tensor t (never written in place: t may
+ * point into a read-only mapping). */
+static mge_status to_half(const mge_tensor *t, mge_dtype dt, mge_tensor **out, mge_error *err)
 {
     mge_tensor *h = calloc(1, sizeof *h);
     if (!h)
         return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
-    mge_status s = mge_tensor_alloc(h, MGE_F16, t->ndim, t->dims, err);
+    mge_status s = mge_tensor_alloc(h, dt, t->ndim, t->dims, err);
     if (s) {
         free(h);
         return s;
@@ -54,12 +55,12 @@ static mge_status to_f16(const mge_tensor *t, mge_tensor **out, mge_error *err)
     const float *src = t->data;
     uint16_t *dst = h->data;
     for (int64_t i = 0; i < n; i++)
-        dst[i] = mge_f32_to_f16(src[i]);
+        dst[i] = dt == MGE_F16 ? mge_f32_to_f16(src[i]) : mge_f32_to_bf16(src[i]);
     *out = h;
     return MGE_OK;
 }
 
-mge_status mge_pass_f16_weights(mge_graph **gp, int *changed, mge_error *err)
+static mge_status half_weights(mge_graph **gp, mge_dtype dt, int *changed, mge_error *err)
 {
     mge_graph *g = *gp;
     *changed = 0;
@@ -103,7 +104,7 @@ mge_status mge_pass_f16_weights(mge_graph **gp, int *changed, mge_error *err)
 
     for (int v = 0; v < g->nvalues; v++) {
         castv[v] = -1;
-        if (conv[v] && (s = to_f16(g->values[v].data, &half[v], err)))
+        if (conv[v] && (s = to_half(g->values[v].data, dt, &half[v], err)))
             goto done;
     }
     if ((s = mge_pass_rb_alloc(g, &keep, &remap, &c, err)))
@@ -115,7 +116,7 @@ mge_status mge_pass_f16_weights(mge_graph **gp, int *changed, mge_error *err)
         if (!conv[v])
             continue;
         const mge_value *p = &g->values[v];
-        c->values[remap[v]].dtype = MGE_F16;
+        c->values[remap[v]].dtype = dt;
         if ((s = mge_pass_rb_new_value(g, c, p->name, ".f32", MGE_VAL_NODE, MGE_F32, p->ndim, p->dims, &castv[v],
                                        err)))
             goto done;
@@ -188,4 +189,14 @@ done:
     free(remap);
     free(castv);
     return s;
+}
+
+mge_status mge_pass_f16_weights(mge_graph **gp, int *changed, mge_error *err)
+{
+    return half_weights(gp, MGE_F16, changed, err);
+}
+
+mge_status mge_pass_bf16_weights(mge_graph **gp, int *changed, mge_error *err)
+{
+    return half_weights(gp, MGE_BF16, changed, err);
 }

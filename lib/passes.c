@@ -17,10 +17,12 @@
     MGE_PASS(fold_bn, "fold-bn", "fold batchnorm after conv2d/linear into the weights and bias") \
     MGE_PASS(fold_scale, "fold-scale", "fold multiplication/addition by constants into the preceding conv2d/linear") \
     MGE_PASS(f16_weights, "f16-weights", "store float weights as f16, computed in f32") \
+    MGE_PASS(bf16_weights, "bf16-weights", "store float weights as bf16, computed in f32") \
     MGE_PASS(fuse_activation, "fuse-activation", "fuse conv2d/linear with a following residual add and activation into one node") \
     MGE_PASS(fuse_elemwise, "fuse-elemwise", "fuse chains of f32 elementwise ops into one fused_elemwise node (inference graphs)") \
     MGE_PASS(winograd, "winograd", "3x3 stride-1 conv2d/fused_conv2d to Winograd F(4,3)/F(2,3), weights transformed at load") \
-    MGE_PASS(layout, "layout", "run conv regions in the CPU's blocked layout NCHWc, with as few transposes as possible")
+    MGE_PASS(layout, "layout", "run conv regions in the CPU's blocked layout NCHWc, with as few transposes as possible") \
+    MGE_PASS(unfuse, "unfuse", "undo fuse-activation, fuse-elemwise, winograd and layout: plain NCHW ops, every intermediate named")
 
 #define MGE_PASS_DECL(id, name, summary) mge_status mge_pass_##id(mge_graph **g, int *changed, mge_error *err);
 MGE_PASSES(MGE_PASS_DECL)

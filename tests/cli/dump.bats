@@ -52,10 +52,10 @@ assert d["kind"] == "model"
 assert set(d) >= {"inputs", "outputs", "params", "nodes", "flops_total", "batch", "plan", "meta"}, d.keys()
 assert d["inputs"][0] == {"name": "x", "dtype": "f32", "shape": ["N", 1, 8, 8]}, d["inputs"]
 assert [o["name"] for o in d["outputs"]] == ["fc"]
-assert d["params"] == {"count": 365, "bytes": 1460}
+assert d["params"] == {"count": 365, "bytes": 1460, "by_dtype": {"f32": 1460}}, d["params"]
 assert abs(sum(n["flops"] for n in d["nodes"]) - d["flops_total"]) < 1e-6
 n = d["nodes"][0]
-assert set(n) == {"name", "op", "inputs", "outputs", "shape", "flops"}, n
+assert set(n) == {"name", "op", "inputs", "outputs", "shape", "flops"}, n  # int8 nodes add scale, zero
 assert n["op"] == "conv2d" and n["inputs"][0] == "x" and n["shape"] == [1, 4, 8, 8]
 p = d["plan"]
 assert p["lower_bound"] <= p["arena_bytes"] <= p["no_reuse_bytes"], p
@@ -180,7 +180,7 @@ print("ok")' "$T/t.json"
     run --separate-stderr "$MGE_DUMP" --json "$SAMPLES/lenet.mgt"
     assert_success
     # conv1 320 + conv2 18496 + fc1 401536 + fc2 1290, bn1 4*32+1 + bn2 4*64+1 (num_batches_tracked is i64)
-    [[ "$output" == *'"params":{"count":422028,"bytes":1688120}'* ]]
+    [[ "$output" == *'"params":{"count":422028,"bytes":1688120,"by_dtype":{"f32":1688104,"i64":16}}'* ]]
 }
 
 @test "mge-dump -o writes atomically and text may go to a terminal" {

@@ -10,7 +10,7 @@ setup() {
 
 @test "man pages render without groff warnings" {
     command -v groff > /dev/null || skip "groff not installed"
-    for tool in mge-run mge-dump mge-opt mge-train mge-bench mge-prof; do
+    for tool in mge-run mge-dump mge-opt mge-train mge-bench mge-prof mge-quant; do
         run groff -man -ww -z "$MAN1/$tool.1"
         assert_success
         assert_output ""
@@ -18,7 +18,7 @@ setup() {
 }
 
 @test "every option in --help is documented in the man page" {
-    for tool in mge-run mge-dump mge-opt mge-train mge-bench mge-prof; do
+    for tool in mge-run mge-dump mge-opt mge-train mge-bench mge-prof mge-quant; do
         page="$MAN1/$tool.1"
         [ -f "$page" ]
         opts=$("$MGE_BIN/$tool" --help | grep -oE -- '--[a-z][a-z-]*' | sort -u)

@@ -1052,10 +1052,16 @@ static void test_backends(void)
     const mge_backend *ref = mge_backend_ref(), *cpu = mge_backend_cpu();
     CHECK(ref && cpu && strcmp(ref->name, "ref") == 0 && strcmp(cpu->name, "cpu") == 0);
     CHECK(mge_backend_get("ref") == ref && mge_backend_get("cpu") == cpu && mge_backend_get("tpu") == NULL);
-    for (int op = 0; op < MGE_NOPS; op++)
-        CHECK_MSG(mge_backend_kernel(ref, op, MGE_F32) != NULL, "no f32 ref kernel for %s", mge_op_info(op)->name);
-    for (int op = 0; op < MGE_NOPS; op++)
-        CHECK(mge_backend_kernel(cpu, op, MGE_F32) != NULL);
+    /* the int8 ops that read qs8 have their kernels under qs8 */
+    for (int op = 0; op < MGE_NOPS; op++) {
+        mge_dtype dt = op == MGE_OP_DEQUANTIZE || op == MGE_OP_QCONV2D || op == MGE_OP_QLINEAR || op == MGE_OP_QADD
+                           ? MGE_QS8
+                           : MGE_F32;
+        CHECK_MSG(mge_backend_kernel(ref, op, dt) != NULL, "no %s ref kernel for %s", mge_dtype_name(dt),
+                  mge_op_info(op)->name);
+        CHECK_MSG(mge_backend_kernel(cpu, op, dt) != NULL, "no %s cpu kernel for %s", mge_dtype_name(dt),
+                  mge_op_info(op)->name);
+    }
     /* an empty slot of a backend falls back to ref */
     static mge_backend empty;
     CHECK(mge_backend_kernel(&empty, MGE_OP_RELU, MGE_F32) == &ref->k[MGE_OP_RELU][MGE_F32]);

@@ -1,0 +1,375 @@
+/* cpu_quant.c — quantize, dequantize and qadd (ops.def) vectorized with
+ * AVX-512 and AVX2, bit-exact with lib/quant_math.h:
+ *  - quantize: x * inv in f32 (one rounding, like the scalar product),
+ *    maxps(v, lo) then minps(v, hi) (maxps returns its second operand for
+ *    NaN, so NaN becomes lo as in mge_q_quantize), cvtps2dq rounds to
+ *    nearest even like rintf under the default rounding mode, + zero.
+ *  - dequantize: (q - zero) converted exactly to f32, one multiply.
+ *  - qadd: int32 lanes, (a - za) * ma + (b - zb) * mb (fits, see
+ *    mge_qadd_make), the rounding shift, + y_zero, clamp.
+ * Tails and the portable level use the scalar formulas themselves. Split
+ * over the pool in ranges of elements.
+ * Also maxpool2d and global_avgpool on qs8 (the ref ones are generic
+ * loops); avgpool2d on qs8 stays with the ref kernel. */
+#include "cpu.h"
+
+#include "quant_math.h"
+
+#include <string.h>
+
+#if CPU_X86 && defined(__GNUC__)
+#define QU_X86 1
+#include <immintrin.h>
+#if defined(__clang__)
+#define QU_512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+#define QU_AVX2 __attribute__((target("avx2,fma")))
+#else
+#define QU_512 __attribute__((target("avx512f,avx512bw,avx512vl"), optimize("O3")))
+#define QU_AVX2 __attribute__((target("avx2,fma"), optimize("O3")))
+#endif
+#else
+#define QU_X86 0
+#endif
+
+/* which vector width: 2 AVX-512, 1 AVX2, 0 scalar */
+static int qu_level(void)
+{
+#if QU_X86
+    int l = mge_cpu_isa();
+    return l >= MGE_ISA_AVX512 ? 2 : l >= MGE_ISA_AVX2 ? 1 : 0;
+#else
+    return 0;
+#endif
+}
+
+typedef struct qu_job {
+    const void *a, *b;
+    void *y;
+    float s;            /* quantize: inv; dequantize: scale */
+    int32_t zero;
+    mge_qadd qa;
+    int32_t za, zb, yz, lo, hi;
+    int level;
+} qu_job;
+
+/* ---------------------------------------------------------------- quantize */
+
+#if QU_X86
+static QU_512 int64_t quantize_512(const float *x, int8_t *y, int64_t n, float inv, int32_t zero)
+{
+    __m512 vi = _mm512_set1_ps(inv), lo = _mm512_set1_ps((float)(-128 - zero));
+    __m512 hi = _mm512_set1_ps((float)(127 - zero));
+    __m512i z = _mm512_set1_epi32(zero);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + i), vi);
+        v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+        __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(v), z);
+        _mm_storeu_si128((__m128i *)(y + i), _mm512_cvtepi32_epi8(q));
+    }
+    return i;
+}
+
+/* 8 int32 lanes in [-128, 127] to 8 bytes (packs work per 128-bit lane) */
+static QU_AVX2 inline __m128i narrow8(__m256i t)
+{
+    __m256i p = _mm256_permute4x64_epi64(_mm256_packs_epi32(t, t), 0x08);
+    return _mm_packs_epi16(_mm256_castsi256_si128(p), _mm256_castsi256_si128(p));
+}
+
+static QU_AVX2 int64_t quantize_avx2(const float *x, int8_t *y, int64_t n, float inv, int32_t zero)
+{
+    __m256 vi = _mm256_set1_ps(inv), lo = _mm256_set1_ps((float)(-128 - zero));
+    __m256 hi = _mm256_set1_ps((float)(127 - zero));
+    __m256i z = _mm256_set1_epi32(zero);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), vi);
+        v = _mm256_min_ps(_mm256_max_ps(v, lo), hi);
+        _mm_storel_epi64((__m128i *)(y + i), narrow8(_mm256_add_epi32(_mm256_cvtps_epi32(v), z)));
+    }
+    return i;
+}
+
+static QU_512 int64_t dequantize_512(const int8_t *q, float *y, int64_t n, float s, int32_t zero)
+{
+    __m512 vs = _mm512_set1_ps(s);
+    __m512i z = _mm512_set1_epi32(zero);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i v = _mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + i))), z);
+        _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_cvtepi32_ps(v), vs));
+    }
+    return i;
+}
+
+static QU_AVX2 int64_t dequantize_avx2(const int8_t *q, float *y, int64_t n, float s, int32_t zero)
+{
+    __m256 vs = _mm256_set1_ps(s);
+    __m256i z = _mm256_set1_epi32(zero);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i v = _mm256_sub_epi32(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q + i))), z);
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_cvtepi32_ps(v), vs));
+    }
+    return i;
+}
+
+static QU_512 int64_t qadd_512(const int8_t *a, const int8_t *b, int8_t *y, int64_t n, const qu_job *j)
+{
+    __m512i za = _mm512_set1_epi32(j->za), zb = _mm512_set1_epi32(j->zb), ma = _mm512_set1_epi32(j->qa.ma),
+            mb = _mm512_set1_epi32(j->qa.mb), yz = _mm512_set1_epi32(j->yz), lo = _mm512_set1_epi32(j->lo),
+            hi = _mm512_set1_epi32(j->hi), one = _mm512_set1_epi32(1);
+    int s = j->qa.shift;
+    __m128i sa = _mm_cvtsi32_si128(s), sb = _mm_cvtsi32_si128(s ? s - 1 : 0);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i va = _mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(a + i))), za);
+        __m512i vb = _mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + i))), zb);
+        __m512i t = _mm512_add_epi32(_mm512_mullo_epi32(va, ma), _mm512_mullo_epi32(vb, mb));
+        if (s)
+            t = _mm512_add_epi32(_mm512_sra_epi32(t, sa), _mm512_and_si512(_mm512_sra_epi32(t, sb), one));
+        t = _mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(t, yz), lo), hi);
+        _mm_storeu_si128((__m128i *)(y + i), _mm512_cvtepi32_epi8(t));
+    }
+    return i;
+}
+
+static QU_AVX2 int64_t qadd_avx2(const int8_t *a, const int8_t *b, int8_t *y, int64_t n, const qu_job *j)
+{
+    __m256i za = _mm256_set1_epi32(j->za), zb = _mm256_set1_epi32(j->zb), ma = _mm256_set1_epi32(j->qa.ma),
+            mb = _mm256_set1_epi32(j->qa.mb), yz = _mm256_set1_epi32(j->yz), lo = _mm256_set1_epi32(j->lo),
+            hi = _mm256_set1_epi32(j->hi), one = _mm256_set1_epi32(1);
+    int s = j->qa.shift;
+    __m128i sa = _mm_cvtsi32_si128(s), sb = _mm_cvtsi32_si128(s ? s - 1 : 0);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i va = _mm256_sub_epi32(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(a + i))), za);
+        __m256i vb = _mm256_sub_epi32(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b + i))), zb);
+        __m256i t = _mm256_add_epi32(_mm256_mullo_epi32(va, ma), _mm256_mullo_epi32(vb, mb));
+        if (s)
+            t = _mm256_add_epi32(_mm256_sra_epi32(t, sa), _mm256_and_si256(_mm256_sra_epi32(t, sb), one));
+        t = _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(t, yz), lo), hi);
+        _mm_storel_epi64((__m128i *)(y + i), narrow8(t));
+    }
+    return i;
+}
+#endif
+
+static void quantize_range(void *arg, int64_t b, int64_t e, int thread)
+{
+    const qu_job *j = arg;
+    const float *x = (const float *)j->a + b;
+    int8_t *y = (int8_t *)j->y + b;
+    int64_t n = e - b, i = 0;
+#if QU_X86
+    if (j->level == 2)
+        i = quantize_512(x, y, n, j->s, j->zero);
+    else if (j->level == 1)
+        i = quantize_avx2(x, y, n, j->s, j->zero);
+#endif
+    for (; i < n; i++)
+        y[i] = mge_q_quantize(x[i], j->s, j->zero);
+}
+
+static void dequantize_range(void *arg, int64_t b, int64_t e, int thread)
+{
+    const qu_job *j = arg;
+    const int8_t *q = (const int8_t *)j->a + b;
+    float *y = (float *)j->y + b;
+    int64_t n = e - b, i = 0;
+#if QU_X86
+    if (j->level == 2)
+        i = dequantize_512(q, y, n, j->s, j->zero);
+    else if (j->level == 1)
+        i = dequantize_avx2(q, y, n, j->s, j->zero);
+#endif
+    for (; i < n; i++)
+        y[i] = mge_q_dequantize(q[i], j->s, j->zero);
+}
+
+static void qadd_range(void *arg, int64_t b, int64_t e, int thread)
+{
+    const qu_job *j = arg;
+    const int8_t *pa = (const int8_t *)j->a + b, *pb = (const int8_t *)j->b + b;
+    int8_t *y = (int8_t *)j->y + b;
+    int64_t n = e - b, i = 0;
+#if QU_X86
+    if (j->level == 2)
+        i = qadd_512(pa, pb, y, n, j);
+    else if (j->level == 1)
+        i = qadd_avx2(pa, pb, y, n, j);
+#endif
+    for (; i < n; i++)
+        y[i] = (int8_t)mge_q_clamp(mge_qadd_apply(pa[i] - j->za, pb[i] - j->zb, &j->qa) + j->yz, j->lo, j->hi);
+}
+
+static mge_status cpu_quantize(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                               mge_error *err)
+{
+    qu_job j = {in[0]->data, NULL, out[0]->data, 0, 0, {0, 0, 0}, 0, 0, 0, 0, 0, qu_level()};
+    float scale = (float)mge_node_float(n, MGE_KEY_scale, 1);
+    j.zero = (int32_t)mge_node_int(n, MGE_KEY_zero, 0);
+    j.s = n->op == MGE_OP_QUANTIZE ? 1.0f / scale : scale;
+    cpu_parallel(ctx, mge_tensor_numel(in[0]), CPU_GRAIN, n->op == MGE_OP_QUANTIZE ? quantize_range : dequantize_range,
+                 &j);
+    return MGE_OK;
+}
+
+static mge_status cpu_qadd(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                           mge_error *err)
+{
+    qu_job j = {in[0]->data, in[1]->data, out[0]->data, 0, 0, {0, 0, 0}, 0, 0, 0, 0, 0, qu_level()};
+    double xs = mge_node_float(n, MGE_KEY_x_scale, 1), x2s = mge_node_float(n, MGE_KEY_x2_scale, 1),
+           ys = mge_node_float(n, MGE_KEY_y_scale, 1);
+    if (!mge_qadd_make(xs / ys, x2s / ys, &j.qa))
+        return cpu_fallback(ctx, n, in, out, err);   /* the ref kernel says what is wrong */
+    j.za = (int32_t)mge_node_int(n, MGE_KEY_x_zero, 0);
+    j.zb = (int32_t)mge_node_int(n, MGE_KEY_x2_zero, 0);
+    j.yz = (int32_t)mge_node_int(n, MGE_KEY_y_zero, 0);
+    mge_q_act_bounds(mge_node_int(n, MGE_KEY_act, -1), ys, j.yz, &j.lo, &j.hi);
+    cpu_parallel(ctx, mge_tensor_numel(in[0]), CPU_GRAIN, qadd_range, &j);
+    return MGE_OK;
+}
+
+/* ---------------------------------------------------------------- pooling on qs8 */
+
+/* maxpool2d: per plane, x padded with -128 (the ref's empty-window value
+ * and below every input, so padding never wins) and split into sw column
+ * phases (phase p holds padded columns p, p + sw, ...), so every tap of an
+ * output row is a contiguous run and the max loop vectorizes for any
+ * stride. */
+typedef struct mp_job {
+    cpu_pool_geom g;
+    const int8_t *x;
+    int8_t *y;
+    char *ws;
+    size_t per;
+    int64_t Wq;
+} mp_job;
+
+CPU_MULTI(mp_max_row, (int8_t *restrict m, const int8_t *restrict r, int64_t n), (m, r, n), {
+    for (int64_t i = 0; i < n; i++)
+        m[i] = r[i] > m[i] ? r[i] : m[i];
+})
+
+static void mp_planes(void *arg, int64_t p0, int64_t p1, int thread)
+{
+    const mp_job *j = arg;
+    const cpu_pool_geom *g = &j->g;
+    int8_t *ph = (int8_t *)(j->ws + (size_t)thread * j->per);
+    int64_t sw = g->sw, Wq = j->Wq;
+    for (int64_t pl = p0; pl < p1; pl++) {
+        const int8_t *x = j->x + pl * g->H * g->W;
+        for (int64_t p = 0; p < sw; p++)
+            for (int64_t i = 0; i < g->Hp; i++) {
+                int8_t *d = ph + (p * g->Hp + i) * Wq;
+                int64_t iy = i - g->ph;
+                memset(d, -128, (size_t)Wq);
+                if (iy < 0 || iy >= g->H)
+                    continue;
+                const int8_t *xr = x + iy * g->W;
+                int64_t lo, hi;
+                cpu_valid_range(Wq, g->W, sw, g->pw, p, &lo, &hi);
+                if (sw == 1)
+                    memcpy(d + lo, xr + lo - g->pw, (size_t)(hi - lo));
+                else
+                    for (int64_t q = lo; q < hi; q++)
+                        d[q] = xr[q * sw + p - g->pw];
+            }
+        int8_t *y = j->y + pl * g->OH * g->OW;
+        for (int64_t oy = 0; oy < g->OH; oy++) {
+            int8_t *yr = y + oy * g->OW;
+            memset(yr, -128, (size_t)g->OW);
+            for (int64_t ky = 0; ky < g->kh; ky++)
+                for (int64_t kx = 0; kx < g->kw; kx++) {
+                    int64_t cx = kx * g->dw;
+                    mp_max_row(yr, ph + ((cx % sw) * g->Hp + oy * g->sh + ky * g->dh) * Wq + cx / sw, g->OW);
+                }
+        }
+    }
+}
+
+static size_t mp_per(const cpu_pool_geom *g, int64_t *Wq)
+{
+    *Wq = (g->Wp + g->sw - 1) / g->sw;
+    return ((size_t)(g->sw * g->Hp * *Wq) + 63 + 64) & ~(size_t)63;
+}
+
+static size_t maxpool_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int threads)
+{
+    if (in[0]->ndim != 4 || out[0]->ndim != 4)
+        return cpu_ref_ws(n, in, out, threads);
+    cpu_pool_geom g;
+    int64_t Wq;
+    cpu_pool_geometry(n, in[0], out[0], 1, &g);
+    return mp_per(&g, &Wq) * (size_t)(threads > 0 ? threads : 1);
+}
+
+static mge_status cpu_maxpool_qs8(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
+                                  mge_tensor *const *out, mge_error *err)
+{
+    if (in[0]->ndim != 4 || out[0]->ndim != 4 || out[0]->dtype != MGE_QS8 || out[0]->dims[0] != in[0]->dims[0] ||
+        out[0]->dims[1] != in[0]->dims[1])
+        return cpu_fallback(ctx, n, in, out, err);
+    mp_job j;
+    cpu_pool_geometry(n, in[0], out[0], 1, &j.g);
+    if (j.g.OH <= 0 || j.g.OW <= 0 || j.g.H <= 0 || j.g.W <= 0 || j.g.sh < 1 || j.g.sw < 1)
+        return cpu_fallback(ctx, n, in, out, err);
+    int threads = ctx->pool ? mge_pool_size(ctx->pool) : 1;
+    j.per = mp_per(&j.g, &j.Wq);
+    if (!ctx->ws || ctx->ws_size < j.per * (size_t)threads)
+        return mge_error_set(err, MGE_ERR_INVALID, "maxpool2d: scratch of %zu bytes, need %zu", ctx->ws_size,
+                             j.per * (size_t)threads);
+    j.x = in[0]->data, j.y = out[0]->data, j.ws = ctx->ws;
+    int64_t planes = in[0]->dims[0] * in[0]->dims[1];
+    cpu_parallel(ctx, planes, CPU_GRAIN / (j.g.H * j.g.W + 1) + 1, mp_planes, &j);
+    return MGE_OK;
+}
+
+/* global_avgpool: the plane's int32 sum, mge_q_div_round */
+typedef struct gap_job {
+    const int8_t *x;
+    int8_t *y;
+    int64_t S;
+} gap_job;
+
+CPU_MULTI(gap_sum, (const int8_t *restrict x, int64_t n, int32_t *sum), (x, n, sum), {
+    int32_t t = 0;
+    for (int64_t i = 0; i < n; i++)
+        t += x[i];
+    *sum = t;
+})
+
+static void gap_planes(void *arg, int64_t p0, int64_t p1, int thread)
+{
+    const gap_job *j = arg;
+    for (int64_t pl = p0; pl < p1; pl++) {
+        int32_t sum;
+        gap_sum(j->x + pl * j->S, j->S, &sum);
+        j->y[pl] = (int8_t)mge_q_div_round(sum, (int32_t)j->S);
+    }
+}
+
+static mge_status cpu_global_avgpool_qs8(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
+                                         mge_tensor *const *out, mge_error *err)
+{
+    const mge_tensor *x = in[0];
+    /* the ref kernel checks shapes and refuses planes of 2^24 or more */
+    if (x->ndim != 4 || out[0]->dtype != MGE_QS8 || x->dims[2] * x->dims[3] <= 0 ||
+        x->dims[2] * x->dims[3] >= (1LL << 24) || mge_tensor_numel(out[0]) != x->dims[0] * x->dims[1])
+        return cpu_fallback(ctx, n, in, out, err);
+    gap_job j = {x->data, out[0]->data, x->dims[2] * x->dims[3]};
+    cpu_parallel(ctx, x->dims[0] * x->dims[1], CPU_GRAIN / j.S + 1, gap_planes, &j);
+    return MGE_OK;
+}
+
+void mge_cpu_register_quant(mge_backend *b)
+{
+    mge_cpu_isa();   /* decided once, before any kernel runs on pool threads */
+    b->k[MGE_OP_QUANTIZE][MGE_F32] = (mge_kernel){cpu_quantize, NULL};
+    b->k[MGE_OP_DEQUANTIZE][MGE_QS8] = (mge_kernel){cpu_quantize, NULL};
+    b->k[MGE_OP_QADD][MGE_QS8] = (mge_kernel){cpu_qadd, NULL};
+    b->k[MGE_OP_MAXPOOL2D][MGE_QS8] = (mge_kernel){cpu_maxpool_qs8, maxpool_ws};
+    b->k[MGE_OP_GLOBAL_AVGPOOL][MGE_QS8] = (mge_kernel){cpu_global_avgpool_qs8, NULL};
+}
