@@ -449,12 +449,57 @@ CPU_MULTI(qg_scan, (const int8_t *restrict w, int64_t n, int *found), (w, n, fou
     *found = f;
 })
 
-CPU_MULTI(qg_rowsum, (const int8_t *restrict w, int64_t n, int32_t *sum), (w, n, sum), {
+#if QG_X86
+/* sum of w[0..n): vpdpbusd with u8 ones, 64 bytes an instruction */
+static QG_512 int32_t rowsum_512(const int8_t *w, int64_t n)
+{
+    __m512i acc = _mm512_setzero_si512(), ones = _mm512_set1_epi8(1);
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64)
+        acc = _mm512_dpbusd_epi32(acc, ones, _mm512_loadu_si512(w + i));
+    int32_t t = _mm512_reduce_add_epi32(acc);
+    for (; i < n; i++)
+        t += w[i];
+    return t;
+}
+
+/* vpmaddubsw with u8 ones (pairs in int16, |pair| <= 256), vpmaddwd to int32 */
+static QG_AVX2 int32_t rowsum_avx2(const int8_t *w, int64_t n)
+{
+    __m256i acc = _mm256_setzero_si256(), ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        acc = _mm256_add_epi32(
+            acc, _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, _mm256_loadu_si256((const __m256i *)(w + i))), ones16));
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
+    int32_t t = _mm_cvtsi128_si32(h);
+    for (; i < n; i++)
+        t += w[i];
+    return t;
+}
+#endif
+
+/* the sum of a weight row (int32: exact below 2^24 taps) */
+static void qg_rowsum(const int8_t *w, int64_t n, int32_t *sum)
+{
+#if QG_X86
+    int l = mge_cpu_int8();
+    if (l >= MGE_INT8_AVX512VNNI) {
+        *sum = rowsum_512(w, n);
+        return;
+    }
+    if (l >= MGE_INT8_AVX2) {
+        *sum = rowsum_avx2(w, n);
+        return;
+    }
+#endif
     int32_t t = 0;
     for (int64_t i = 0; i < n; i++)
         t += w[i];
     *sum = t;
-})
+}
 
 typedef struct qg_pack_job {
     qg_prep *p;
