@@ -365,4 +365,8 @@ mge_status mge_pass_fold_into(mge_graph *g, int layer, const double *scale, cons
  * agree with their inputs' writers (mge_graph_validate calls it). */
 mge_status mge_quant_check(const mge_graph *g, mge_error *err);
 
+/* pass_layout.c: elementwise ops that map zero to zero, which the layout
+ * pass lets run on blocked tensors (and unfuse takes back). */
+int mge_layout_zero_op(int64_t op);
+
 #endif

@@ -96,7 +96,9 @@ static int conv_ok(const mge_graph *g, const mge_node *n, int64_t c)
     return 1;
 }
 
-static int unary_zero(int64_t op)
+/* An elementwise op that maps zero to zero (so padded lanes stay zero):
+ * what may run on blocked tensors. pass_unfuse.c undoes exactly these. */
+int mge_layout_zero_op(int64_t op)
 {
     switch (op) {
     case MGE_OP_RELU:
@@ -107,14 +109,14 @@ static int unary_zero(int64_t op)
     case MGE_OP_SILU:
     case MGE_OP_HSWISH:
     case MGE_OP_NEG:
-    case MGE_OP_ABS: return 1;
+    case MGE_OP_ABS:
+    case MGE_OP_ADD:
+    case MGE_OP_SUB:
+    case MGE_OP_MUL:
+    case MGE_OP_MAXIMUM:
+    case MGE_OP_MINIMUM: return 1;
     }
     return 0;
-}
-
-static int binary_zero(int64_t op)
-{
-    return op == MGE_OP_ADD || op == MGE_OP_SUB || op == MGE_OP_MUL || op == MGE_OP_MAXIMUM || op == MGE_OP_MINIMUM;
 }
 
 /* An elementwise node that maps zero lanes to zero, all operands of the
@@ -128,9 +130,9 @@ static int elem_ok(const mge_graph *g, const mge_node *n)
         if (!ops)
             return 0;
         for (int k = 0; k < ops->n; k++)
-            if (!unary_zero(ops->i[k]) && !binary_zero(ops->i[k]))
+            if (!mge_layout_zero_op(ops->i[k]))
                 return 0;
-    } else if (!unary_zero(n->op) && !binary_zero(n->op)) {
+    } else if (!mge_layout_zero_op(n->op)) {
         return 0;
     }
     const mge_value *y = &g->values[n->out[0]];

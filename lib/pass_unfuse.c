@@ -63,24 +63,7 @@ static int target_op(int op)
 /* The ops layout lets run on blocked tensors (zero lanes stay zero). */
 static int blocked_elem_op(int64_t op)
 {
-    switch (op) {
-    case MGE_OP_RELU:
-    case MGE_OP_RELU6:
-    case MGE_OP_LEAKY_RELU:
-    case MGE_OP_TANH:
-    case MGE_OP_GELU:
-    case MGE_OP_SILU:
-    case MGE_OP_HSWISH:
-    case MGE_OP_NEG:
-    case MGE_OP_ABS:
-    case MGE_OP_ADD:
-    case MGE_OP_SUB:
-    case MGE_OP_MUL:
-    case MGE_OP_MAXIMUM:
-    case MGE_OP_MINIMUM:
-    case MGE_OP_FUSED_ELEMWISE: return 1;
-    }
-    return 0;
+    return op == MGE_OP_FUSED_ELEMWISE || mge_layout_zero_op(op);
 }
 
 static const char *node_name(const mge_graph *g, const mge_node *n)

@@ -230,4 +230,12 @@ static inline size_t cpu_ref_ws(const mge_node *n, mge_tensor *const *in, mge_te
 /* Elements per task below which a pass over memory is not worth splitting. */
 #define CPU_GRAIN 16384
 
+/* cpu_sgemm.c: mge's own sgemm. C[M,N] = alpha * op(A) op(B) + beta * C,
+ * row-major, lda/ldb/ldc in elements, op(X) = X^T when transX. Runs on
+ * ctx's pool (ctx or its pool may be NULL: serial); bit-identical at any
+ * thread count. beta = 0 never reads C. Picks its AVX-512, AVX2 or
+ * portable micro-kernel by mge_cpu_isa(). */
+void mge_sgemm(const mge_kctx *ctx, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+               const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
 #endif

@@ -337,15 +337,18 @@ static QG_512 void ukr_512(const uint8_t *xp, int64_t xs, const int8_t *wp, int6
 
 /* n columns from 4 source rows (column i is s[t][i]) as quads at d
  * (4 bytes per column, one per row), flipped to u8 when flip. Writes whole
- * runs of 16 columns: up to 15 columns past n get junk, which the next run
- * overwrites or nothing reads (d has room). Reads up to 15 bytes past a
- * row's n when that stays below lim (NULL: always; the padded planes have
- * the room), else copies the last bytes. */
+ * runs of 16 (the last one 8 when it can): up to 15 columns past n get
+ * junk, which the next run overwrites or nothing reads (d has room). Reads
+ * up to 15 bytes past a row's n when that stays below lim (NULL: always;
+ * the padded planes have the room), else copies the last bytes. */
 static void interleave_row(const int8_t *const *s, int64_t n, uint8_t *d, int flip, const int8_t *lim)
 {
 #if QG_X86
     const __m128i f = _mm_set1_epi8(flip ? (char)0x80 : 0);
-    for (int64_t i = 0; i < n; i += 16, d += 64) {
+    int64_t i = 0;
+    for (; i < n; i += 16, d += 64) {
+        if (n - i <= 8)
+            break;   /* short rows (small images): 8 at a time below */
         __m128i v0, v1, v2, v3;
         /* as integers: the zero row is another object than x */
         uintptr_t e = (uintptr_t)lim - 16 - (uintptr_t)i;
@@ -371,6 +374,29 @@ static void interleave_row(const int8_t *const *s, int64_t n, uint8_t *d, int fl
         _mm_storeu_si128((__m128i *)(d + 16), _mm_unpackhi_epi16(ab0, dg0));
         _mm_storeu_si128((__m128i *)(d + 32), _mm_unpacklo_epi16(ab1, dg1));
         _mm_storeu_si128((__m128i *)(d + 48), _mm_unpackhi_epi16(ab1, dg1));
+    }
+    if (i < n) {   /* the last 1..8 columns, 8 bytes a row */
+        uintptr_t e = (uintptr_t)lim - 8 - (uintptr_t)i;
+        __m128i v0, v1, v2, v3;
+        if (!lim || i + 8 <= n ||
+            ((uintptr_t)s[0] <= e && (uintptr_t)s[1] <= e && (uintptr_t)s[2] <= e && (uintptr_t)s[3] <= e)) {
+            v0 = _mm_loadl_epi64((const __m128i *)(s[0] + i));
+            v1 = _mm_loadl_epi64((const __m128i *)(s[1] + i));
+            v2 = _mm_loadl_epi64((const __m128i *)(s[2] + i));
+            v3 = _mm_loadl_epi64((const __m128i *)(s[3] + i));
+        } else {
+            int8_t b[4][8] = {{0}};
+            for (int t = 0; t < 4; t++)
+                memcpy(b[t], s[t] + i, (size_t)(n - i));
+            v0 = _mm_loadl_epi64((const __m128i *)b[0]);
+            v1 = _mm_loadl_epi64((const __m128i *)b[1]);
+            v2 = _mm_loadl_epi64((const __m128i *)b[2]);
+            v3 = _mm_loadl_epi64((const __m128i *)b[3]);
+        }
+        v0 = _mm_xor_si128(v0, f), v1 = _mm_xor_si128(v1, f), v2 = _mm_xor_si128(v2, f), v3 = _mm_xor_si128(v3, f);
+        __m128i ab = _mm_unpacklo_epi8(v0, v1), dg = _mm_unpacklo_epi8(v2, v3);
+        _mm_storeu_si128((__m128i *)d, _mm_unpacklo_epi16(ab, dg));
+        _mm_storeu_si128((__m128i *)(d + 16), _mm_unpackhi_epi16(ab, dg));
     }
 #else
     (void)lim;
@@ -1155,13 +1181,18 @@ static mge_status cpu_qconv2d(const mge_kctx *ctx, const mge_node *n, mge_tensor
             cpu_parallel(ctx, c.C, (65536 + Hp * Wq * c.sw) / (Hp * Wq * c.sw + 1), src_channels, &sj);
             j.src = (qg_src){(const int8_t *)sh, c.sw * Hp * Wq, Hp * Wq, Hp, Wq};
         }
-        if (img == 0)
-            for (int64_t k = 0; k < p.Kq * 4; k++) {
-                int64_t r = k % c.ksz, cx = (r % c.kw) * c.dw;
-                j.koff[k] = k >= c.K ? -1
-                                     : (k / c.ksz) * j.src.cstride + (cx % c.sw) * j.src.pstride +
-                                           (r / c.kw) * c.dh * j.src.Wq + cx / c.sw;
+        if (img == 0) {   /* tap k = (channel, ky, kx) of the group: its start (no divisions per k) */
+            int64_t k = 0;
+            for (int64_t kx = 0; kx < c.kw; kx++) {   /* the first channel's taps, column part */
+                int64_t cx = kx * c.dw;
+                for (int64_t ky = 0; ky < c.kh; ky++)
+                    j.koff[ky * c.kw + kx] = (cx % c.sw) * j.src.pstride + ky * c.dh * j.src.Wq + cx / c.sw;
             }
+            for (k = c.ksz; k < c.K; k++)
+                j.koff[k] = j.koff[k - c.ksz] + j.src.cstride;
+            for (; k < p.Kq * 4; k++)
+                j.koff[k] = -1;
+        }
         j.y = (int8_t *)out[0]->data + img * c.O * c.P;
         if (j.xsh)
             cpu_parallel(ctx, blocks, 1, qconv_pack_shared, &j);

@@ -1,6 +1,7 @@
 """PyTorch twins of samples/nets/lenet.mgt and mlp.mgt: attribute names are
-the .mgt node names, so state_dict keys are mge's parameter names. Shared by
-the oracle tests and scripts/bench-train."""
+the .mgt node names, so state_dict keys are mge's parameter names; and
+randomize_bn for the torchvision nets. Shared by the oracle tests and
+scripts/bench-train."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -69,3 +70,14 @@ loss  = cross_entropy(fc2, label)
 output fc2
 minimize loss
 """
+
+
+def randomize_bn(model, gen):
+    """Running stats away from 0/1 so a wrong BatchNorm would show."""
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            c = m.num_features
+            m.running_mean.copy_(torch.randn(c, generator=gen) * 0.1)
+            m.running_var.copy_(torch.rand(c, generator=gen) * 0.5 + 0.75)
+            m.weight.data.copy_(torch.rand(c, generator=gen) * 0.5 + 0.75)
+            m.bias.data.copy_(torch.randn(c, generator=gen) * 0.1)

@@ -9,23 +9,10 @@ from common import ROOT, need_torch, npy_stream, read_stream, rel_err, run, tmpd
 
 need_torch()
 import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from nets import MLP, LeNet  # noqa: E402
+from nets import MLP, LeNet, randomize_bn  # noqa: E402
 import torchvision  # noqa: E402
 
 torch.set_num_threads(2)
-
-
-def randomize_bn(model, gen):
-    """Running stats away from 0/1 so a wrong BatchNorm would show."""
-    for m in model.modules():
-        if isinstance(m, nn.BatchNorm2d):
-            c = m.num_features
-            m.running_mean.copy_(torch.randn(c, generator=gen) * 0.1)
-            m.running_var.copy_(torch.rand(c, generator=gen) * 0.5 + 0.75)
-            m.weight.data.copy_(torch.rand(c, generator=gen) * 0.5 + 0.75)
-            m.bias.data.copy_(torch.randn(c, generator=gen) * 0.1)
 
 
 def check_net(name, model, shape, batches=(1, 3), opt=()):

@@ -20,8 +20,8 @@ from common import ROOT, Skip, need_torch, npy_stream, read_stream, run, tmpdir,
 
 need_torch()
 import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
 import torchvision  # noqa: E402
+from nets import randomize_bn  # noqa: E402
 
 torch.set_num_threads(2)
 
@@ -29,17 +29,6 @@ CALIB_IMAGES = 16      # 224x224 random-normal calibration images
 EVAL_BATCH = 3         # new random-normal images the outputs are compared on
 MIN_COSINE = 0.99
 DATA = os.path.join(ROOT, "samples", "data", "fashion-mnist")
-
-
-def randomize_bn(model, gen):
-    """Running stats away from 0/1, as test_nets.py does."""
-    for m in model.modules():
-        if isinstance(m, nn.BatchNorm2d):
-            c = m.num_features
-            m.running_mean.copy_(torch.randn(c, generator=gen) * 0.1)
-            m.running_var.copy_(torch.rand(c, generator=gen) * 0.5 + 0.75)
-            m.weight.data.copy_(torch.rand(c, generator=gen) * 0.5 + 0.75)
-            m.bias.data.copy_(torch.randn(c, generator=gen) * 0.1)
 
 
 _NETS = {}

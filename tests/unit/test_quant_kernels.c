@@ -451,6 +451,16 @@ static void bench(const char *level, int vector)
 {
     double ops;
     mge_pool *pools[2] = {NULL, pool2};
+    long long sc[6];   /* MGE_QK_SHAPE=C,H,O,k,stride,pad: that conv alone (k 0: qlinear) */
+    const char *shape = getenv("MGE_QK_SHAPE");
+    if (shape && sscanf(shape, "%lld,%lld,%lld,%lld,%lld,%lld", &sc[0], &sc[1], &sc[2], &sc[3], &sc[4], &sc[5]) == 6) {
+        for (int p = 0; p < 2; p++) {
+            double t = bench_one(sc[0], sc[1], sc[2], sc[3], sc[4], sc[5], 1, pools[p], 0.3, &ops);
+            printf("  %s (%s, %d thread%s): %.3f ms, %.1f GOP/s\n", shape, level, p + 1, p ? "s" : "", t * 1e3,
+                   ops / t * 1e-9);
+        }
+        return;
+    }
     for (int p = 0; p < 2; p++) {
         double t = bench_one(64, 56, 64, 3, 1, 1, 1, pools[p], 0.15, &ops);
         printf("  qconv2d 64x56x56 3x3 (%s, %d thread%s): %.3f ms, %.1f GOP/s\n", level, p + 1, p ? "s" : "",

@@ -1,0 +1,353 @@
+/* test_sgemm.c — mge_sgemm (kernels/cpu/cpu_sgemm.c) against a double
+ * precision naive GEMM: odd sizes, every transA/transB, alpha/beta (beta = 0
+ * over NaN garbage), padded leading dimensions (the padding must stay
+ * untouched), and bit-identical results on 1, 2 and 3 threads. The ISA is
+ * picked once per process, so main() runs the checks again in a child per
+ * level: MGE_CPU_ISA=baseline, avx2, and the CPU's own.
+ *
+ * `test_sgemm --bench [sizes...]` instead measures GFLOP/s of mge_sgemm and
+ * OpenBLAS's cblas_sgemm on 1 and 2 threads, and the CPU's peak by a loop of
+ * independent FMAs (scripts/bench-gemm). */
+#include "unit.h"
+
+#include "cpu/cpu.h"
+#include "internal.h"
+
+#include <cblas.h>
+#include <stdint.h>
+#include <time.h>
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static float frand(void)
+{
+    rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
+    return (float)((double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static float *rand_buf(size_t n)
+{
+    float *p = malloc(n * sizeof *p + 1);
+    for (size_t i = 0; i < n; i++)
+        p[i] = frand();
+    return p;
+}
+
+/* op(X)[r][c] of a row-major X with leading dimension ld */
+static double at(const float *X, int64_t ld, int t, int64_t r, int64_t c)
+{
+    return t ? X[c * ld + r] : X[r * ld + c];
+}
+
+/* One call, checked element by element: the result within a bound of the
+ * rounding error of K float products, and C's padding untouched. */
+static int check_one(const mge_kctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, float beta,
+                     int pad, int nan_c)
+{
+    int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+    int64_t lda = ac + pad, ldb = bc + pad * 2, ldc = N + pad * 3;
+    float *A = rand_buf((size_t)(ar * lda)), *B = rand_buf((size_t)(br * ldb));
+    float *C = rand_buf((size_t)(M * ldc)), *C0 = malloc(sizeof(float) * (size_t)(M * ldc) + 1);
+    if (nan_c)
+        for (int64_t i = 0; i < M * ldc; i++)
+            C[i] = (i % ldc) < N ? (i % 2 ? NAN : INFINITY) : 7.0f;
+    memcpy(C0, C, sizeof(float) * (size_t)(M * ldc));
+    mge_sgemm(ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    int bad = 0;
+    for (int64_t i = 0; i < M && bad < 3; i++) {
+        for (int64_t j = 0; j < ldc && bad < 3; j++) {
+            float got = C[i * ldc + j];
+            if (j >= N) {
+                if (memcmp(&got, &C0[i * ldc + j], sizeof got) != 0) {
+                    fprintf(stderr, "padding C[%lld][%lld] written\n", (long long)i, (long long)j);
+                    bad++;
+                }
+                continue;
+            }
+            double s = 0, sa = 0;
+            for (int64_t k = 0; k < K; k++) {
+                double p = at(A, lda, ta, i, k) * at(B, ldb, tb, k, j);
+                s += p;
+                sa += fabs(p);
+            }
+            double want = alpha * s + (beta != 0.0f ? beta * (double)C0[i * ldc + j] : 0.0);
+            double tol = 1.2e-7 * ((double)K + 4) * (fabs(alpha) * sa + fabs(beta * C0[i * ldc + j])) + 1e-30;
+            if (!(fabs(got - want) <= tol)) {
+                fprintf(stderr, "ta=%d tb=%d M=%lld N=%lld K=%lld alpha=%g beta=%g: C[%lld][%lld] = %.9g, want %.9g\n",
+                        ta, tb, (long long)M, (long long)N, (long long)K, alpha, beta, (long long)i, (long long)j,
+                        got, want);
+                bad++;
+            }
+        }
+    }
+    free(A), free(B), free(C), free(C0);
+    return bad == 0;
+}
+
+static const int64_t sizes[] = {1, 3, 7, 17, 33, 100, 257};
+#define NS (int)(sizeof sizes / sizeof sizes[0])
+
+/* Every M x N pair from the list at every transpose, K running through the
+ * list too; beta = 0 over NaN/inf garbage on every other shape. */
+static void test_shapes(void)
+{
+    for (int t = 0; t < 4; t++)
+        for (int im = 0; im < NS; im++)
+            for (int in = 0; in < NS; in++) {
+                int64_t K = sizes[(im + 2 * in + t) % NS];
+                int nan_c = (im + in) % 2;
+                CHECK_MSG(check_one(NULL, t & 1, t >> 1, sizes[im], sizes[in], K, 1.0f, nan_c ? 0.0f : 1.0f,
+                                    (im + in) % 3, nan_c),
+                          "t=%d M=%lld N=%lld K=%lld", t, (long long)sizes[im], (long long)sizes[in], (long long)K);
+            }
+}
+
+/* K across the list (and past one K block) with the other sizes fixed. */
+static void test_k(void)
+{
+    static const int64_t ks[] = {1, 3, 7, 17, 33, 100, 257, 300, 700};
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
+        for (int t = 0; t < 4; t++)
+            CHECK(check_one(NULL, t & 1, t >> 1, 33, 45, ks[i], 1.0f, 0.0f, 1, 1));
+}
+
+static void test_alpha_beta(void)
+{
+    static const float ab[][2] = {{1, 0}, {0.5f, -2}, {1, 1}, {-1.25f, 0.75f}, {2, 0}};
+    for (size_t i = 0; i < sizeof ab / sizeof ab[0]; i++)
+        for (int t = 0; t < 4; t++) {
+            CHECK(check_one(NULL, t & 1, t >> 1, 29, 70, 300, ab[i][0], ab[i][1], 2, ab[i][1] == 0));
+            CHECK(check_one(NULL, t & 1, t >> 1, 5, 3, 9, ab[i][0], ab[i][1], 0, ab[i][1] == 0));
+        }
+}
+
+/* K = 0 and alpha = 0: C = beta * C, no NaN from C when beta = 0. */
+static void test_degenerate(void)
+{
+    float A[4] = {NAN, NAN, NAN, NAN}, B[4] = {1, 2, 3, 4};
+    float C[6] = {1, 2, NAN, 3, 4, NAN};
+    mge_sgemm(NULL, 0, 0, 2, 2, 0, 1.0f, A, 1, B, 2, 2.0f, C, 3);
+    CHECK(C[0] == 2 && C[1] == 4 && C[3] == 6 && C[4] == 8 && isnan(C[2]));
+    mge_sgemm(NULL, 0, 0, 2, 2, 2, 0.0f, A, 2, B, 2, 0.5f, C, 3);
+    CHECK(C[0] == 1 && C[1] == 2 && C[3] == 3 && C[4] == 4);
+    C[0] = NAN;
+    mge_sgemm(NULL, 0, 0, 2, 2, 2, 0.0f, A, 2, B, 2, 0.0f, C, 3);
+    CHECK(C[0] == 0 && C[1] == 0 && C[3] == 0 && C[4] == 0 && isnan(C[5]));
+    mge_sgemm(NULL, 0, 0, 0, 2, 2, 1.0f, A, 2, B, 2, 0.0f, NULL, 3);   /* M = 0: touches nothing */
+}
+
+/* The same call on 1, 2 and 3 threads, bit for bit; shapes that split by
+ * columns, by rows, and with edge tiles, and checked against the reference. */
+static void test_threads(void)
+{
+    mge_pool *p2 = mge_pool_create(2), *p3 = mge_pool_create(3);
+    mge_kctx c2 = {.pool = p2, .threads = 2}, c3 = {.pool = p3, .threads = 3};
+    static const int64_t shp[][3] = {{300, 200, 130}, {37, 900, 70}, {500, 20, 300}, {257, 257, 257}, {64, 3136, 33}};
+    for (size_t s = 0; s < sizeof shp / sizeof shp[0]; s++)
+        for (int t = 0; t < 4; t++) {
+            int ta = t & 1, tb = t >> 1;
+            int64_t M = shp[s][0], N = shp[s][1], K = shp[s][2];
+            int64_t lda = (ta ? M : K) + 1, ldb = tb ? K : N, ldc = N + 5;
+            float *A = rand_buf((size_t)((ta ? K : M) * lda)), *B = rand_buf((size_t)((tb ? N : K) * ldb));
+            float *C0 = rand_buf((size_t)(M * ldc));
+            size_t cb = sizeof(float) * (size_t)(M * ldc);
+            float *C1 = malloc(cb), *C2 = malloc(cb), *C3 = malloc(cb);
+            memcpy(C1, C0, cb), memcpy(C2, C0, cb), memcpy(C3, C0, cb);
+            mge_sgemm(NULL, ta, tb, M, N, K, 0.75f, A, lda, B, ldb, 0.5f, C1, ldc);
+            mge_sgemm(&c2, ta, tb, M, N, K, 0.75f, A, lda, B, ldb, 0.5f, C2, ldc);
+            mge_sgemm(&c3, ta, tb, M, N, K, 0.75f, A, lda, B, ldb, 0.5f, C3, ldc);
+            CHECK_MSG(memcmp(C1, C2, cb) == 0 && memcmp(C1, C3, cb) == 0, "%lldx%lldx%lld t=%d", (long long)M,
+                      (long long)N, (long long)K, t);
+            free(A), free(B), free(C0), free(C1), free(C2), free(C3);
+            if (s < 3)
+                CHECK(check_one(t % 2 ? &c2 : &c3, ta, tb, M, N, K, 1.0f, 0.0f, 1, 1));
+        }
+    mge_pool_free(p2);
+    mge_pool_free(p3);
+}
+
+static int child(void)
+{
+    static const char *names[] = {"baseline", "avx2", "avx512"};
+    int l = mge_cpu_isa();
+    printf("test_sgemm: MGE_CPU_ISA=%s -> %s kernels\n", getenv("MGE_CPU_ISA") ? getenv("MGE_CPU_ISA") : "(unset)",
+           l >= 0 && l <= 2 ? names[l] : "?");
+    RUN(test_degenerate);
+    RUN(test_shapes);
+    RUN(test_k);
+    RUN(test_alpha_beta);
+    RUN(test_threads);
+    return unit_done();
+}
+
+/* ---------------------------------------------------------------- benchmark */
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+/* 24 independent FMA chains (more than 2 units x 4 cycles of latency). */
+__attribute__((target("avx512f,fma"))) static float peak_loop512(int64_t iters, float x)
+{
+    __m512 m = _mm512_set1_ps(0.999999f), a = _mm512_set1_ps(1e-7f);
+#define P_D(i) __m512 r##i = _mm512_set1_ps(x + (float)i);
+#define P_S(i) r##i = _mm512_fmadd_ps(r##i, m, a);
+#define P_24(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16) \
+    X(17) X(18) X(19) X(20) X(21) X(22) X(23)
+    P_24(P_D)
+    for (int64_t i = 0; i < iters; i++) {
+        P_24(P_S)
+        __asm__ volatile("" ::: "memory");
+    }
+    __m512 s = _mm512_setzero_ps();
+#define P_A(i) s = _mm512_add_ps(s, r##i);
+    P_24(P_A)
+    return _mm512_reduce_add_ps(s);
+}
+/* one dependent chain: FMA latency (4 cycles on Intel since Skylake) */
+__attribute__((target("avx512f,fma"))) static float lat_loop(int64_t iters, float x)
+{
+    __m512 m = _mm512_set1_ps(0.999999f), a = _mm512_set1_ps(1e-7f), r = _mm512_set1_ps(x);
+    for (int64_t i = 0; i < iters; i++) {
+        r = _mm512_fmadd_ps(r, m, a);
+        __asm__ volatile("" : "+v"(r));
+    }
+    return _mm512_reduce_add_ps(r);
+}
+#endif
+
+static double measure_peak(double *ghz)
+{
+    *ghz = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512f"))
+        return 0;
+    volatile float sink = 0;
+    double best = 0, bl = 1e9;
+    for (int r = 0; r < 5; r++) {
+        int64_t it = 20000000;
+        double t0 = now();
+        sink += peak_loop512(it, 1.0f);
+        double t = now() - t0;
+        double f = (double)it * 24 * 16 * 2 / t;
+        best = f > best ? f : best;
+        t0 = now();
+        sink += lat_loop(it, 1.0f);
+        t = now() - t0;
+        bl = t / (double)it < bl ? t / (double)it : bl;
+    }
+    *ghz = 4.0 / bl / 1e9;
+    (void)sink;
+    return best;
+#else
+    return 0;
+#endif
+}
+
+typedef void (*gemm_fn)(const mge_kctx *ctx, int64_t n, const float *A, const float *B, float *C);
+
+static void run_mge(const mge_kctx *ctx, int64_t n, const float *A, const float *B, float *C)
+{
+    mge_sgemm(ctx, 0, 0, n, n, n, 1.0f, A, n, B, n, 0.0f, C, n);
+}
+
+static void run_blas(const mge_kctx *ctx, int64_t n, const float *A, const float *B, float *C)
+{
+    (void)ctx;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)n, (blasint)n, (blasint)n, 1.0f, A, (blasint)n,
+                B, (blasint)n, 0.0f, C, (blasint)n);
+}
+
+/* best GFLOP/s over runs of at least 0.2 s in all */
+static double gflops(gemm_fn fn, const mge_kctx *ctx, int64_t n, const float *A, const float *B, float *C)
+{
+    double fl = 2.0 * (double)n * (double)n * (double)n, best = 0, total = 0;
+    fn(ctx, n, A, B, C);
+    for (int r = 0; r < 200 && (total < 0.3 || r < 3); r++) {
+        double t0 = now();
+        fn(ctx, n, A, B, C);
+        double t = now() - t0;
+        total += t;
+        best = fl / t > best ? fl / t : best;
+    }
+    return best / 1e9;
+}
+
+static int bench(int argc, char **argv)
+{
+    if (!getenv("OPENBLAS_CORETYPE")) {   /* as the tools do (cmd/cli.c) */
+        const char *core = mge_blas_better_coretype();
+        if (core && setenv("OPENBLAS_CORETYPE", core, 1) == 0)
+            execv("/proc/self/exe", argv);
+    }
+    double ghz, peak = measure_peak(&ghz) / 1e9;
+    static const char *names[] = {"baseline", "avx2", "avx512"};
+    int l = mge_cpu_isa();
+    printf("peak (1 core): %.1f GFLOP/s measured by 24 independent 16-lane FMA chains; FMA latency loop says "
+           "%.2f GHz (x 2 units x 16 lanes x 2 = %.1f)\n",
+           peak, ghz, ghz * 64);
+    printf("mge kernels: %s; OpenBLAS core: %s (OPENBLAS_CORETYPE=%s)\n", l >= 0 && l <= 2 ? names[l] : "?",
+           openblas_get_corename(), getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "");
+    int64_t def[] = {64, 128, 256, 512, 1024, 2048}, list[32];
+    int ns = 0;
+    for (int i = 2; i < argc && ns < 32; i++)
+        list[ns++] = atoll(argv[i]);
+    if (!ns)
+        for (ns = 0; ns < 6; ns++)
+            list[ns] = def[ns];
+    mge_pool *p2 = mge_pool_create(2);
+    mge_kctx c2 = {.pool = p2, .threads = 2};
+    printf("%6s | %9s %9s %6s %6s | %9s %9s %6s %6s   (GFLOP/s, %% of 1 or 2 x peak)\n", "n", "mge-1t", "blas-1t",
+           "%mge", "%blas", "mge-2t", "blas-2t", "%mge", "%blas");
+    for (int s = 0; s < ns; s++) {
+        int64_t n = list[s];
+        float *A = rand_buf((size_t)(n * n)), *B = rand_buf((size_t)(n * n)), *C = rand_buf((size_t)(n * n));
+        openblas_set_num_threads(1);
+        double m1 = gflops(run_mge, NULL, n, A, B, C), b1 = gflops(run_blas, NULL, n, A, B, C);
+        openblas_set_num_threads(2);
+        double m2 = gflops(run_mge, &c2, n, A, B, C), b2 = gflops(run_blas, NULL, n, A, B, C);
+        double pk = peak > 0 ? peak : 1e300;
+        printf("%6lld | %9.1f %9.1f %5.1f%% %5.1f%% | %9.1f %9.1f %5.1f%% %5.1f%%\n", (long long)n, m1, b1,
+               100 * m1 / pk, 100 * b1 / pk, m2, b2, 50 * m2 / pk, 50 * b2 / pk);
+        fflush(stdout);
+        free(A), free(B), free(C);
+    }
+    openblas_set_num_threads(1);
+    mge_pool_free(p2);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--bench") == 0)
+        return bench(argc, argv);
+    if (getenv("MGE_SGEMM_CHILD"))
+        return child();
+    static const char *levels[] = {"baseline", "avx2", NULL};
+    int fail = 0;
+    for (int i = 0; i < 3; i++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+            setenv("MGE_SGEMM_CHILD", "1", 1);
+            if (levels[i])
+                setenv("MGE_CPU_ISA", levels[i], 1);
+            else
+                unsetenv("MGE_CPU_ISA");
+            execv("/proc/self/exe", argv);
+            _exit(127);
+        }
+        int st = 0;
+        if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            fprintf(stderr, "test_sgemm: the run with MGE_CPU_ISA=%s failed\n", levels[i] ? levels[i] : "(unset)");
+            fail = 1;
+        }
+    }
+    printf("test_sgemm: %s\n", fail ? "FAILED" : "all levels passed");
+    return fail;
+}
