@@ -62,6 +62,32 @@ void cpu_plane_deinterleave(const float *restrict pad, int64_t Hp, int64_t Wp, f
     }
 #define CPU_MULTI(name, params, args, ...) CPU_MULTI_AS(CPU_AVX2, CPU_BASE, name, params, args, __VA_ARGS__)
 
+/* CPU_MULTI with an AVX-512 variant too: name##_avx512, _avx2, _base,
+ * picked by mge_cpu_isa() (loops that run 16 wide: pooling, softmax). */
+#if CPU_X86 && defined(__GNUC__)
+#if defined(__clang__)
+#define CPU_AVX512 __attribute__((target("avx512f")))
+#else
+#define CPU_AVX512 __attribute__((target("avx512f"), optimize(CPU_OPTS)))
+#endif
+#define CPU_MULTI3(name, params, args, ...)                   \
+    static CPU_AVX512 void name##_avx512 params __VA_ARGS__  \
+    static CPU_AVX2 void name##_avx2 params __VA_ARGS__      \
+    static CPU_BASE void name##_base params __VA_ARGS__      \
+    static void name params                                  \
+    {                                                        \
+        int isa_ = mge_cpu_isa();                            \
+        if (isa_ >= MGE_ISA_AVX512)                          \
+            name##_avx512 args;                              \
+        else if (isa_ >= MGE_ISA_AVX2)                       \
+            name##_avx2 args;                                \
+        else                                                 \
+            name##_base args;                                \
+    }
+#else
+#define CPU_MULTI3 CPU_MULTI
+#endif
+
 /* expf for vectorized loops: exp(x) = 2^n * e^r with |r| <= ln2/2 and a
  * degree-6 polynomial for e^r (relative error about 2e-7). Branch-free so
  * the compiler vectorizes the loop it is inlined into; NaN propagates.

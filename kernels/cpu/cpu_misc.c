@@ -1,6 +1,7 @@
 /* cpu_misc.c — layernorm, softmax and log_softmax (f32), parallel over the
  * pool (batchnorm is cpu_grad_norm.c's). Sums use 8 partial accumulators
- * so the loops vectorize without reassociation flags. */
+ * so the loops vectorize without reassociation flags. The softmax loops
+ * are compiled for AVX-512, AVX2 and the baseline ISA (mge_cpu_isa()). */
 #include "cpu.h"
 
 #include <math.h>
@@ -68,59 +69,76 @@ static mge_status cpu_layernorm(const mge_kctx *ctx, const mge_node *n, mge_tens
 
 /* ---------------------------------------------------------------- softmax */
 
+
+/* 8 floats in GCC's/clang's vector extension: the reductions below are
+ * written on it because GCC does not vectorize a max reduction written
+ * with a select, or a sum into an 8-float array (it spilled it to the
+ * stack). At the baseline ISA the compiler splits each into two SSE
+ * operations. */
+typedef float sm_v8 __attribute__((vector_size(32)));
+typedef int32_t sm_i8 __attribute__((vector_size(32)));
+
+/* v = 8 floats at p (unaligned); a macro, as a function returning a
+ * vector would change the ABI between the ISA variants. */
+#define SM_LOAD(v, p) memcpy(&(v), (p), sizeof(v))
+
 /* Rows of len contiguous values (softmax over the last axis). As ref: the
- * max is subtracted first, NaN wins the max, all -inf rows use 0 as max. */
-CPU_MULTI(sm_rows, (const float *x, float *y, int64_t rows, int64_t len, int logsm), (x, y, rows, len, logsm), {
-    for (int64_t r = 0; r < rows; r++) {
-        const float *xr = x + r * len;
-        float *yr = y + r * len;
-        float mx[8];
-        for (int k = 0; k < 8; k++)
-            mx[k] = -__builtin_inff();
-        int64_t i = 0;
-        for (; i + 8 <= len; i += 8)
-            for (int k = 0; k < 8; k++) {
-                float v = xr[i + k];
-                mx[k] = v > mx[k] || v != v ? v : mx[k];
-            }
-        float m = -__builtin_inff();
-        for (int k = 0; k < 8; k++)
-            m = mx[k] > m || mx[k] != mx[k] ? mx[k] : m;
-        for (; i < len; i++)
-            m = xr[i] > m || xr[i] != xr[i] ? xr[i] : m;
-        if (m == -__builtin_inff())
-            m = 0.0f;
-        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        /* softmax keeps exp(x - m) in y; log_softmax only needs the sum */
-        for (i = 0; i + 8 <= len; i += 8)
-            for (int k = 0; k < 8; k++) {
-                float e = cpu_expf(xr[i + k] - m);
-                if (!logsm)
-                    yr[i + k] = e;
-                acc[k] += e;
-            }
-        float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-        for (; i < len; i++) {
-            float e = cpu_expf(xr[i] - m);
-            if (!logsm)
-                yr[i] = e;
-            s += e;
-        }
-        if (logsm) {
-            const float sh = m + logf(s);
-            for (i = 0; i < len; i++)
-                yr[i] = xr[i] - sh;
-        } else {
-            const float inv = 1.0f / s;
-            for (i = 0; i < len; i++)
-                yr[i] *= inv;
-        }
-    }
-})
+ * max is subtracted first and all -inf rows use 0 as max. The max skips
+ * NaN, unlike ref's, but a NaN makes the row's sum NaN (cpu_expf keeps
+ * NaN), so the whole row is NaN all the same. Three passes: the max,
+ * exp(x - max) into y, then the sum of y and the scale (softmax) or
+ * x - max - log(sum) (log_softmax). The sum's order is fixed by len alone, so a row's result
+ * does not depend on the thread count. */
+CPU_MULTI3(sm_rows, (const float *restrict x, float *restrict y, int64_t rows, int64_t len, int logsm),
+          (x, y, rows, len, logsm), {
+              for (int64_t r = 0; r < rows; r++) {
+                  const float *restrict xr = x + r * len;
+                  float *restrict yr = y + r * len;
+                  const sm_v8 ninf = {-__builtin_inff(), -__builtin_inff(), -__builtin_inff(), -__builtin_inff(),
+                                      -__builtin_inff(), -__builtin_inff(), -__builtin_inff(), -__builtin_inff()};
+                  sm_v8 vm = ninf;
+                  int64_t i = 0;
+                  for (; i + 8 <= len; i += 8) {
+                      sm_v8 v;
+                      SM_LOAD(v, xr + i);
+                      sm_i8 gt = v > vm;
+                      vm = (sm_v8)(((sm_i8)v & gt) | ((sm_i8)vm & ~gt));
+                  }
+                  float m = -__builtin_inff();
+                  for (int k = 0; k < 8; k++)
+                      m = vm[k] > m ? vm[k] : m;
+                  for (; i < len; i++)
+                      m = xr[i] > m ? xr[i] : m;
+                  if (m == -__builtin_inff())
+                      m = 0.0f;
+                  for (i = 0; i < len; i++)
+                      yr[i] = cpu_expf(xr[i] - m);
+                  sm_v8 acc = {0, 0, 0, 0, 0, 0, 0, 0};
+                  for (i = 0; i + 8 <= len; i += 8) {
+                      sm_v8 v;
+                      SM_LOAD(v, yr + i);
+                      acc += v;
+                  }
+                  float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+                  for (; i < len; i++)
+                      s += yr[i];
+                  if (logsm) {
+                      /* (x - m) - log(s), not x - (m + log(s)): m + log(s) rounds at the
+                       * scale of m (1000 + log 2 keeps only 4 decimals) */
+                      const float ls = logf(s);
+                      for (i = 0; i < len; i++)
+                          yr[i] = (xr[i] - m) - ls;
+                  } else {
+                      const float inv = 1.0f / s;
+                      for (i = 0; i < len; i++)
+                          yr[i] *= inv;
+                  }
+              }
+          })
 
 /* One [len, inner] block (softmax over a middle axis): per column, with
  * column vectors mx and sum from the workspace. */
-CPU_MULTI(sm_block, (const float *x, float *y, int64_t len, int64_t inner, int logsm, float *mx, float *sum),
+CPU_MULTI3(sm_block, (const float *x, float *y, int64_t len, int64_t inner, int logsm, float *mx, float *sum),
           (x, y, len, inner, logsm, mx, sum), {
               for (int64_t i = 0; i < inner; i++) {
                   mx[i] = -__builtin_inff();
@@ -142,10 +160,10 @@ CPU_MULTI(sm_block, (const float *x, float *y, int64_t len, int64_t inner, int l
                   }
               if (logsm) {
                   for (int64_t i = 0; i < inner; i++)
-                      sum[i] = mx[i] + logf(sum[i]);
+                      sum[i] = logf(sum[i]);   /* (x - m) - log(s), as sm_rows */
                   for (int64_t j = 0; j < len; j++)
                       for (int64_t i = 0; i < inner; i++)
-                          y[j * inner + i] = x[j * inner + i] - sum[i];
+                          y[j * inner + i] = (x[j * inner + i] - mx[i]) - sum[i];
               } else {
                   for (int64_t i = 0; i < inner; i++)
                       sum[i] = 1.0f / sum[i];

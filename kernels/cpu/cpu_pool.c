@@ -1,119 +1,204 @@
 /* cpu_pool.c — maxpool2d, avgpool2d and global_avgpool (f32, NCHW),
  * parallel over the N*C planes.
  *
- * The windowed pools first copy each plane into a padded buffer (-inf for
- * max, 0 for average, whose divisor is computed apart), so no tap needs a
- * bounds test, then fold every tap of the window into the output with one
- * contiguous loop: over the whole plane at stride 1 ("wide" rows of the
- * padded width, as the depthwise conv), over each output row on even/odd
- * de-interleaved rows at stride 2, strided otherwise.
- * Semantics are PyTorch's (and kernels/ref's): max ignores padding and lets
- * NaN win; average divides by the window clipped to input+pad
- * (count_include_pad) or to the input. */
+ * The windowed pools are separable: a max (sum) over a kh x kw window is
+ * the max (sum) over kw columns of the max (sum) over kh rows. So each
+ * output row first folds the window's input rows into one row buffer
+ * (rows outside the input are skipped, not padded: only the row range is
+ * tested, never an element), whose pw columns before and after the input
+ * hold -inf (max) or 0 (average); then folds the kw columns of that buffer
+ * into the output row: contiguous at stride 1, on its even/odd halves at
+ * stride 2, strided otherwise. Every inner loop is branch-free and
+ * contiguous, so GCC vectorizes it; it is compiled for AVX-512, AVX2 and
+ * the baseline ISA and picked by mge_cpu_isa().
+ * Semantics are PyTorch's (and kernels/ref's): max ignores padding, and a
+ * window with any NaN gives NaN (which NaN, when several, is not
+ * specified); a window with no input position gives -inf. Average divides
+ * by the window clipped to input+pad (count_include_pad) or to the input,
+ * and gives NaN for an empty window. The sum is over rows first, so it
+ * rounds differently from ref's (double) sum, well within 1e-5. */
 #include "cpu.h"
 
 #include <math.h>
 
 typedef cpu_pool_geom pool_geom;
 
+
 static void pool_geometry(const mge_node *n, const mge_tensor *x, const mge_tensor *y, pool_geom *g)
 {
     cpu_pool_geometry(n, x, y, n->op == MGE_OP_MAXPOOL2D, g);
 }
 
-/* Floats of per-thread scratch: the padded plane, then the wide output
- * (stride 1) or the de-interleaved plane (stride 2). */
+/* Floats of per-thread scratch: the row buffer (Wp), its even/odd halves
+ * (2 * ceil(Wp/2)) and the column divisors of average pooling (OW). */
 static int64_t pool_scratch(const pool_geom *g)
 {
-    int64_t wide = g->OH * g->Wp, de = g->Hp * (g->Wp + 1);
-    return g->Hp * g->Wp + (wide > de ? wide : de) + 16;
+    return g->Wp + 2 * ((g->Wp + 1) / 2) + g->OW + 16;
 }
 
 /* acc op v: sum, or max where NaN wins (as ref and PyTorch). */
 #define POOL_ACC(acc, v) ((avg) ? (acc) + (v) : ((v) > (acc) || (v) != (v) ? (v) : (acc)))
 
-/* One output plane. avg: 0 max, 1 average. */
-CPU_MULTI(pool_plane,
-          (const pool_geom *g, int avg, const float *restrict x, float *restrict y, float *restrict pad,
-           float *restrict wide),
-          (g, avg, x, y, pad, wide), {
-              const int64_t H = g->H, W = g->W, OH = g->OH, OW = g->OW, Hp = g->Hp, Wp = g->Wp;
-              const int64_t kh = g->kh, kw = g->kw, sh = g->sh, sw = g->sw, dh = g->dh, dw = g->dw;
-              const float padv = avg ? 0.0f : -__builtin_inff();
-              cpu_plane_pad(x, H, W, g->ph, g->pw, Hp, Wp, padv, pad);
-              if (sh == 1 && sw == 1) {
-                  const int64_t L = (OH - 1) * Wp + OW;
-                  for (int64_t k = 0; k < L; k++)
-                      wide[k] = pad[k];   /* tap (0, 0) */
-                  for (int64_t i = 0; i < kh; i++)
-                      for (int64_t j = i ? 0 : 1; j < kw; j++) {
-                          const float *restrict src = pad + i * dh * Wp + j * dw;
-                          for (int64_t k = 0; k < L; k++)
-                              wide[k] = POOL_ACC(wide[k], src[k]);
-                      }
-                  for (int64_t oh = 0; oh < OH; oh++)
-                      for (int64_t ow = 0; ow < OW; ow++)
-                          y[oh * OW + ow] = wide[oh * Wp + ow];
-              } else if (sw == 2) {
-                  /* column 2*ow + t is E[ow + t/2] for even t, O[ow + t/2] for odd t */
-                  const int64_t We = (Wp + 1) / 2;
-                  cpu_plane_deinterleave(pad, Hp, Wp, padv, wide);
-                  for (int64_t oh = 0; oh < OH; oh++) {
-                      float *restrict yr = y + oh * OW;
-                      const float *restrict r0 = wide + oh * sh * 2 * We;
-                      for (int64_t ow = 0; ow < OW; ow++)
-                          yr[ow] = r0[ow];   /* tap (0, 0) */
-                      for (int64_t i = 0; i < kh; i++)
-                          for (int64_t j = i ? 0 : 1; j < kw; j++) {
-                              int64_t t = j * dw;
-                              const float *restrict src = r0 + i * dh * 2 * We + (t % 2 ? We : 0) + t / 2;
-                              for (int64_t ow = 0; ow < OW; ow++)
-                                  yr[ow] = POOL_ACC(yr[ow], src[ow]);
-                          }
-                  }
-              } else {
-                  for (int64_t oh = 0; oh < OH; oh++) {
-                      float *restrict yr = y + oh * OW;
-                      const float *restrict r0 = pad + oh * sh * Wp;
-                      for (int64_t ow = 0; ow < OW; ow++)
-                          yr[ow] = r0[ow * sw];
-                      for (int64_t i = 0; i < kh; i++)
-                          for (int64_t j = i ? 0 : 1; j < kw; j++) {
-                              const float *restrict src = r0 + i * dh * Wp + j * dw;
-                              for (int64_t ow = 0; ow < OW; ow++)
-                                  yr[ow] = POOL_ACC(yr[ow], src[ow * sw]);
-                          }
-                  }
-              }
-              if (!avg)
-                  return;
-              /* divisor: the window clipped to input+pad, or to the input */
-              for (int64_t oh = 0; oh < OH; oh++) {
-                  float *restrict yr = y + oh * OW;
-                  int64_t h0 = oh * sh - g->ph, h1 = h0 + kh;
-                  if (h1 > H + g->ph)
-                      h1 = H + g->ph;
-                  int64_t hp = h1 - h0;
-                  if (h0 < 0)
-                      h0 = 0;
-                  if (h1 > H)
-                      h1 = H;
-                  int64_t hc = h1 > h0 ? h1 - h0 : 0;
-                  for (int64_t ow = 0; ow < OW; ow++) {
-                      int64_t w0 = ow * sw - g->pw, w1 = w0 + kw;
-                      if (w1 > W + g->pw)
-                          w1 = W + g->pw;
-                      int64_t wp = w1 - w0;
-                      if (w0 < 0)
-                          w0 = 0;
-                      if (w1 > W)
-                          w1 = W;
-                      int64_t wc = w1 > w0 ? w1 - w0 : 0;
-                      int64_t div = g->incl ? hp * wp : hc * wc;
-                      yr[ow] = div > 0 ? yr[ow] / (float)div : __builtin_nanf("");
-                  }
-              }
-          })
+/* mid[w] = the K rows r[0..K) folded, one loop (K constant where inlined). */
+static inline __attribute__((always_inline)) CPU_BASE void pool_vfold(const float *const *r, float *restrict mid,
+                                                                      int64_t W, int K, int avg)
+{
+    const float *restrict a = r[0], *restrict b = r[1], *restrict c = r[K > 2 ? 2 : 1];
+    for (int64_t w = 0; w < W; w++) {
+        float acc = POOL_ACC(a[w], b[w]);
+        if (K > 2)
+            acc = POOL_ACC(acc, c[w]);
+        mid[w] = acc;
+    }
+}
+
+/* yr[ow] = row[ow*S .. ow*S + K) folded, one loop (K, S constant where
+ * inlined; at S = 2 GCC de-interleaves with permutes). */
+static inline __attribute__((always_inline)) CPU_BASE void pool_hfold(const float *restrict row, float *restrict yr,
+                                                                      int64_t OW, int K, int S, int avg)
+{
+    for (int64_t ow = 0; ow < OW; ow++) {
+        const float *restrict q = row + ow * S;
+        float acc = POOL_ACC(q[0], q[1]);
+        if (K > 2)
+            acc = POOL_ACC(acc, q[2]);
+        yr[ow] = acc;
+    }
+}
+
+/* The calls above with constant K, S and avg: each one branch-free loop. */
+#define POOL_VFOLD(K)                          \
+    do {                                       \
+        if (avg)                               \
+            pool_vfold(rr, mid, W, K, 1);      \
+        else                                   \
+            pool_vfold(rr, mid, W, K, 0);      \
+    } while (0)
+#define POOL_HFOLD(K, S)                       \
+    do {                                       \
+        if (avg)                               \
+            pool_hfold(row, yr, OW, K, S, 1);  \
+        else                                   \
+            pool_hfold(row, yr, OW, K, S, 0);  \
+    } while (0)
+
+/* Planes [p0, p1). avg: 0 max, 1 average. buf: pool_scratch floats. */
+CPU_MULTI3(pool_planes,
+           (const pool_geom *g, int avg, const float *restrict x, float *restrict y, int64_t p0, int64_t p1,
+            float *restrict buf),
+           (g, avg, x, y, p0, p1, buf), {
+               const int64_t H = g->H, W = g->W, OH = g->OH, OW = g->OW, Wp = g->Wp, ph = g->ph, pw = g->pw;
+               const int64_t kh = g->kh, kw = g->kw, sh = g->sh, sw = g->sw, dh = g->dh, dw = g->dw;
+               const int64_t We = (Wp + 1) / 2;
+               const float padv = avg ? 0.0f : -__builtin_inff();
+               float *restrict row = buf, *restrict ev = buf + Wp, *restrict od = ev + We, *restrict cdiv = od + We;
+               /* the padding columns of the row buffer never change */
+               for (int64_t w = 0; w < pw; w++)
+                   row[w] = padv;
+               for (int64_t w = pw + W; w < Wp; w++)
+                   row[w] = padv;
+               if (Wp % 2)
+                   od[We - 1] = padv;
+               float *restrict mid = row + pw;
+               if (avg)
+                   for (int64_t ow = 0; ow < OW; ow++) {
+                       /* columns of the window within input+pad, or within the input */
+                       int64_t w0 = ow * sw - pw, w1 = w0 + kw;
+                       if (!g->incl && w0 < 0)
+                           w0 = 0;
+                       if (w1 > W + (g->incl ? pw : 0))
+                           w1 = W + (g->incl ? pw : 0);
+                       cdiv[ow] = w1 > w0 ? (float)(w1 - w0) : 0.0f;
+                   }
+               for (int64_t p = p0; p < p1; p++) {
+                   const float *restrict xp = x + p * H * W;
+                   float *restrict yp = y + p * OH * OW;
+                   for (int64_t oh = 0; oh < OH; oh++) {
+                       float *restrict yr = yp + oh * OW;
+                       const int64_t h0 = oh * sh - ph;
+                       /* fold the window's input rows into mid */
+                       if ((kh == 2 || kh == 3) && h0 >= 0 && h0 + (kh - 1) * dh < H) {
+                           const float *rr[3] = {xp + h0 * W, xp + (h0 + dh) * W, xp + (h0 + (kh - 1) * dh) * W};
+                           if (kh == 2)
+                               POOL_VFOLD(2);
+                           else
+                               POOL_VFOLD(3);
+                       } else {
+                           int nr = 0;
+                           for (int64_t i = 0; i < kh; i++) {
+                               const int64_t ih = h0 + i * dh;
+                               if (ih < 0 || ih >= H)
+                                   continue;
+                               const float *restrict xr = xp + ih * W;
+                               if (nr++ == 0)
+                                   for (int64_t w = 0; w < W; w++)
+                                       mid[w] = xr[w];
+                               else
+                                   for (int64_t w = 0; w < W; w++)
+                                       mid[w] = POOL_ACC(mid[w], xr[w]);
+                           }
+                           if (nr == 0)
+                               for (int64_t w = 0; w < W; w++)
+                                   mid[w] = padv;
+                       }
+                       /* fold the window's columns of the row buffer into yr */
+                       if ((kw == 2 || kw == 3) && (sw == 1 || sw == 2) && dw == 1) {
+                           if (kw == 2 && sw == 1)
+                               POOL_HFOLD(2, 1);
+                           else if (kw == 2)
+                               POOL_HFOLD(2, 2);
+                           else if (sw == 1)
+                               POOL_HFOLD(3, 1);
+                           else
+                               POOL_HFOLD(3, 2);
+                       } else if (sw == 1) {
+                           for (int64_t ow = 0; ow < OW; ow++)
+                               yr[ow] = row[ow];
+                           for (int64_t j = 1; j < kw; j++) {
+                               const float *restrict src = row + j * dw;
+                               for (int64_t ow = 0; ow < OW; ow++)
+                                   yr[ow] = POOL_ACC(yr[ow], src[ow]);
+                           }
+                       } else if (sw == 2) {
+                           /* column 2*ow + t is ev[ow + t/2] for even t, od[ow + t/2] for odd t */
+                           for (int64_t k = 0; k < Wp / 2; k++) {
+                               ev[k] = row[2 * k];
+                               od[k] = row[2 * k + 1];
+                           }
+                           if (Wp % 2)
+                               ev[We - 1] = row[Wp - 1];
+                           for (int64_t ow = 0; ow < OW; ow++)
+                               yr[ow] = ev[ow];
+                           for (int64_t j = 1; j < kw; j++) {
+                               const int64_t t = j * dw;
+                               const float *restrict src = (t % 2 ? od : ev) + t / 2;
+                               for (int64_t ow = 0; ow < OW; ow++)
+                                   yr[ow] = POOL_ACC(yr[ow], src[ow]);
+                           }
+                       } else {
+                           for (int64_t ow = 0; ow < OW; ow++)
+                               yr[ow] = row[ow * sw];
+                           for (int64_t j = 1; j < kw; j++) {
+                               const float *restrict src = row + j * dw;
+                               for (int64_t ow = 0; ow < OW; ow++)
+                                   yr[ow] = POOL_ACC(yr[ow], src[ow * sw]);
+                           }
+                       }
+                       if (avg) {
+                           /* rows of the window within input+pad, or within the input; an
+                            * empty window sums to exactly 0 and 0/0 is the NaN wanted */
+                           int64_t r0 = h0, r1 = h0 + kh;
+                           if (!g->incl && r0 < 0)
+                               r0 = 0;
+                           if (r1 > H + (g->incl ? ph : 0))
+                               r1 = H + (g->incl ? ph : 0);
+                           const float rdiv = r1 > r0 ? (float)(r1 - r0) : 0.0f;
+                           for (int64_t ow = 0; ow < OW; ow++)
+                               yr[ow] = yr[ow] / (rdiv * cdiv[ow]);
+                       }
+                   }
+               }
+           })
 
 typedef struct pool_job {
     const pool_geom *g;
@@ -125,10 +210,7 @@ typedef struct pool_job {
 static void pool_task(void *a, int64_t p0, int64_t p1, int thread)
 {
     const pool_job *j = a;
-    const pool_geom *g = j->g;
-    float *pad = j->ws + thread * pool_scratch(g);
-    for (int64_t p = p0; p < p1; p++)
-        pool_plane(g, j->avg, j->x + p * g->H * g->W, j->y + p * g->OH * g->OW, pad, pad + g->Hp * g->Wp);
+    pool_planes(j->g, j->avg, j->x, j->y, p0, p1, j->ws + thread * pool_scratch(j->g));
 }
 
 static size_t pool_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int threads)
