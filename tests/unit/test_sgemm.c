@@ -69,8 +69,9 @@ static int check_one(const mge_kctx *ctx, int ta, int tb, int64_t M, int64_t N, 
                 s += p;
                 sa += fabs(p);
             }
-            double want = alpha * s + (beta != 0.0f ? beta * (double)C0[i * ldc + j] : 0.0);
-            double tol = 1.2e-7 * ((double)K + 4) * (fabs(alpha) * sa + fabs(beta * C0[i * ldc + j])) + 1e-30;
+            double cterm = beta != 0.0f ? beta * (double)C0[i * ldc + j] : 0.0;   /* NaN there only if beta != 0 */
+            double want = alpha * s + cterm;
+            double tol = 1.2e-7 * ((double)K + 4) * (fabs(alpha) * sa + fabs(cterm)) + 1e-30;
             if (!(fabs(got - want) <= tol)) {
                 fprintf(stderr, "ta=%d tb=%d M=%lld N=%lld K=%lld alpha=%g beta=%g: C[%lld][%lld] = %.9g, want %.9g\n",
                         ta, tb, (long long)M, (long long)N, (long long)K, alpha, beta, (long long)i, (long long)j,
@@ -229,8 +230,8 @@ static double measure_peak(double *ghz)
         return 0;
     volatile float sink = 0;
     double best = 0, bl = 1e9;
-    for (int r = 0; r < 5; r++) {
-        int64_t it = 20000000;
+    for (int r = 0; r < 300; r++) {   /* best of many short runs: the machine may be shared */
+        int64_t it = 200000;
         double t0 = now();
         sink += peak_loop512(it, 1.0f);
         double t = now() - t0;
@@ -249,28 +250,32 @@ static double measure_peak(double *ghz)
 #endif
 }
 
-typedef void (*gemm_fn)(const mge_kctx *ctx, int64_t n, const float *A, const float *B, float *C);
+typedef struct shape {
+    int64_t m, n, k;
+} shape;
 
-static void run_mge(const mge_kctx *ctx, int64_t n, const float *A, const float *B, float *C)
+typedef void (*gemm_fn)(const mge_kctx *ctx, shape s, const float *A, const float *B, float *C);
+
+static void run_mge(const mge_kctx *ctx, shape s, const float *A, const float *B, float *C)
 {
-    mge_sgemm(ctx, 0, 0, n, n, n, 1.0f, A, n, B, n, 0.0f, C, n);
+    mge_sgemm(ctx, 0, 0, s.m, s.n, s.k, 1.0f, A, s.k, B, s.n, 0.0f, C, s.n);
 }
 
-static void run_blas(const mge_kctx *ctx, int64_t n, const float *A, const float *B, float *C)
+static void run_blas(const mge_kctx *ctx, shape s, const float *A, const float *B, float *C)
 {
     (void)ctx;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)n, (blasint)n, (blasint)n, 1.0f, A, (blasint)n,
-                B, (blasint)n, 0.0f, C, (blasint)n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)s.m, (blasint)s.n, (blasint)s.k, 1.0f, A,
+                (blasint)s.k, B, (blasint)s.n, 0.0f, C, (blasint)s.n);
 }
 
-/* best GFLOP/s over runs of at least 0.2 s in all */
-static double gflops(gemm_fn fn, const mge_kctx *ctx, int64_t n, const float *A, const float *B, float *C)
+/* best GFLOP/s over runs of at least 0.3 s in all */
+static double gflops(gemm_fn fn, const mge_kctx *ctx, shape s, const float *A, const float *B, float *C)
 {
-    double fl = 2.0 * (double)n * (double)n * (double)n, best = 0, total = 0;
-    fn(ctx, n, A, B, C);
-    for (int r = 0; r < 200 && (total < 0.3 || r < 3); r++) {
+    double fl = 2.0 * (double)s.m * (double)s.n * (double)s.k, best = 0, total = 0;
+    fn(ctx, s, A, B, C);
+    for (int r = 0; r < 2000 && (total < 0.3 || r < 3); r++) {
         double t0 = now();
-        fn(ctx, n, A, B, C);
+        fn(ctx, s, A, B, C);
         double t = now() - t0;
         total += t;
         best = fl / t > best ? fl / t : best;
@@ -285,6 +290,7 @@ static int bench(int argc, char **argv)
         if (core && setenv("OPENBLAS_CORETYPE", core, 1) == 0)
             execv("/proc/self/exe", argv);
     }
+    openblas_set_num_threads(1);
     double ghz, peak = measure_peak(&ghz) / 1e9;
     static const char *names[] = {"baseline", "avx2", "avx512"};
     int l = mge_cpu_isa();
@@ -293,27 +299,39 @@ static int bench(int argc, char **argv)
            peak, ghz, ghz * 64);
     printf("mge kernels: %s; OpenBLAS core: %s (OPENBLAS_CORETYPE=%s)\n", l >= 0 && l <= 2 ? names[l] : "?",
            openblas_get_corename(), getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "");
-    int64_t def[] = {64, 128, 256, 512, 1024, 2048}, list[32];
+    /* N (N x N x N) or MxNxK, row-major, no transposes */
+    static const shape def[] = {{64, 64, 64}, {128, 128, 128}, {256, 256, 256}, {512, 512, 512},
+                                {1024, 1024, 1024}, {2048, 2048, 2048}};
+    shape list[32];
     int ns = 0;
-    for (int i = 2; i < argc && ns < 32; i++)
-        list[ns++] = atoll(argv[i]);
+    for (int i = 2; i < argc && ns < 32; i++) {
+        long long m = 0, n = 0, k = 0;
+        int got = sscanf(argv[i], "%lldx%lldx%lld", &m, &n, &k);
+        list[ns++] = got == 3 ? (shape){m, n, k} : (shape){m, m, m};
+    }
     if (!ns)
         for (ns = 0; ns < 6; ns++)
             list[ns] = def[ns];
     mge_pool *p2 = mge_pool_create(2);
     mge_kctx c2 = {.pool = p2, .threads = 2};
-    printf("%6s | %9s %9s %6s %6s | %9s %9s %6s %6s   (GFLOP/s, %% of 1 or 2 x peak)\n", "n", "mge-1t", "blas-1t",
+    printf("%16s | %9s %9s %6s %6s | %9s %9s %6s %6s   (GFLOP/s, %% of 1 or 2 x peak)\n", "MxNxK", "mge-1t", "blas-1t",
            "%mge", "%blas", "mge-2t", "blas-2t", "%mge", "%blas");
-    for (int s = 0; s < ns; s++) {
-        int64_t n = list[s];
-        float *A = rand_buf((size_t)(n * n)), *B = rand_buf((size_t)(n * n)), *C = rand_buf((size_t)(n * n));
-        openblas_set_num_threads(1);
-        double m1 = gflops(run_mge, NULL, n, A, B, C), b1 = gflops(run_blas, NULL, n, A, B, C);
+    for (int i = 0; i < ns; i++) {
+        shape sh = list[i];
+        float *A = rand_buf((size_t)(sh.m * sh.k)), *B = rand_buf((size_t)(sh.k * sh.n));
+        float *C = rand_buf((size_t)(sh.m * sh.n));
+        /* OpenBLAS's own threads run only for its 2-thread number: idle,
+         * they spin and yield and would slow whatever runs next */
+        double m1 = gflops(run_mge, NULL, sh, A, B, C), b1 = gflops(run_blas, NULL, sh, A, B, C);
+        double m2 = gflops(run_mge, &c2, sh, A, B, C);
         openblas_set_num_threads(2);
-        double m2 = gflops(run_mge, &c2, n, A, B, C), b2 = gflops(run_blas, NULL, n, A, B, C);
+        double b2 = gflops(run_blas, NULL, sh, A, B, C);
+        openblas_set_num_threads(1);
         double pk = peak > 0 ? peak : 1e300;
-        printf("%6lld | %9.1f %9.1f %5.1f%% %5.1f%% | %9.1f %9.1f %5.1f%% %5.1f%%\n", (long long)n, m1, b1,
-               100 * m1 / pk, 100 * b1 / pk, m2, b2, 50 * m2 / pk, 50 * b2 / pk);
+        char name[64];
+        snprintf(name, sizeof name, "%lldx%lldx%lld", (long long)sh.m, (long long)sh.n, (long long)sh.k);
+        printf("%16s | %9.1f %9.1f %5.1f%% %5.1f%% | %9.1f %9.1f %5.1f%% %5.1f%%\n", name, m1, b1, 100 * m1 / pk,
+               100 * b1 / pk, m2, b2, 50 * m2 / pk, 50 * b2 / pk);
         fflush(stdout);
         free(A), free(B), free(C);
     }
