@@ -233,9 +233,10 @@ void mge_ref_register_blocked(mge_backend *b);
 void mge_ref_register_quant(mge_backend *b);          /* int8 ops, avgpool on qs8 (ref_quant.c) */
 void mge_cpu_register_fused_elem(mge_backend *b);   /* fused_elemwise (fused_conv2d/linear: cpu_gemm.c) */
 void mge_cpu_register_winograd(mge_backend *b);
+void mge_cpu_register_winograd_nchwc(mge_backend *b);   /* called by mge_cpu_register_winograd */
 void mge_cpu_register_blocked(mge_backend *b);
 void mge_cpu_register_qgemm(mge_backend *b);   /* qconv2d, qlinear (cpu_qgemm.c) */
-void mge_cpu_register_quant(mge_backend *b);   /* quantize, dequantize, qadd (cpu_quant.c) */
+void mge_cpu_register_quant(mge_backend *b);   /* quantize, dequantize, qadd, qs8 pools (cpu_quant.c) */
 
 /* lib/isa.c: the vector ISA kernels and passes may use (cpuid, capped by
  * MGE_CPU_ISA=baseline|avx2|avx2-vnni|avx512), and the int8 kernels' own

@@ -11,6 +11,9 @@
  * per output for each of bias, residual and act), not the fewer the
  * Winograd kernels do: the profile then compares with conv2d's FLOP/s.
  *
+ * conv2d_winograd_nchwc and winograd_weight_nchwc: the same on blocked
+ * tensors (see ops.def): shape inference and FLOPs.
+ *
  * Matrices (Lavin and Gray, "Fast Algorithms for Convolutional Neural
  * Networks", 2015): F(2,3) on the points 0, 1, -1 and infinity; F(4,3) on
  * 0, 1, -1, 2, -2 and infinity. Y = A^T [(G g G^T) .* (B^T d B)] A for a
@@ -94,10 +97,95 @@ static mge_status weight_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc
     return mge_shape_numel(out->ndim, out->dims, out->dtype, NULL, NULL, err);
 }
 
+/* winograd_weight_nchwc: winograd_weight's checks, then the blocked shape. */
+static mge_status weight_nchwc_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
+{
+    int64_t c = mge_node_int(n, MGE_KEY_block, 0);
+    if (c < 1 || c > 64)
+        return mge_error_set(err, MGE_ERR_INVALID, "winograd_weight_nchwc: block=%lld: expected 1 to 64",
+                             (long long)c);
+    mge_status s = weight_infer(n, in, out, err);
+    if (s)
+        return s;
+    int64_t aa = out->dims[0], O = out->dims[1], C = out->dims[2];
+    out->ndim = 5;
+    out->dims[0] = aa;
+    out->dims[1] = (O + c - 1) / c;
+    out->dims[2] = (C + c - 1) / c;
+    out->dims[3] = c;
+    out->dims[4] = c;
+    return mge_shape_numel(out->ndim, out->dims, out->dtype, NULL, NULL, err);
+}
+
+static mge_status nchwc_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
+{
+    const char *name = "conv2d_winograd_nchwc";
+    int bias, res;
+    mge_status s = mge_fused_check_io(n, name, &bias, &res, err);
+    if (s)
+        return s;
+    int64_t m = mge_node_int(n, MGE_KEY_tile, 4);
+    if (!mge_winograd_matrices((int)m, NULL, NULL, NULL) || m != (int)m)
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: tile=%lld: expected 2 or 4", name, (long long)m);
+    const mge_attr *pa = mge_node_attr(n, MGE_KEY_pad);
+    if (pa && (pa->n < 1 || pa->n > 2))
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: 'pad' has %d values: expected 1 or 2 (h, w)", name, pa->n);
+    int64_t ph = mge_node_ints(n, MGE_KEY_pad, 0, 0), pw = mge_node_ints(n, MGE_KEY_pad, 1, 0);
+    int64_t O = mge_node_int(n, MGE_KEY_out, 0);
+    if (ph < 0 || pw < 0 || ph > (1 << 30) || pw > (1 << 30))
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: pad=[%lld,%lld]: expected values in [0, %d]", name,
+                             (long long)ph, (long long)pw, 1 << 30);
+    if (O < 1)
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: out=%lld: expected at least 1", name, (long long)O);
+    const mge_tdesc *x = &in[0], *w = &in[1];
+    char bx[96], bw[96];
+    mge_tdesc_str(x, bx, sizeof bx);
+    mge_tdesc_str(w, bw, sizeof bw);
+    if (x->ndim != 5 || x->dtype != MGE_F32 || x->dims[4] < 1 || x->dims[4] > 64)
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected f32 [N,Cb,H,W,c], c at most 64", name, bx);
+    if ((s = mge_shape_numel(x->ndim, x->dims, x->dtype, NULL, NULL, err)))
+        return s;
+    int64_t a = m + 2, c = x->dims[4], Ob = (O + c - 1) / c;
+    if (w->dtype != MGE_F32 || w->ndim != 5 || w->dims[0] != a * a || w->dims[1] != Ob || w->dims[2] != x->dims[1] ||
+        w->dims[3] != c || w->dims[4] != c)
+        return mge_error_set(err, MGE_ERR_SHAPE,
+                             "%s: weight_t %s does not fit x %s with out=%lld tile=%lld: expected "
+                             "f32[%lld,%lld,%lld,%lld,%lld]",
+                             name, bw, bx, (long long)O, (long long)m, (long long)(a * a), (long long)Ob,
+                             (long long)x->dims[1], (long long)c, (long long)c);
+    int64_t OH = x->dims[2] + 2 * ph - 2, OW = x->dims[3] + 2 * pw - 2;
+    if (OH < 1 || OW < 1)
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x %s with pad=[%lld,%lld] is smaller than the 3x3 kernel",
+                             name, bx, (long long)ph, (long long)pw);
+    if (bias) {
+        const mge_tdesc *b = &in[2];
+        if (b->dtype != MGE_F32 || b->ndim != 1 || b->dims[0] != O) {
+            char bb[96];
+            return mge_error_set(err, MGE_ERR_SHAPE, "%s: bias %s: expected f32[%lld]", name,
+                                 mge_tdesc_str(b, bb, sizeof bb), (long long)O);
+        }
+    }
+    memset(out, 0, sizeof *out);
+    out->dtype = MGE_F32;
+    out->ndim = 5;
+    out->dims[0] = x->dims[0];
+    out->dims[1] = Ob;
+    out->dims[2] = OH;
+    out->dims[3] = OW;
+    out->dims[4] = c;
+    if ((s = mge_shape_numel(out->ndim, out->dims, out->dtype, NULL, NULL, err)))
+        return s;
+    return res ? mge_fused_check_residual(name, &in[2 + bias], out, err) : MGE_OK;
+}
+
 mge_status mge_winograd_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
 {
     if (n->op == MGE_OP_WINOGRAD_WEIGHT)
         return weight_infer(n, in, out, err);
+    if (n->op == MGE_OP_WINOGRAD_WEIGHT_NCHWC)
+        return weight_nchwc_infer(n, in, out, err);
+    if (n->op == MGE_OP_CONV2D_WINOGRAD_NCHWC)
+        return nchwc_infer(n, in, out, err);
     const char *name = "conv2d_winograd";
     int bias, res;
     mge_status s = mge_fused_check_io(n, name, &bias, &res, err);
@@ -157,17 +245,28 @@ mge_status mge_winograd_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc 
 
 double mge_winograd_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc *out)
 {
-    if (n->op == MGE_OP_WINOGRAD_WEIGHT) {
-        if (out[0].ndim != 3)
+    if (n->op == MGE_OP_WINOGRAD_WEIGHT || n->op == MGE_OP_WINOGRAD_WEIGHT_NCHWC) {
+        if (in[0].ndim != 4)
             return 0;
         double a = (double)mge_node_int(n, MGE_KEY_tile, 4) + 2;
-        return (double)out[0].dims[1] * (double)out[0].dims[2] * 6.0 * (a * 3 + a * a);
+        return (double)in[0].dims[0] * (double)in[0].dims[1] * 6.0 * (a * 3 + a * a);
     }
-    if (in[0].ndim != 4 || out[0].ndim != 4)
-        return 0;
-    double outs = mge_tdesc_count(&out[0]);
+    double outs, cin;
+    if (n->op == MGE_OP_CONV2D_WINOGRAD_NCHWC) {
+        /* the real channels: out, and x's blocks at full lanes */
+        if (in[0].ndim != 5 || out[0].ndim != 5)
+            return 0;
+        outs = (double)out[0].dims[0] * (double)mge_node_int(n, MGE_KEY_out, 0) * (double)out[0].dims[2] *
+               (double)out[0].dims[3];
+        cin = (double)in[0].dims[1] * (double)in[0].dims[4];
+    } else {
+        if (in[0].ndim != 4 || out[0].ndim != 4)
+            return 0;
+        outs = mge_tdesc_count(&out[0]);
+        cin = (double)in[0].dims[1];
+    }
     int bias = (int)mge_node_int(n, MGE_KEY_bias, 1), res = (int)mge_node_int(n, MGE_KEY_residual, 0);
     const mge_attr *act = mge_node_attr(n, MGE_KEY_act);
     int has_act = act && act->n == 1 && act->i[0] != -1;
-    return 2.0 * outs * (double)in[0].dims[1] * 9.0 + outs * (bias + res + has_act);
+    return 2.0 * outs * cin * 9.0 + outs * (bias + res + has_act);
 }

@@ -24,7 +24,7 @@
 
 /* Ops whose input 1 is a weight and input 2 (if any) a bias or residual:
  * the layers and what the fuse, winograd and layout passes make of them;
- * and winograd_weight, whose input 0 is the 3x3 weight it transforms. */
+ * and winograd_weight[_nchwc], whose input 0 is the 3x3 weight it transforms. */
 static int weighted(int op)
 {
     switch (op) {
@@ -34,7 +34,9 @@ static int weighted(int op)
     case MGE_OP_FUSED_LINEAR:
     case MGE_OP_CONV2D_WINOGRAD:
     case MGE_OP_CONV2D_NCHWC:
-    case MGE_OP_WINOGRAD_WEIGHT: return 1;
+    case MGE_OP_CONV2D_WINOGRAD_NCHWC:
+    case MGE_OP_WINOGRAD_WEIGHT:
+    case MGE_OP_WINOGRAD_WEIGHT_NCHWC: return 1;
     }
     return 0;
 }
@@ -88,7 +90,7 @@ static mge_status half_weights(mge_graph **gp, mge_dtype dt, int *changed, mge_e
             continue;
         /* weight, and bias when present (a fused op's next input may be
          * its residual: a node output, skipped by the kind test below) */
-        int wt = n->op == MGE_OP_WINOGRAD_WEIGHT;
+        int wt = n->op == MGE_OP_WINOGRAD_WEIGHT || n->op == MGE_OP_WINOGRAD_WEIGHT_NCHWC;
         for (int k = wt ? 0 : 1; k < n->nin && k <= (wt ? 0 : 2); k++) {
             int v = n->in[k];
             const mge_value *val = &g->values[v];

@@ -43,12 +43,13 @@ static int widening_cast(const mge_graph *g, const mge_node *n)
     return mge_dtype_size(g->values[n->out[0]].dtype) > mge_dtype_size(g->values[n->in[0]].dtype);
 }
 
-/* winograd_weight is left for load time on purpose (the winograd pass): its
- * result is 1.78-4x the 3x3 weight it reads, and the executor's
- * preprocessing computes it once anyway; folding would store it again. */
+/* winograd_weight (and layout's winograd_weight_nchwc) is left for load
+ * time on purpose (the winograd pass): its result is 1.78-4x the 3x3
+ * weight it reads, and the executor's preprocessing computes it once
+ * anyway; folding would store it again. */
 static int load_time_transform(const mge_node *n)
 {
-    return n->op == MGE_OP_WINOGRAD_WEIGHT;
+    return n->op == MGE_OP_WINOGRAD_WEIGHT || n->op == MGE_OP_WINOGRAD_WEIGHT_NCHWC;
 }
 
 mge_status mge_pass_fold_constants(mge_graph **gp, int *changed, mge_error *err)

@@ -3,11 +3,13 @@
  * intermediate tensor is a named value again (mge-quant calibrates on
  * them, and -O2 output is what users hand it).
  *
- *   fused_conv2d / fused_linear / conv2d_winograd / conv2d_nchwc
+ *   fused_conv2d / fused_linear / conv2d_winograd / conv2d_nchwc /
+ *   conv2d_winograd_nchwc
  *       -> conv2d or linear [-> add(., residual)] [-> act (leaky_relu: alpha)]
  *   fused_elemwise(x, a1, ...) ops=[...] -> the chain of plain ops in order,
  *       the chain value as the first operand of each binary op
- *   winograd_weight(w) feeding conv2d_winograd -> w itself (kernel 3, stride 1)
+ *   winograd_weight(w) feeding conv2d_winograd, winograd_weight_nchwc(w)
+ *       feeding conv2d_winograd_nchwc -> w itself (kernel 3, stride 1)
  *   conv2d_nchwc's packed weight -> [O, C/groups, kh, kw] f32, padded lanes
  *       dropped (the inverse of pack_weight in pass_layout.c)
  *   maxpool2d_nchwc -> maxpool2d; elementwise ops on blocked tensors run on
@@ -52,6 +54,7 @@ static int target_op(int op)
     case MGE_OP_FUSED_LINEAR:
     case MGE_OP_FUSED_ELEMWISE:
     case MGE_OP_CONV2D_WINOGRAD:
+    case MGE_OP_CONV2D_WINOGRAD_NCHWC:
     case MGE_OP_TO_NCHWC:
     case MGE_OP_FROM_NCHWC:
     case MGE_OP_CONV2D_NCHWC:
@@ -153,6 +156,22 @@ static mge_status analyse(unf *u, mge_error *err)
                 continue;
             }
             break;
+        case MGE_OP_CONV2D_WINOGRAD_NCHWC: {
+            int bias = (int)mge_node_int(n, MGE_KEY_bias, 1), res = (int)mge_node_int(n, MGE_KEY_residual, 0);
+            if (n->nout != 1 || n->nin != 2 + bias + res || u->blk[n->in[0]] != BLOCKED ||
+                (res && u->blk[n->in[2 + bias]] != BLOCKED) || u->blk[n->in[1]] || (bias && u->blk[n->in[2]]))
+                return cannot(g, n, "inputs are not the blocked x [, bias] [, residual] layout writes", err);
+            const mge_value *v = &g->values[n->in[1]];
+            if (v->kind != MGE_VAL_NODE || v->producer < 0 ||
+                g->nodes[v->producer].op != MGE_OP_WINOGRAD_WEIGHT_NCHWC)
+                return cannot(g, n,
+                              "weight_t is not made by a winograd_weight_nchwc node (a pre-transformed weight); "
+                              "the 3x3 weight cannot be recovered",
+                              err);
+            u->blk[n->out[0]] = BLOCKED;
+            u->chan[n->out[0]] = mge_node_int(n, MGE_KEY_out, -1);
+            continue;
+        }
         case MGE_OP_CONV2D_WINOGRAD: {
             int wt = n->nin >= 2 ? n->in[1] : -1;
             const mge_value *v = wt >= 0 ? &g->values[wt] : NULL;
@@ -294,8 +313,9 @@ static mge_status unfuse_layer(unf *u, const mge_node *n, mge_error *err)
     mge_attr la[40];
     int nl = mge_grad_attrs(n, lop, la);
     int w = u->cv[n->in[1]];
-    if (n->op == MGE_OP_CONV2D_WINOGRAD) {
-        /* weight_t = winograd_weight(w) (checked in analyse) */
+    if (n->op == MGE_OP_CONV2D_WINOGRAD || n->op == MGE_OP_CONV2D_WINOGRAD_NCHWC) {
+        /* weight_t = winograd_weight[_nchwc](w) (checked in analyse); x,
+         * residual and output of the _nchwc op stand for plain values */
         w = u->cv[g->nodes[g->values[n->in[1]].producer].in[0]];
         memset(&la[nl], 0, sizeof la[nl]);
         la[nl].key = MGE_KEY_kernel;
@@ -453,7 +473,8 @@ static mge_status unfuse_node(unf *u, int i, mge_error *err)
         break;
     case MGE_OP_FUSED_CONV2D:
     case MGE_OP_FUSED_LINEAR:
-    case MGE_OP_CONV2D_WINOGRAD: return unfuse_layer(u, n, err);
+    case MGE_OP_CONV2D_WINOGRAD:
+    case MGE_OP_CONV2D_WINOGRAD_NCHWC: return unfuse_layer(u, n, err);
     case MGE_OP_CONV2D_NCHWC: return unfuse_nchwc(u, n, err);
     }
     if (n->op != MGE_OP_FUSED_ELEMWISE && n->op != MGE_OP_MAXPOOL2D_NCHWC && !nb) {

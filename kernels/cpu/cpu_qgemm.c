@@ -17,9 +17,12 @@
  * unpacks, 16 columns at a time (the junk past a run's end is overwritten
  * by the next run). 1x1 stride-1 convs without padding read x in place.
  * Small images (few blocks) pack every block once into a shared area and
- * split the rows of W over the threads instead.
+ * split the rows of W over the threads instead (a task: a chunk of rows
+ * over all the columns).
  * Per output row o the constant part of acc is folded into
- * off[o] = bias[o] - corr * rowsum(w[o]).
+ * off[o] = bias[o] - corr * rowsum(w[o]); the multipliers and row sums are
+ * made in the packing tasks (in parallel). The row-sum pass costs about 1%
+ * of an int8 resnet18 (perf, VNNI, weights warm in L3).
  *
  * The levels (mge_cpu_int8()):
  *  - AVX-512 VNNI: vpdpbusd zmm, 8 rows x 48 columns (24 accumulators),
@@ -35,65 +38,39 @@
  *    so a pair is at most 2 * 128 * 127 = 32512 < 32767 and exact; then
  *    vpmaddwd by ones and vpaddd. x is stored raw (s8), corr = x_zero.
  *    It needs |w| <= 127 (mge-quant guarantees it): a weight of -128 would
- *    give wrong sums (vpsignb cannot negate it, pairs may saturate), so a
- *    call whose weights hold -128 takes the portable loops instead (a
- *    vectorized scan, at this level only): exact either way.
+ *    give wrong sums (vpsignb cannot negate it, pairs may saturate).
+ *    AVX2, wide: x - x_zero and W as int16 pairs of taps (a 4-byte unit
+ *    holds 2 taps, Kq = K/2 units), vpmaddwd + vpaddd: 8 MACs per ALU
+ *    instruction like the sign trick, but fewer on the multiply ports, no
+ *    row sums, and exact for any weight. W is repacked as int16 on every
+ *    call, so it is used for images of QG_WIDE_MIN_M columns or more and for
+ *    weights holding -128 (seen in the sign trick's row-sum pass, at this
+ *    level only; the call then packs again); the sign trick reads W in
+ *    place for the rest. It reaches about 24
+ *    MAC/cycle (16 ALU uops per 128 MACs on 3 ports): the ceiling of
+ *    AVX2 integer dot products without VNNI.
  *  - portable: plain C on the same packing (raw x, corr = x_zero).
  * The requantization is vectorized along m: (acc * mult + 2^30) >> 31 from
  * vpmuldq on even and odd lanes (64-bit products) blended back, the
  * rounding shift (t >> s) + ((t >> (s - 1)) & 1), + y_zero, clamp, narrow.
  *
- * Depthwise convs (groups = C = O) use a direct kernel on an int16 padded
- * plane of x - x_zero (no GEMM); other grouped convs a GEMM per group.
+ * Depthwise convs (groups = C = O) use a direct kernel (cpu_qdepthwise.c,
+ * no GEMM); other grouped convs a GEMM per group. qlinear with at most
+ * QG_GEMV_M rows of x runs as dot products (GEMV, see there).
  * Work is split over (group, column block, row block) tiles, one image
  * after the other; every output is computed by the same code whatever the
  * split, so any thread count gives the same bytes. */
-#include "cpu.h"
+#include "cpu_qint8.h"
 
-#include "quant_math.h"
-
-#include <string.h>
-
-#if CPU_X86 && defined(__GNUC__)
-#define QG_X86 1
-#include <immintrin.h>
-#if defined(__clang__)
-#define QG_512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
-#define QG_VNNI __attribute__((target("avx2,fma,avxvnni")))
-#define QG_AVX2 __attribute__((target("avx2,fma")))
-#else
-#define QG_512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), optimize("O3")))
-#define QG_VNNI __attribute__((target("avx2,fma,avxvnni"), optimize("O3")))
-#define QG_AVX2 __attribute__((target("avx2,fma"), optimize("O3")))
-#endif
-#else
-#define QG_X86 0
-#endif
+#include <stdatomic.h>
 
 enum { MR_MAX = 8, NR_MAX = 48 };
-
-#define QG_AL(v) (((v) + 63) & ~(size_t)63)
-
-/* Per output row: off = bias - corr * rowsum, the multiplier and shift. */
-typedef struct qg_row {
-    int32_t off, mult, shift;
-} qg_row;
-
-typedef struct qg_epi {
-    int32_t yz, lo, hi;
-} qg_epi;
 
 /* rows x cols of C (rows <= MR, cols <= NR) from xp [Kq][NR][4] and
  * W (row r, quad q at wp + r * wrs + q * wqs: packed [Kq][MR][4] or W
  * itself), requantized into y (row stride ldy). */
 typedef void (*qg_ukr_fn)(const uint8_t *xp, int64_t xs, const int8_t *wp, int64_t wrs, int64_t wqs, int64_t Kq,
                           const qg_row *rp, const qg_epi *e, int rows, int cols, int8_t *y, int64_t ldy);
-
-static inline int8_t qg_out(int32_t acc, const qg_row *r, const qg_epi *e)
-{
-    mge_qmul q = {r->mult, r->shift};
-    return (int8_t)mge_q_clamp(mge_qmul_apply(acc, q) + e->yz, e->lo, e->hi);
-}
 
 /* ---------------------------------------------------------------- portable */
 
@@ -121,34 +98,6 @@ static CPU_BASE void ukr_base(const uint8_t *xp, int64_t xs, const int8_t *wp, i
 /* ---------------------------------------------------------------- AVX2 / AVX-VNNI (ymm) */
 
 enum { Y_MR = 4, Y_NR = 16 };
-
-/* requantizes 8 lanes of acc (off already added) and stores cols of them */
-static QG_AVX2 inline void epi_ymm(__m256i v, const qg_row *r, const qg_epi *e, int8_t *y, int cols)
-{
-    __m256i m = _mm256_set1_epi32(r->mult), half = _mm256_set1_epi64x(1LL << 30);
-    __m256i pe = _mm256_add_epi64(_mm256_mul_epi32(v, m), half);
-    __m256i po = _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(v, 32), m), half);
-    /* bits 31..62 of each product: the low dword of pe >> 31, the high dword of po << 1 */
-    __m256i t = _mm256_blend_epi32(_mm256_srli_epi64(pe, 31), _mm256_slli_epi64(po, 1), 0xAA);
-    if (r->shift) {
-        __m256i a = _mm256_sra_epi32(t, _mm_cvtsi32_si128(r->shift));
-        __m256i b = _mm256_sra_epi32(t, _mm_cvtsi32_si128(r->shift - 1));
-        t = _mm256_add_epi32(a, _mm256_and_si256(b, _mm256_set1_epi32(1)));
-    }
-    t = _mm256_add_epi32(t, _mm256_set1_epi32(e->yz));
-    t = _mm256_max_epi32(t, _mm256_set1_epi32(e->lo));
-    t = _mm256_min_epi32(t, _mm256_set1_epi32(e->hi));
-    /* packs work within 128-bit lanes: [0-3 0-3 | 4-7 4-7] -> qwords 0, 2 */
-    __m256i p = _mm256_permute4x64_epi64(_mm256_packs_epi32(t, t), 0x08);
-    __m128i b8 = _mm_packs_epi16(_mm256_castsi256_si128(p), _mm256_castsi256_si128(p));
-    if (cols >= 8) {
-        _mm_storel_epi64((__m128i *)y, b8);
-    } else if (cols > 0) {
-        int8_t tmp[16];
-        _mm_storeu_si128((__m128i *)tmp, b8);
-        memcpy(y, tmp, (size_t)cols);
-    }
-}
 
 /* The micro-kernels name every accumulator: with an array GCC keeps a
  * copy in memory and stores it on every iteration. */
@@ -183,6 +132,47 @@ static QG_AVX2 void ukr_avx2(const uint8_t *xp, int64_t xs, const int8_t *wp, in
     for (int64_t q = 0; q < Kq; q++, xp += xs, wp += wqs) {
         __m256i x0 = _mm256_loadu_si256((const __m256i *)xp), x1 = _mm256_loadu_si256((const __m256i *)(xp + 32));
         Y_ROW(0, DP_AVX2) Y_ROW(1, DP_AVX2) Y_ROW(2, DP_AVX2) Y_ROW(3, DP_AVX2)
+    }
+    Y_EPI(0) Y_EPI(1) Y_EPI(2) Y_EPI(3)
+}
+
+/* AVX2, wide: x - x_zero as int16 pairs of taps ([unit][NR][2]), W packed
+ * as int16 pairs ([unit][MR][2]); vpmaddwd sums a pair exactly into int32
+ * (|x - xz| <= 255, any weight), so no row sums and no sign trick. 4 rows
+ * x 16 columns: 8 accumulators, 2 x, 1 w. The step is written in asm:
+ * GCC adds into a fresh register and copies it back (8 extra instructions
+ * a step for 22 useful ones), and this kernel is bound by issue. */
+static QG_AVX2 void ukr_avx2w(const uint8_t *xp, int64_t xs, const int8_t *wp, int64_t wrs, int64_t wqs, int64_t Kq,
+                              const qg_row *rp, const qg_epi *e, int rows, int cols, int8_t *y, int64_t ldy)
+{
+    Y_DECL;
+    for (int64_t q = 0; q < Kq; q++, xp += xs, wp += wqs) {
+        __asm__("vmovdqu (%[x]), %%ymm12\n\t"
+                "vmovdqu 32(%[x]), %%ymm13\n\t"
+                "vpbroadcastd (%[w0]), %%ymm14\n\t"
+                "vpmaddwd %%ymm14, %%ymm12, %%ymm15\n\t"
+                "vpaddd %%ymm15, %[c00], %[c00]\n\t"
+                "vpmaddwd %%ymm14, %%ymm13, %%ymm15\n\t"
+                "vpaddd %%ymm15, %[c01], %[c01]\n\t"
+                "vpbroadcastd (%[w1]), %%ymm14\n\t"
+                "vpmaddwd %%ymm14, %%ymm12, %%ymm15\n\t"
+                "vpaddd %%ymm15, %[c10], %[c10]\n\t"
+                "vpmaddwd %%ymm14, %%ymm13, %%ymm15\n\t"
+                "vpaddd %%ymm15, %[c11], %[c11]\n\t"
+                "vpbroadcastd (%[w2]), %%ymm14\n\t"
+                "vpmaddwd %%ymm14, %%ymm12, %%ymm15\n\t"
+                "vpaddd %%ymm15, %[c20], %[c20]\n\t"
+                "vpmaddwd %%ymm14, %%ymm13, %%ymm15\n\t"
+                "vpaddd %%ymm15, %[c21], %[c21]\n\t"
+                "vpbroadcastd (%[w3]), %%ymm14\n\t"
+                "vpmaddwd %%ymm14, %%ymm12, %%ymm15\n\t"
+                "vpaddd %%ymm15, %[c30], %[c30]\n\t"
+                "vpmaddwd %%ymm14, %%ymm13, %%ymm15\n\t"
+                "vpaddd %%ymm15, %[c31], %[c31]\n\t"
+                : [c00] "+x"(c00), [c01] "+x"(c01), [c10] "+x"(c10), [c11] "+x"(c11), [c20] "+x"(c20),
+                  [c21] "+x"(c21), [c30] "+x"(c30), [c31] "+x"(c31)
+                : [x] "r"(xp), [w0] "r"(wp), [w1] "r"(wp + wrs), [w2] "r"(wp + 2 * wrs), [w3] "r"(wp + 3 * wrs)
+                : "xmm12", "xmm13", "xmm14", "xmm15", "memory");
     }
     Y_EPI(0) Y_EPI(1) Y_EPI(2) Y_EPI(3)
 }
@@ -225,37 +215,6 @@ static QG_VNNI void ukr_vnni(const uint8_t *xp, int64_t xs, const int8_t *wp, in
 
 enum { Z_MR = 8, Z_NR = 48 };
 
-static QG_512 inline void epi_zmm(__m512i v, const qg_row *r, const qg_epi *e, int8_t *y, __mmask16 mk)
-{
-    const __m512i half = _mm512_set1_epi64(1LL << 30), m = _mm512_set1_epi32(r->mult);
-    v = _mm512_add_epi32(v, _mm512_set1_epi32(r->off));
-    __m512i pe = _mm512_add_epi64(_mm512_mul_epi32(v, m), half);
-    __m512i po = _mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(v, 32), m), half);
-    /* bits 31..62 of each product: the low dword of pe >> 31, the high dword of po << 1 */
-    __m512i t = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(pe, 31), _mm512_slli_epi64(po, 1));
-    if (r->shift) {
-        __m512i a = _mm512_sra_epi32(t, _mm_cvtsi32_si128(r->shift));
-        __m512i b = _mm512_sra_epi32(t, _mm_cvtsi32_si128(r->shift - 1));
-        t = _mm512_add_epi32(a, _mm512_and_si512(b, _mm512_set1_epi32(1)));
-    }
-    t = _mm512_add_epi32(t, _mm512_set1_epi32(e->yz));
-    t = _mm512_min_epi32(_mm512_max_epi32(t, _mm512_set1_epi32(e->lo)), _mm512_set1_epi32(e->hi));
-    _mm512_mask_cvtsepi32_storeu_epi8(y, mk, t);
-}
-
-/* 16 (or the n left, masked) int32 from memory through epi_zmm */
-static QG_512 void epi_zmm_at(const int32_t *acc, const qg_row *r, const qg_epi *e, int8_t *y, int64_t n)
-{
-    __mmask16 mk = n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1);
-    epi_zmm(_mm512_maskz_loadu_epi32(mk, acc), r, e, y, mk);
-}
-
-static QG_AVX2 void epi_ymm_at(const int32_t *acc, const qg_row *r, const qg_epi *e, int8_t *y)
-{
-    __m256i v = _mm256_loadu_si256((const __m256i *)acc);
-    epi_ymm(_mm256_add_epi32(v, _mm256_set1_epi32(r->off)), r, e, y, 8);
-}
-
 #define Z_ROW(r)                                     \
     {                                                \
         int32_t w4;                                  \
@@ -271,11 +230,6 @@ static QG_AVX2 void epi_ymm_at(const int32_t *acc, const qg_row *r, const qg_epi
         epi_zmm(c##r##1, &rp[r], e, y + (r) * ldy + 16, mk1);     \
         epi_zmm(c##r##2, &rp[r], e, y + (r) * ldy + 32, mk2);     \
     }
-
-static inline __mmask16 zmask(int n)
-{
-    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
-}
 
 /* Narrower kernels for a panel's last columns (small images: 7x7 = 49
  * columns would otherwise run as 96) */
@@ -407,30 +361,81 @@ static void interleave_row(const int8_t *const *s, int64_t n, uint8_t *d, int fl
 #endif
 }
 
+#if QG_X86
+/* The wide level's interleave_row: n columns from 2 source rows as int16
+ * pairs (x - xz) at d (4 bytes per column), 16 columns a step; the same
+ * junk and read rules as interleave_row. */
+static QG_AVX2 void interleave2_row(const int8_t *const *s, int64_t n, uint8_t *d, int32_t xz, const int8_t *lim)
+{
+    const __m256i z = _mm256_set1_epi16((short)xz);
+    for (int64_t i = 0; i < n; i += 16, d += 64) {
+        __m128i v0, v1;
+        uintptr_t e = (uintptr_t)lim - 16 - (uintptr_t)i;
+        if (!lim || i + 16 <= n || ((uintptr_t)s[0] <= e && (uintptr_t)s[1] <= e)) {
+            v0 = _mm_loadu_si128((const __m128i *)(s[0] + i));
+            v1 = _mm_loadu_si128((const __m128i *)(s[1] + i));
+        } else {   /* the end of x: never read past it */
+            int8_t b[2][16] = {{0}};
+            for (int t = 0; t < 2; t++)
+                memcpy(b[t], s[t] + i, (size_t)(n - i));
+            v0 = _mm_loadu_si128((const __m128i *)b[0]);
+            v1 = _mm_loadu_si128((const __m128i *)b[1]);
+        }
+        __m256i a = _mm256_sub_epi16(_mm256_cvtepi8_epi16(v0), z), b = _mm256_sub_epi16(_mm256_cvtepi8_epi16(v1), z);
+        /* unpacks work per 128-bit lane: lo = columns 0-3, 8-11, hi = 4-7, 12-15 */
+        __m256i lo = _mm256_unpacklo_epi16(a, b), hi = _mm256_unpackhi_epi16(a, b);
+        _mm256_storeu_si256((__m256i *)d, _mm256_permute2x128_si256(lo, hi, 0x20));
+        _mm256_storeu_si256((__m256i *)(d + 32), _mm256_permute2x128_si256(lo, hi, 0x31));
+    }
+}
+#endif
+
 /* ---------------------------------------------------------------- levels */
 
 typedef struct qg_level {
     int mr, nr, flip;   /* flip: x stored as x ^ 0x80 (u8), corr = x_zero + 128 */
+    int wide;           /* x - x_zero and W as int16 pairs: a 4-byte unit holds 2 taps, not 4 */
     qg_ukr_fn ukr;
 } qg_level;
 
-static qg_level qg_pick(int safe)
+/* AVX2: the wide kernel is the faster one (7-10% from 14x14 images up,
+ * 1 thread) but needs W repacked as int16 (twice its bytes) on every call,
+ * which images of few columns do not amortize (at 7x7 both run alike):
+ * there the sign trick reads W in place. Weights of -128 (which the sign
+ * trick cannot take) also go wide. */
+enum { QG_WIDE_MIN_M = 150 };
+
+static qg_level qg_pick(int64_t M, int has128)
 {
-    qg_level l = {BASE_MR, BASE_NR, 0, ukr_base};
+    qg_level l = {BASE_MR, BASE_NR, 0, 0, ukr_base};
 #if QG_X86
     switch (mge_cpu_int8()) {
-    case MGE_INT8_AVX512VNNI: l = (qg_level){Z_MR, Z_NR, 1, ukr_512}; break;
-    case MGE_INT8_AVXVNNI: l = (qg_level){Y_MR, V_NR, 1, ukr_vnni}; break;
+    case MGE_INT8_AVX512VNNI: l = (qg_level){Z_MR, Z_NR, 1, 0, ukr_512}; break;
+    case MGE_INT8_AVXVNNI: l = (qg_level){Y_MR, V_NR, 1, 0, ukr_vnni}; break;
     case MGE_INT8_AVX2:
-        if (safe)
-            l = (qg_level){Y_MR, Y_NR, 0, ukr_avx2};
+        l = M >= QG_WIDE_MIN_M || has128 ? (qg_level){Y_MR, Y_NR, 0, 1, ukr_avx2w}
+                                         : (qg_level){Y_MR, Y_NR, 0, 0, ukr_avx2};
         break;
     default: break;
     }
 #else
-    (void)safe;
+    (void)M, (void)has128;
 #endif
     return l;
+}
+
+/* taps per 4-byte unit of the packed X and W at this process's level, at
+ * the least (scratch is sized with it) */
+static int64_t qg_tpu(void)
+{
+    return QG_X86 && mge_cpu_int8() == MGE_INT8_AVX2 ? 2 : 4;
+}
+
+/* units of K */
+static int64_t qg_units(int64_t K)
+{
+    int64_t t = qg_tpu();
+    return (K + t - 1) / t;
 }
 
 /* the largest MR and NR of any level: scratch sized for these fits all */
@@ -450,6 +455,7 @@ typedef struct qg_prep {
     int8_t *wp;                 /* [G][Ob][Kq][MR][4] (only blocks qg_wblock does not read in place) */
     const int8_t *W;            /* the weight [O][K] */
     int direct;                 /* K % 4 == 0: full row blocks are read from W in place */
+    int32_t xz;
     qg_row *rows;               /* [G][Ob * MR] */
     qg_epi e;
 } qg_prep;
@@ -457,7 +463,7 @@ typedef struct qg_prep {
 static size_t qg_prep_bytes(int64_t G, int64_t Og, int64_t K)
 {
     /* rows padded to ANY_MR, a multiple of every level's MR */
-    int64_t Kq = (K + 3) / 4, rowsp = (Og + ANY_MR - 1) / ANY_MR * ANY_MR;
+    int64_t Kq = qg_units(K), rowsp = (Og + ANY_MR - 1) / ANY_MR * ANY_MR;
     return (size_t)(G * rowsp * Kq * 4) + (size_t)(G * rowsp) * sizeof(qg_row) + 128;
 }
 
@@ -467,13 +473,6 @@ static int qg_qmul(double xs, double ys, const mge_tensor *w, int64_t o, mge_qmu
     double wsc = (double)w->q.scale[w->q.axis == 0 ? o : 0];
     return mge_qmul_make(xs * wsc / ys, q);
 }
-
-CPU_MULTI(qg_scan, (const int8_t *restrict w, int64_t n, int *found), (w, n, found), {
-    int f = 0;
-    for (int64_t i = 0; i < n; i++)
-        f |= w[i] == -128;
-    *found = f;
-})
 
 #if QG_X86
 /* sum of w[0..n): vpdpbusd with u8 ones, 64 bytes an instruction */
@@ -489,27 +488,36 @@ static QG_512 int32_t rowsum_512(const int8_t *w, int64_t n)
     return t;
 }
 
-/* vpmaddubsw with u8 ones (pairs in int16, |pair| <= 256), vpmaddwd to int32 */
-static QG_AVX2 int32_t rowsum_avx2(const int8_t *w, int64_t n)
+/* vpmaddubsw with u8 ones (pairs in int16, |pair| <= 256), vpmaddwd to
+ * int32; *has128: whether a weight is -128 (the sign trick's scan, in the
+ * same pass) */
+static QG_AVX2 int32_t rowsum_avx2(const int8_t *w, int64_t n, int *has128)
 {
     __m256i acc = _mm256_setzero_si256(), ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+    __m256i m128 = _mm256_set1_epi8(-128), seen = _mm256_setzero_si256();
     int64_t i = 0;
-    for (; i + 32 <= n; i += 32)
-        acc = _mm256_add_epi32(
-            acc, _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, _mm256_loadu_si256((const __m256i *)(w + i))), ones16));
+    for (; i + 32 <= n; i += 32) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(w + i));
+        seen = _mm256_or_si256(seen, _mm256_cmpeq_epi8(v, m128));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, v), ones16));
+    }
+    int f = !_mm256_testz_si256(seen, seen);
     __m128i h = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
     h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
     h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
     int32_t t = _mm_cvtsi128_si32(h);
     for (; i < n; i++)
-        t += w[i];
+        t += w[i], f |= w[i] == -128;
+    *has128 = f;
     return t;
 }
 #endif
 
-/* the sum of a weight row (int32: exact below 2^24 taps) */
-static void qg_rowsum(const int8_t *w, int64_t n, int32_t *sum)
+/* the sum of a weight row (int32: exact below 2^24 taps), and whether it
+ * holds -128 (the AVX2 levels only; 0 elsewhere) */
+static void qg_rowsum(const int8_t *w, int64_t n, int32_t *sum, int *has128)
 {
+    *has128 = 0;
 #if QG_X86
     int l = mge_cpu_int8();
     if (l >= MGE_INT8_AVX512VNNI) {
@@ -517,7 +525,7 @@ static void qg_rowsum(const int8_t *w, int64_t n, int32_t *sum)
         return;
     }
     if (l >= MGE_INT8_AVX2) {
-        *sum = rowsum_avx2(w, n);
+        *sum = rowsum_avx2(w, n, has128);
         return;
     }
 #endif
@@ -532,7 +540,46 @@ typedef struct qg_pack_job {
     const int8_t *W;
     const int32_t *B;
     uint32_t corr;
+    const mge_tensor *w;   /* for the multipliers */
+    double xs, ys;
+    atomic_int *found128;   /* the sign trick: set when a weight is -128 (NULL: no scan) */
 } qg_pack_job;
+
+#if QG_X86
+/* the wide level's W block: 4 rows (src[r], NULL past O) as int16 pairs
+ * [Kq][4][2], zeros past K; 8 units a step (a 4 x 8 transpose of dwords) */
+static QG_AVX2 void qg_pack_wide(const int8_t *const *src, int64_t K, int64_t Kq, int8_t *dst)
+{
+    int64_t q = 0;
+    for (; q + 8 <= K / 2; q += 8) {
+        __m256i v[4];
+        for (int r = 0; r < 4; r++)
+            v[r] = src[r] ? _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(src[r] + q * 2)))
+                          : _mm256_setzero_si256();
+        __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpacklo_epi32(v[2], v[3]);
+        __m256i t2 = _mm256_unpackhi_epi32(v[0], v[1]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+        __m256i o0 = _mm256_unpacklo_epi64(t0, t1), o1 = _mm256_unpackhi_epi64(t0, t1);
+        __m256i o2 = _mm256_unpacklo_epi64(t2, t3), o3 = _mm256_unpackhi_epi64(t2, t3);
+        int8_t *d = dst + q * 16;   /* unit u at d + u * 16: units q..q+3 in the low lanes, q+4..q+7 high */
+        _mm_storeu_si128((__m128i *)d, _mm256_castsi256_si128(o0));
+        _mm_storeu_si128((__m128i *)(d + 16), _mm256_castsi256_si128(o1));
+        _mm_storeu_si128((__m128i *)(d + 32), _mm256_castsi256_si128(o2));
+        _mm_storeu_si128((__m128i *)(d + 48), _mm256_castsi256_si128(o3));
+        _mm_storeu_si128((__m128i *)(d + 64), _mm256_extracti128_si256(o0, 1));
+        _mm_storeu_si128((__m128i *)(d + 80), _mm256_extracti128_si256(o1, 1));
+        _mm_storeu_si128((__m128i *)(d + 96), _mm256_extracti128_si256(o2, 1));
+        _mm_storeu_si128((__m128i *)(d + 112), _mm256_extracti128_si256(o3, 1));
+    }
+    for (; q < Kq; q++)
+        for (int r = 0; r < 4; r++) {
+            int16_t t[2] = {0, 0};
+            for (int h = 0; h < 2; h++)
+                if (src[r] && q * 2 + h < K)
+                    t[h] = src[r][q * 2 + h];
+            memcpy(dst + (q * 4 + r) * 4, t, 4);
+        }
+}
+#endif
 
 /* row blocks [b0, b1) over all groups: W's rows as [Kq][MR][4] (zeros past
  * Og and K), and off = bias - corr * rowsum */
@@ -551,12 +598,27 @@ static void qg_pack_blocks(void *arg, int64_t b0, int64_t b1, int thread)
             src[r] = ol < p->Og ? j->W + o * K : NULL;
             if (!src[r])
                 continue;
-            int32_t sum;
-            qg_rowsum(src[r], K, &sum);
+            qg_row *row = &p->rows[g * p->Ob * mr + ol];
+            mge_qmul qm;
+            qg_qmul(j->xs, j->ys, j->w, o, &qm);   /* in range: checked by qg_prepare */
+            row->mult = qm.mult, row->shift = qm.shift;
+            int32_t sum = 0;
+            int f = 0;
+            /* the scan for -128 rides on the row sum's pass, in parallel */
+            if (j->corr || j->found128)
+                qg_rowsum(src[r], K, &sum, &f);
+            if (f && j->found128)
+                atomic_store_explicit(j->found128, 1, memory_order_relaxed);
             p->rows[g * p->Ob * mr + ol].off = (int32_t)((j->B ? (uint32_t)j->B[o] : 0u) - j->corr * (uint32_t)sum);
         }
         if (p->direct && (ob + 1) * mr <= p->Og)
             continue;   /* read in place */
+#if QG_X86
+        if (p->lv.wide) {
+            qg_pack_wide(src, K, Kq, dst);
+            continue;
+        }
+#endif
         int64_t q = 0;
 #if QG_X86
         /* 4 rows x 4 quads at a time: a 4x4 transpose of int32 */
@@ -585,43 +647,54 @@ static void qg_pack_blocks(void *arg, int64_t b0, int64_t b1, int thread)
     }
 }
 
-/* Packs W [O][K] (rows of group g at g*Og) and the row params. 0 when a
- * multiplier is out of range (the caller falls back to the ref kernel). */
-static int qg_prepare(const mge_kctx *ctx, const mge_node *n, const mge_tensor *w, const mge_tensor *bias,
-                      int64_t G, int64_t Og, int64_t K, void *ws, qg_prep *p)
+
+/* Packs W [O][K] (rows of group g at g*Og) and the row params (M: the
+ * columns of C per image, for the choice of kernel; wide: force the AVX2
+ * level's wide kernel). 0 when a multiplier is out of range (the caller
+ * falls back to the ref kernel), 2 when the sign trick met a weight of
+ * -128 (the caller packs again, wide). */
+static int qg_prepare_at(const mge_kctx *ctx, const mge_node *n, const mge_tensor *w, const mge_tensor *bias,
+                         int64_t G, int64_t Og, int64_t K, int64_t M, int wide, void *ws, qg_prep *p)
 {
     const int8_t *W = w->data;
-    int64_t O = G * Og;
-    int has128 = 0;
-    if (mge_cpu_int8() == MGE_INT8_AVX2)   /* the only level that minds -128 */
-        qg_scan(W, O * K, &has128);
-    p->lv = qg_pick(!has128);
+    p->lv = qg_pick(M, wide);
     int mr = p->lv.mr;
-    p->G = G, p->Og = Og, p->K = K, p->Kq = (K + 3) / 4, p->Ob = (Og + mr - 1) / mr;
+    p->G = G, p->Og = Og, p->K = K, p->Kq = p->lv.wide ? (K + 1) / 2 : (K + 3) / 4, p->Ob = (Og + mr - 1) / mr;
     int64_t rowsp = p->Ob * mr;
     p->wp = ws;
     p->W = W;
-    p->direct = K % 4 == 0;
+    p->direct = !p->lv.wide && K % 4 == 0;
     p->rows = (qg_row *)(void *)((char *)ws + (((size_t)(G * rowsp * p->Kq * 4) + 63) & ~(size_t)63));
     double xs = mge_node_float(n, MGE_KEY_x_scale, 1), ys = mge_node_float(n, MGE_KEY_y_scale, 1);
     int32_t xz = (int32_t)mge_node_int(n, MGE_KEY_x_zero, 0);
+    p->xz = xz;
     p->e.yz = (int32_t)mge_node_int(n, MGE_KEY_y_zero, 0);
     mge_q_act_bounds(mge_node_int(n, MGE_KEY_act, -1), ys, p->e.yz, &p->e.lo, &p->e.hi);
+    /* mge_qmul_make's range for every row (the multipliers are made in the tasks) */
+    for (int64_t o = 0; o < (w->q.axis == 0 ? G * Og : 1); o++) {
+        double m = xs * (double)w->q.scale[o] / ys;
+        if (!(m >= 0) || !(m < 1))
+            return 0;
+    }
     for (int64_t g = 0; g < G; g++)
-        for (int64_t ol = 0; ol < rowsp; ol++) {
-            qg_row *row = &p->rows[g * rowsp + ol];
-            row->off = row->mult = row->shift = 0;
-            mge_qmul q;
-            if (ol < Og) {
-                if (!qg_qmul(xs, ys, w, g * Og + ol, &q))
-                    return 0;
-                row->mult = q.mult, row->shift = q.shift;
-            }
-        }
-    qg_pack_job j = {p, W, bias ? bias->data : NULL, (uint32_t)(xz + (p->lv.flip ? 128 : 0))};
+        for (int64_t ol = Og; ol < rowsp; ol++)   /* rows past O: computed, never stored */
+            p->rows[g * rowsp + ol] = (qg_row){0, 0, 0};
+    atomic_int found;
+    atomic_init(&found, 0);
+    int scan = QG_X86 && mge_cpu_int8() == MGE_INT8_AVX2 && !p->lv.wide;   /* the sign trick minds -128 */
+    /* wide: x - x_zero is packed, acc needs no correction */
+    qg_pack_job j = {p,  W,  bias ? bias->data : NULL, p->lv.wide ? 0u : (uint32_t)(xz + (p->lv.flip ? 128 : 0)),
+                     w,  xs, ys, scan ? &found : NULL};
     /* 64 KiB of weights or more per task: small layers pack on the caller */
     cpu_parallel(ctx, G * p->Ob, (65536 + K * mr) / (K * mr + 1), qg_pack_blocks, &j);
-    return 1;
+    return scan && atomic_load(&found) ? 2 : 1;
+}
+
+static int qg_prepare(const mge_kctx *ctx, const mge_node *n, const mge_tensor *w, const mge_tensor *bias,
+                      int64_t G, int64_t Og, int64_t K, int64_t M, void *ws, qg_prep *p)
+{
+    int r = qg_prepare_at(ctx, n, w, bias, G, Og, K, M, 0, ws, p);
+    return r == 2 ? qg_prepare_at(ctx, n, w, bias, G, Og, K, M, 1, ws, p) : r;
 }
 
 /* Row block b of group g for the micro-kernel: W in place when rows of
@@ -658,7 +731,7 @@ enum { QG_NSUB = 4 };
 static int64_t qg_mb(int64_t M, int64_t K, int nr)
 {
     int64_t nsub = (M + nr - 1) / nr;
-    int64_t cap = (256 * 1024) / (((K + 3) / 4) * 4 * nr);
+    int64_t cap = (256 * 1024) / (qg_units(K) * 4 * nr);
     if (cap < 1)
         cap = 1;
     if (cap > QG_NSUB)
@@ -680,38 +753,12 @@ static size_t qg_thread_bytes(int64_t M, int64_t K)
 {
     /* the largest block any level picks */
     static const int nrs[] = {ANY_NR, 24, 16};
-    int64_t Kq = (K + 3) / 4, mb = 0;
+    int64_t Kq = qg_units(K), mb = 0;
     for (int i = 0; i < 3; i++) {
         int64_t b = qg_mb(M, K, nrs[i]);
         mb = b > mb ? b : mb;
     }
     return (size_t)(Kq * qg_xstride(mb) + ANY_MR * ANY_NR + 256);
-}
-
-/* depthwise: an int16 padded plane and an int32 row */
-/* depthwise: x - x_zero as int16, padded with 0 (= x_zero) and split into
- * sw column phases (as qg_src), Hp rows of Wq; then the int32 row and the
- * tap offsets */
-static void dw_dims(const cpu_conv *c, int64_t *Hp, int64_t *Wq)
-{
-    int64_t hr = (c->OH - 1) * c->sh + (c->kh - 1) * c->dh + 1, wr = (c->OW - 1) * c->sw + (c->kw - 1) * c->dw + 1;
-    int64_t Wp = c->W + c->pw > wr ? c->W + c->pw : wr;
-    *Hp = c->H + c->ph > hr ? c->H + c->ph : hr;
-    *Wq = (Wp + c->sw - 1) / c->sw;
-}
-
-/* the plane's int16 count, with room for 32-lane loads past a row's end */
-static int64_t dw_plane(const cpu_conv *c)
-{
-    int64_t Hp, Wq;
-    dw_dims(c, &Hp, &Wq);
-    return c->sw * Hp * Wq + 64;
-}
-
-static size_t dw_thread_bytes(const cpu_conv *c)
-{
-    return QG_AL((size_t)dw_plane(c) * 2) + QG_AL((size_t)c->OW * 4 + 64) + (size_t)(c->ksz + 1) * 8 +
-           (size_t)(c->ksz / 2 + 1) * 4 + 64;
 }
 
 static int qg_is_dw(const cpu_conv *c)
@@ -846,14 +893,20 @@ static void qconv_pack(const qconv_job *j, int64_t g, int64_t m0, int64_t len, u
     }
     const int8_t *gbase = j->src.base + g * c->Cg * j->src.cstride;
     int64_t xs = qg_xstride(j->mb);
+    int tpu = p->lv.wide ? 2 : 4;
     for (int64_t q = 0; q < p->Kq; q++) {
-        const int64_t *ko = j->koff + q * 4;
+        const int64_t *ko = j->koff + q * tpu;
         uint8_t *d = xp + q * xs;
         for (int64_t i = 0; i < nseg; i++) {
             const int8_t *sp[4];
-            for (int t = 0; t < 4; t++)
+            for (int t = 0; t < tpu; t++)
                 sp[t] = ko[t] < 0 ? j->zero : gbase + ko[t] + soff[i];
-            interleave_row(sp, slen[i], d, p->lv.flip, j->xend);
+#if QG_X86
+            if (p->lv.wide)
+                interleave2_row(sp, slen[i], d, p->xz, j->xend);
+            else
+#endif
+                interleave_row(sp, slen[i], d, p->lv.flip, j->xend);
             d += slen[i] * 4;
         }
     }
@@ -879,6 +932,32 @@ static void qconv_tasks(void *arg, int64_t t0, int64_t t1, int thread)
     uint8_t *own = (uint8_t *)(j->tws + (size_t)thread * j->tbytes), *xp = own;
     int64_t Kq = p->Kq, nr = p->lv.nr, mr = p->lv.mr, xs = qg_xstride(j->mb);
     int64_t packed = -1;   /* (group, column block) whose X is in xp */
+    if (j->xsh) {
+        /* every block is packed: a task is a chunk of rows of a group over
+         * all the column blocks (it was a block and a chunk of rows: the
+         * few-column blocks, e.g. 1 of 49 at 7x7, made tasks of very
+         * uneven cost, and 2 threads ran resnet18's 512x7x7 3x3 at 330
+         * GOP/s; now 450) */
+        for (int64_t t = t0; t < t1; t++) {
+            int64_t ob = t % j->nob, g = t / j->nob;
+            int64_t b0 = ob * j->obper, b1 = b0 + j->obper < p->Ob ? b0 + j->obper : p->Ob;
+            int8_t *yg = j->y + g * c->Og * c->P;
+            for (int64_t mbi = 0; mbi < j->nmb; mbi++) {
+                int64_t m0 = mbi * j->mb, len = c->P - m0 < j->mb ? c->P - m0 : j->mb;
+                xp = j->xsh + (g * j->nmb + mbi) * Kq * xs;
+                for (int64_t b = b0; b < b1; b++) {
+                    int64_t r0 = b * mr, rows = c->Og - r0 < mr ? c->Og - r0 : mr, wrs, wqs;
+                    const int8_t *wb = qg_wblock(p, g, b, &wrs, &wqs);
+                    for (int64_t s = 0; s * nr < len; s++) {
+                        int64_t mc = m0 + s * nr, cols = c->P - mc < nr ? c->P - mc : nr;
+                        p->lv.ukr(xp + s * nr * 4, xs, wb, wrs, wqs, Kq, p->rows + g * p->Ob * mr + r0, &p->e,
+                                  (int)rows, (int)cols, yg + r0 * c->P + mc, c->P);
+                    }
+                }
+            }
+        }
+        return;
+    }
     for (int64_t t = t0; t < t1; t++) {
         int64_t ob = t % j->nob, blk = t / j->nob;
         int64_t mbi = blk % j->nmb, g = blk / j->nmb;
@@ -904,172 +983,6 @@ static void qconv_tasks(void *arg, int64_t t0, int64_t t1, int thread)
     }
 }
 
-/* ---------------------------------------------------------------- depthwise */
-
-typedef struct dw_job {
-    const cpu_conv *c;
-    const int8_t *x, *w;
-    int8_t *y;
-    char *tws;
-    size_t tbytes;
-    int32_t xz;
-    const qg_row *rows;   /* channel ch at rows[ch * rstride] */
-    int64_t rstride;
-    qg_epi e;
-} dw_job;
-
-CPU_MULTI(dw_acc_row,
-          (int32_t *restrict acc, const int16_t *restrict r, int64_t n, int64_t s, int32_t wv), (acc, r, n, s, wv), {
-              if (s == 1)
-                  for (int64_t i = 0; i < n; i++)
-                      acc[i] += r[i] * wv;
-              else
-                  for (int64_t i = 0; i < n; i++)
-                      acc[i] += r[i * s] * wv;
-          })
-
-/* d[i] = x[i] - xz */
-CPU_MULTI(dw_widen, (int16_t *restrict d, const int8_t *restrict x, int64_t n, int32_t xz), (d, x, n, xz), {
-    for (int64_t i = 0; i < n; i++)
-        d[i] = (int16_t)(x[i] - xz);
-})
-
-/* y[i] from acc[i] + off, requantized: the micro-kernels' epilogues */
-static void qg_requant_row(const int32_t *acc, int64_t n, const qg_row *r, const qg_epi *e, int8_t *y)
-{
-    int64_t i = 0;
-#if QG_X86
-    int l = mge_cpu_int8();
-    if (l >= MGE_INT8_AVX512VNNI) {
-        for (; i < n; i += 16)
-            epi_zmm_at(acc + i, r, e, y + i, n - i);
-        return;
-    }
-    if (l >= MGE_INT8_AVX2)
-        for (; i + 8 <= n; i += 8)
-            epi_ymm_at(acc + i, r, e, y + i);
-#endif
-    for (; i < n; i++)
-        y[i] = qg_out((int32_t)((uint32_t)acc[i] + (uint32_t)r->off), r, e);
-}
-
-#if QG_X86
-/* One output row of a depthwise conv, 16 (AVX2) or 32 (AVX-512) outputs at
- * a time kept in registers over all taps: taps in pairs through vpmaddwd
- * on interleaved int16 (|x - xz| <= 255, |w| <= 128: a pair sum fits
- * int32). tap[t]: the tap's start in the plane for this row; w2[t / 2]:
- * the pair's weights as two int16. Reads up to 31 int16 past a row's OW
- * (the plane has room). */
-static QG_AVX2 void dw_row_avx2(const int16_t *pad, const int64_t *tap, const int32_t *w2, int64_t ntap, int64_t OW,
-                                const qg_row *rp, const qg_epi *e, int8_t *y)
-{
-    const __m256i off = _mm256_set1_epi32(rp->off);
-    for (int64_t x0 = 0; x0 < OW; x0 += 16) {
-        __m256i lo = _mm256_setzero_si256(), hi = lo;
-        for (int64_t t = 0; t < ntap; t += 2) {
-            __m256i va = _mm256_loadu_si256((const __m256i *)(pad + tap[t] + x0));
-            __m256i vb = _mm256_loadu_si256((const __m256i *)(pad + tap[t + 1] + x0));
-            __m256i wv = _mm256_set1_epi32(w2[t / 2]);
-            lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(va, vb), wv));
-            hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(va, vb), wv));
-        }
-        /* unpacks work within 128-bit lanes: lo = outputs 0-3, 8-11, hi = 4-7, 12-15 */
-        __m256i o0 = _mm256_permute2x128_si256(lo, hi, 0x20), o1 = _mm256_permute2x128_si256(lo, hi, 0x31);
-        epi_ymm(_mm256_add_epi32(o0, off), rp, e, y + x0, (int)(OW - x0 < 8 ? OW - x0 : 8));
-        epi_ymm(_mm256_add_epi32(o1, off), rp, e, y + x0 + 8, (int)(OW - x0 - 8));
-    }
-}
-
-static QG_512 void dw_row_512(const int16_t *pad, const int64_t *tap, const int32_t *w2, int64_t ntap, int64_t OW,
-                              const qg_row *rp, const qg_epi *e, int8_t *y)
-{
-    const __m512i i0 = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0), i1 = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
-    for (int64_t x0 = 0; x0 < OW; x0 += 32) {
-        __m512i lo = _mm512_setzero_si512(), hi = lo;
-        for (int64_t t = 0; t < ntap; t += 2) {
-            __m512i va = _mm512_loadu_si512(pad + tap[t] + x0), vb = _mm512_loadu_si512(pad + tap[t + 1] + x0);
-            __m512i wv = _mm512_set1_epi32(w2[t / 2]);
-            lo = _mm512_add_epi32(lo, _mm512_madd_epi16(_mm512_unpacklo_epi16(va, vb), wv));
-            hi = _mm512_add_epi32(hi, _mm512_madd_epi16(_mm512_unpackhi_epi16(va, vb), wv));
-        }
-        /* per 128-bit lane k: lo holds outputs 8k..8k+3, hi 8k+4..8k+7 */
-        __m512i o0 = _mm512_permutex2var_epi64(lo, i0, hi), o1 = _mm512_permutex2var_epi64(lo, i1, hi);
-        int64_t n = OW - x0;
-        epi_zmm(o0, rp, e, y + x0, zmask((int)(n < 16 ? n : 16)));
-        epi_zmm(o1, rp, e, y + x0 + 16, zmask((int)(n - 16 < 16 ? n - 16 : 16)));
-    }
-}
-#endif
-
-static void dw_tasks(void *arg, int64_t t0, int64_t t1, int thread)
-{
-    const dw_job *j = arg;
-    const cpu_conv *c = j->c;
-    char *ws = j->tws + (size_t)thread * j->tbytes;
-    int16_t *pad = (int16_t *)(void *)ws;
-    int64_t Hp, Wq, sw = c->sw;
-    dw_dims(c, &Hp, &Wq);
-    int32_t *acc = (int32_t *)(void *)(ws + QG_AL((size_t)dw_plane(c) * 2));
-    int64_t *tap = (int64_t *)(void *)((char *)acc + QG_AL((size_t)c->OW * 4 + 64));
-    int32_t *w2 = (int32_t *)(void *)(tap + c->ksz + 1);
-    int vec = QG_X86 ? mge_cpu_int8() : 0;
-    (void)vec;
-    for (int64_t t = t0; t < t1; t++) {
-        int64_t ch = t % c->C, img = t / c->C;
-        const int8_t *xc = j->x + (img * c->C + ch) * c->H * c->W;
-        for (int64_t p = 0; p < sw; p++)
-            for (int64_t i = 0; i < Hp; i++) {
-                int16_t *d = pad + (p * Hp + i) * Wq;
-                int64_t iy = i - c->ph, lo, hi;
-                if (iy < 0 || iy >= c->H) {
-                    memset(d, 0, (size_t)Wq * 2);
-                    continue;
-                }
-                const int8_t *xr = xc + iy * c->W;
-                cpu_valid_range(Wq, c->W, sw, c->pw, p, &lo, &hi);
-                memset(d, 0, (size_t)lo * 2);
-                memset(d + hi, 0, (size_t)(Wq - hi) * 2);
-                if (sw == 1)
-                    dw_widen(d + lo, xr + lo - c->pw, hi - lo, j->xz);
-                else
-                    for (int64_t q = lo; q < hi; q++)
-                        d[q] = (int16_t)(xr[q * sw + p - c->pw] - j->xz);
-            }
-        memset(pad + sw * Hp * Wq, 0, 64 * 2);   /* the room past the end: read, never used */
-        const int8_t *wc = j->w + ch * c->ksz;
-        const qg_row *rp = &j->rows[ch * j->rstride];
-        /* the taps in pairs (the odd last one with a zero partner) */
-        for (int64_t k = 0; k < c->ksz; k += 2) {
-            uint32_t hiw = k + 1 < c->ksz ? (uint32_t)(uint16_t)(int16_t)wc[k + 1] << 16 : 0;
-            w2[k / 2] = (int32_t)((uint32_t)(uint16_t)(int16_t)wc[k] | hiw);
-        }
-        int8_t *yc = j->y + (img * c->O + ch) * c->P;
-        for (int64_t oy = 0; oy < c->OH; oy++) {
-            for (int64_t ky = 0; ky < c->kh; ky++)
-                for (int64_t kx = 0; kx < c->kw; kx++) {
-                    int64_t cx = kx * c->dw;
-                    tap[ky * c->kw + kx] = ((cx % sw) * Hp + oy * c->sh + ky * c->dh) * Wq + cx / sw;
-                }
-            tap[c->ksz] = tap[0];   /* the zero-weight partner of an odd last tap */
-#if QG_X86
-            if (vec >= MGE_INT8_AVX512VNNI) {
-                dw_row_512(pad, tap, w2, c->ksz, c->OW, rp, &j->e, yc + oy * c->OW);
-                continue;
-            }
-            if (vec >= MGE_INT8_AVX2) {
-                dw_row_avx2(pad, tap, w2, c->ksz, c->OW, rp, &j->e, yc + oy * c->OW);
-                continue;
-            }
-#endif
-            for (int64_t ox = 0; ox < c->OW; ox++)
-                acc[ox] = 0;
-            for (int64_t k = 0; k < c->ksz; k++)
-                dw_acc_row(acc, pad + tap[k], c->OW, 1, wc[k]);
-            qg_requant_row(acc, c->OW, rp, &j->e, yc + oy * c->OW);
-        }
-    }
-}
-
 /* ---------------------------------------------------------------- entry points */
 
 /* Column blocks of one image, and the split of the rows when they are
@@ -1089,7 +1002,7 @@ static int64_t qconv_split(const cpu_conv *c, int threads, int nr, int mr, int64
         want = Ob;
     *obper = (Ob + want - 1) / want;
     *nob = (Ob + *obper - 1) / *obper;
-    return *nob > 1 ? blocks * ((c->K + 3) / 4) * qg_xstride(*mb) : 0;
+    return *nob > 1 ? blocks * qg_units(c->K) * qg_xstride(*mb) : 0;
 }
 
 static size_t qconv_xsh_bytes(const cpu_conv *c, int threads)
@@ -1107,12 +1020,16 @@ static size_t qconv_xsh_bytes(const cpu_conv *c, int threads)
  * image and a zero row (GEMM only), then per thread its own part */
 static size_t qconv_bytes(const cpu_conv *c, int threads, size_t *prep, size_t *shared, size_t *per)
 {
-    int dw = qg_is_dw(c);
-    *prep = QG_AL(qg_prep_bytes(c->G, c->Og, c->K));
-    *shared = dw ? 0 : QG_AL(qg_src_bytes(c)) + QG_AL((size_t)c->OW + 64) + QG_AL((size_t)(c->K + 4) * 8);
-    if (!dw)
-        *shared += QG_AL(qconv_xsh_bytes(c, threads));
-    *per = QG_AL(dw ? dw_thread_bytes(c) : qg_thread_bytes(c->P, c->K));
+    if (qg_is_dw(c)) {
+        *prep = 0;
+        mge_cpu_qdw_bytes(c, shared, per);
+        *shared = QG_AL(*shared);
+    } else {
+        *prep = QG_AL(qg_prep_bytes(c->G, c->Og, c->K));
+        *shared = QG_AL(qg_src_bytes(c)) + QG_AL((size_t)c->OW + 64) + QG_AL((size_t)(c->K + 4) * 8) +
+                  QG_AL(qconv_xsh_bytes(c, threads));
+        *per = QG_AL(qg_thread_bytes(c->P, c->K));
+    }
     return *prep + *shared + (size_t)(threads > 0 ? threads : 1) * *per + 64;
 }
 
@@ -1142,22 +1059,10 @@ static mge_status cpu_qconv2d(const mge_kctx *ctx, const mge_node *n, mge_tensor
     char *sh = (char *)ctx->ws + prep, *tws = sh + shared;
     int8_t xz = (int8_t)mge_node_int(n, MGE_KEY_x_zero, 0);
     const int8_t *x = in[0]->data;
-    if (qg_is_dw(&c)) {
-        /* the row params only: K = ksz, one row per channel (MR rows per block) */
-        qg_prep p;
-        if (!qg_prepare(ctx, n, in[1], bias, c.G, 1, c.ksz, ctx->ws, &p))
-            return cpu_fallback(ctx, n, in, out, err);
-        /* qg_prepare's off holds the packing's correction; the direct kernel
-         * subtracts x_zero itself, so off is the bias alone */
-        int64_t rs = p.Ob * p.lv.mr;
-        for (int64_t ch = 0; ch < c.C; ch++)
-            p.rows[ch * rs].off = bias ? ((const int32_t *)bias->data)[ch] : 0;
-        dw_job j = {&c, x, in[1]->data, out[0]->data, tws, per, xz, p.rows, rs, p.e};
-        cpu_parallel(ctx, c.N * c.C, 1, dw_tasks, &j);
-        return MGE_OK;
-    }
+    if (qg_is_dw(&c))
+        return mge_cpu_qdw_run(ctx, n, &c, in, out, sh, tws, per) ? MGE_OK : cpu_fallback(ctx, n, in, out, err);
     qg_prep p;
-    if (!qg_prepare(ctx, n, in[1], bias, c.G, c.Og, c.K, ctx->ws, &p))
+    if (!qg_prepare(ctx, n, in[1], bias, c.G, c.Og, c.K, c.P, ctx->ws, &p))
         return cpu_fallback(ctx, n, in, out, err);
     qconv_job j = {&c, &p, {0}, NULL, NULL, NULL, NULL, NULL, tws, per, 0, 0, 1, p.Ob};
     if (qg_src_direct(&c))
@@ -1168,8 +1073,14 @@ static mge_status cpu_qconv2d(const mge_kctx *ctx, const mge_node *n, mge_tensor
     j.koff = (int64_t *)(void *)(zero + QG_AL((size_t)c.OW + 64));
     int64_t xsh = qconv_split(&c, threads, p.lv.nr, p.lv.mr, &j.mb, &j.nmb, &j.nob, &j.obper);
     int64_t blocks = c.G * j.nmb;
-    if (xsh)
+    if (xsh) {
         j.xsh = (uint8_t *)(void *)(j.koff + QG_AL((size_t)(c.K + 4) * 8) / 8);
+        /* tasks are (group, chunk of rows) over all columns: about 4 per thread */
+        int64_t want = (4 * threads + c.G - 1) / c.G;
+        want = want > p.Ob ? p.Ob : want;
+        j.obper = (p.Ob + want - 1) / want;
+        j.nob = (p.Ob + j.obper - 1) / j.obper;
+    }
     int64_t Hp, Wq;
     qg_src_dims(&c, &Hp, &Wq);
     for (int64_t img = 0; img < c.N; img++) {
@@ -1190,15 +1101,231 @@ static mge_status cpu_qconv2d(const mge_kctx *ctx, const mge_node *n, mge_tensor
             }
             for (k = c.ksz; k < c.K; k++)
                 j.koff[k] = j.koff[k - c.ksz] + j.src.cstride;
-            for (; k < p.Kq * 4; k++)
+            for (; k < p.Kq * (p.lv.wide ? 2 : 4); k++)
                 j.koff[k] = -1;
         }
         j.y = (int8_t *)out[0]->data + img * c.O * c.P;
-        if (j.xsh)
+        if (j.xsh) {
             cpu_parallel(ctx, blocks, 1, qconv_pack_shared, &j);
-        cpu_parallel(ctx, blocks * j.nob, 1, qconv_tasks, &j);
+            cpu_parallel(ctx, c.G * j.nob, 1, qconv_tasks, &j);
+        } else {
+            cpu_parallel(ctx, blocks * j.nob, 1, qconv_tasks, &j);
+        }
     }
     return MGE_OK;
+}
+
+/* ---------------------------------------------------------------- qlinear, few rows of x */
+
+/* GEMV: x has M <= QG_GEMV_M rows, so the GEMM's column panels would be
+ * mostly empty (M = 1 ran 16 columns for 1). Each output is a dot product
+ * of x with a weight row: the rows of W are streamed once, 4 at a time
+ * against x held in cache, and split over the threads in ranges of rows.
+ * VNNI levels: vpdpbusd of u8 x ^ 0x80 (zero-padded to 64) with the row,
+ * the row sum from vpdpbusd of ones in the same pass (acc = sum - corr *
+ * rowsum as in the GEMM); AVX2: x - x_zero widened to int16 once, the row
+ * widened with vpmovsxbw, vpmaddwd (exact: |pair| <= 2 * 255 * 128, any
+ * weight, -128 included). Row params (multiplier, bias) are made in the
+ * tasks. */
+enum { QG_GEMV_M = 3, GV_ROWS = 4 };
+
+typedef struct gemv_job {
+    const mge_tensor *w;
+    const int8_t *W, *x;
+    const int32_t *bias;
+    int8_t *y;
+    const void *xs;   /* x prepared: u8 [M][Kp] (VNNI), int16 [M][Kp] (AVX2) */
+    int64_t M, K, O, Kp;
+    int32_t xz;
+    double xsc, ysc;
+    qg_epi e;
+    int level;
+} gemv_job;
+
+/* dots[m * GV_ROWS + r]: the exact int32 sum of (x - xz) * w over row r */
+#if QG_X86
+static QG_512 void gemv_512(const gemv_job *j, const int8_t *const *wr, int nr, uint32_t *dots)
+{
+    const uint8_t *xs = j->xs;
+    int64_t K = j->K, Kf = K / 64 * 64;
+    __mmask64 tail = K > Kf ? (__mmask64)((1ULL << (K - Kf)) - 1) : 0;
+    const __m512i ones = _mm512_set1_epi8(1);
+    __m512i s[GV_ROWS];
+    for (int r = 0; r < GV_ROWS; r++)
+        s[r] = _mm512_setzero_si512();
+    for (int64_t m = 0; m < j->M; m++) {
+        const uint8_t *xm = xs + m * j->Kp;
+        __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+        int first = m == 0;
+#define GV_STEP(LOAD)                                                                  \
+    {                                                                                  \
+        __m512i xv = _mm512_loadu_si512(xm + k);                                       \
+        __m512i w0 = LOAD(wr[0]), w1 = LOAD(wr[1]), w2 = LOAD(wr[2]), w3 = LOAD(wr[3]); \
+        a0 = _mm512_dpbusd_epi32(a0, xv, w0), a1 = _mm512_dpbusd_epi32(a1, xv, w1);      \
+        a2 = _mm512_dpbusd_epi32(a2, xv, w2), a3 = _mm512_dpbusd_epi32(a3, xv, w3);      \
+        if (first) {                                                                   \
+            s[0] = _mm512_dpbusd_epi32(s[0], ones, w0), s[1] = _mm512_dpbusd_epi32(s[1], ones, w1); \
+            s[2] = _mm512_dpbusd_epi32(s[2], ones, w2), s[3] = _mm512_dpbusd_epi32(s[3], ones, w3); \
+        }                                                                              \
+    }
+        int64_t k = 0;
+#define GV_FULL(p) _mm512_loadu_si512((p) + k)
+#define GV_TAIL(p) _mm512_maskz_loadu_epi8(tail, (p) + k)
+        for (; k < Kf; k += 64)
+            GV_STEP(GV_FULL)
+        if (tail)
+            GV_STEP(GV_TAIL)
+#undef GV_FULL
+#undef GV_TAIL
+#undef GV_STEP
+        uint32_t corr = (uint32_t)(j->xz + 128);
+        uint32_t acc[4] = {(uint32_t)_mm512_reduce_add_epi32(a0), (uint32_t)_mm512_reduce_add_epi32(a1),
+                           (uint32_t)_mm512_reduce_add_epi32(a2), (uint32_t)_mm512_reduce_add_epi32(a3)};
+        for (int r = 0; r < nr; r++)
+            dots[m * GV_ROWS + r] = acc[r] - corr * (uint32_t)_mm512_reduce_add_epi32(s[r]);
+    }
+}
+
+/* AVX-VNNI: the same with ymm, the tail past a multiple of 32 in C */
+static QG_VNNI void gemv_vnni(const gemv_job *j, const int8_t *const *wr, int nr, uint32_t *dots)
+{
+    const uint8_t *xs = j->xs;
+    int64_t K = j->K, Kf = K / 32 * 32;
+    const __m256i ones = _mm256_set1_epi8(1);
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+    uint32_t rs[GV_ROWS] = {0, 0, 0, 0};
+    for (int64_t m = 0; m < j->M; m++) {
+        const uint8_t *xm = xs + m * j->Kp;
+        __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+        for (int64_t k = 0; k < Kf; k += 32) {
+            __m256i xv = _mm256_loadu_si256((const __m256i *)(xm + k));
+            __m256i w0 = _mm256_loadu_si256((const __m256i *)(wr[0] + k));
+            __m256i w1 = _mm256_loadu_si256((const __m256i *)(wr[1] + k));
+            __m256i w2 = _mm256_loadu_si256((const __m256i *)(wr[2] + k));
+            __m256i w3 = _mm256_loadu_si256((const __m256i *)(wr[3] + k));
+            a0 = _mm256_dpbusd_avx_epi32(a0, xv, w0), a1 = _mm256_dpbusd_avx_epi32(a1, xv, w1);
+            a2 = _mm256_dpbusd_avx_epi32(a2, xv, w2), a3 = _mm256_dpbusd_avx_epi32(a3, xv, w3);
+            if (m == 0) {
+                s0 = _mm256_dpbusd_avx_epi32(s0, ones, w0), s1 = _mm256_dpbusd_avx_epi32(s1, ones, w1);
+                s2 = _mm256_dpbusd_avx_epi32(s2, ones, w2), s3 = _mm256_dpbusd_avx_epi32(s3, ones, w3);
+            }
+        }
+        __m256i av[4] = {a0, a1, a2, a3}, sv[4] = {s0, s1, s2, s3};
+        uint32_t corr = (uint32_t)(j->xz + 128);
+        for (int r = 0; r < nr; r++) {
+            uint32_t t[8], u[8], a = 0;
+            _mm256_storeu_si256((__m256i *)t, av[r]);
+            if (m == 0) {
+                _mm256_storeu_si256((__m256i *)u, sv[r]);
+                for (int i = 0; i < 8; i++)
+                    rs[r] += u[i];
+                for (int64_t k = Kf; k < K; k++)
+                    rs[r] += (uint32_t)wr[r][k];
+            }
+            for (int i = 0; i < 8; i++)
+                a += t[i];
+            for (int64_t k = Kf; k < K; k++)
+                a += (uint32_t)xm[k] * (uint32_t)wr[r][k];
+            dots[m * GV_ROWS + r] = a - corr * rs[r];
+        }
+    }
+}
+
+static QG_AVX2 void gemv_avx2(const gemv_job *j, const int8_t *const *wr, int nr, uint32_t *dots)
+{
+    const int16_t *xs = j->xs;
+    int64_t K = j->K, Kf = K / 16 * 16;
+    for (int64_t m = 0; m < j->M; m++) {
+        const int16_t *xm = xs + m * j->Kp;
+        __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+        for (int64_t k = 0; k < Kf; k += 16) {
+            __m256i xv = _mm256_loadu_si256((const __m256i *)(xm + k));
+#define GV_W(r) _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(wr[r] + k)))
+            a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(xv, GV_W(0)));
+            a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(xv, GV_W(1)));
+            a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(xv, GV_W(2)));
+            a3 = _mm256_add_epi32(a3, _mm256_madd_epi16(xv, GV_W(3)));
+#undef GV_W
+        }
+        __m256i av[4] = {a0, a1, a2, a3};
+        for (int r = 0; r < nr; r++) {
+            uint32_t t[8], a = 0;
+            _mm256_storeu_si256((__m256i *)t, av[r]);
+            for (int i = 0; i < 8; i++)
+                a += t[i];
+            for (int64_t k = Kf; k < K; k++)
+                a += (uint32_t)(xm[k] * wr[r][k]);
+            dots[m * GV_ROWS + r] = a;
+        }
+    }
+}
+#endif
+
+static void gemv_tasks(void *arg, int64_t b0, int64_t b1, int thread)
+{
+    const gemv_job *j = arg;
+    for (int64_t b = b0; b < b1; b++) {
+        int64_t o0 = b * GV_ROWS;
+        int nr = (int)(j->O - o0 < GV_ROWS ? j->O - o0 : GV_ROWS);
+        const int8_t *wr[GV_ROWS];
+        for (int r = 0; r < GV_ROWS; r++)   /* past O: row 0 again, its sums unused */
+            wr[r] = j->W + (o0 + (r < nr ? r : 0)) * j->K;
+        uint32_t dots[QG_GEMV_M * GV_ROWS];
+#if QG_X86
+        if (j->level >= MGE_INT8_AVX512VNNI)
+            gemv_512(j, wr, nr, dots);
+        else if (j->level >= MGE_INT8_AVXVNNI)
+            gemv_vnni(j, wr, nr, dots);
+        else if (j->level >= MGE_INT8_AVX2)
+            gemv_avx2(j, wr, nr, dots);
+        else
+#endif
+            for (int64_t m = 0; m < j->M; m++)
+                for (int r = 0; r < nr; r++) {
+                    uint32_t a = 0;
+                    const int8_t *xm = j->x + m * j->K;
+                    for (int64_t k = 0; k < j->K; k++)
+                        a += (uint32_t)((xm[k] - j->xz) * wr[r][k]);
+                    dots[m * GV_ROWS + r] = a;
+                }
+        for (int r = 0; r < nr; r++) {
+            mge_qmul q;
+            qg_qmul(j->xsc, j->ysc, j->w, o0 + r, &q);   /* in range: checked before the tasks */
+            qg_row row = {j->bias ? j->bias[o0 + r] : 0, q.mult, q.shift};
+            for (int64_t m = 0; m < j->M; m++)
+                j->y[m * j->O + o0 + r] = qg_out((int32_t)(dots[m * GV_ROWS + r] + (uint32_t)row.off), &row, &j->e);
+        }
+    }
+}
+
+static size_t gemv_bytes(int64_t M, int64_t K)
+{
+    return (size_t)(M * ((K + 63) / 64 * 64) * 2) + 64;
+}
+
+static void qlin_gemv(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                      int64_t M, int64_t K, int64_t O, void *ws)
+{
+    gemv_job j = {in[1], in[1]->data, in[0]->data, n->nin > 2 ? in[2]->data : NULL, out[0]->data, ws, M, K, O,
+                  (K + 63) / 64 * 64, (int32_t)mge_node_int(n, MGE_KEY_x_zero, 0),
+                  mge_node_float(n, MGE_KEY_x_scale, 1), mge_node_float(n, MGE_KEY_y_scale, 1), {0, 0, 0},
+                  QG_X86 ? mge_cpu_int8() : 0};
+    j.e.yz = (int32_t)mge_node_int(n, MGE_KEY_y_zero, 0);
+    mge_q_act_bounds(mge_node_int(n, MGE_KEY_act, -1), j.ysc, j.e.yz, &j.e.lo, &j.e.hi);
+    for (int64_t m = 0; m < M; m++) {
+        const int8_t *xm = j.x + m * K;
+        if (j.level >= MGE_INT8_AVXVNNI) {
+            uint8_t *d = (uint8_t *)ws + m * j.Kp;
+            for (int64_t k = 0; k < j.Kp; k++)
+                d[k] = k < K ? (uint8_t)xm[k] ^ 0x80 : 0;
+        } else if (j.level >= MGE_INT8_AVX2) {
+            int16_t *d = (int16_t *)ws + m * j.Kp;
+            for (int64_t k = 0; k < j.Kp; k++)
+                d[k] = (int16_t)(k < K ? xm[k] - j.xz : 0);
+        }
+    }
+    /* 16 KiB of weights or more per task */
+    cpu_parallel(ctx, (O + GV_ROWS - 1) / GV_ROWS, 16384 / (K * GV_ROWS) + 1, gemv_tasks, &j);
 }
 
 /* ---------------------------------------------------------------- qlinear */
@@ -1230,6 +1357,15 @@ static void qlin_tasks(void *arg, int64_t t0, int64_t t1, int thread)
             for (int64_t i = 0; i < len; i++) {
                 uint8_t *d = xp + i * 4;
                 const uint8_t *sx = (const uint8_t *)j->x + (m0 + i) * K;
+                if (p->lv.wide) {   /* int16 pairs of x - x_zero */
+                    for (int64_t q = 0; q < Kq; q++) {
+                        int16_t pr[2];
+                        for (int b = 0; b < 2; b++)
+                            pr[b] = (int16_t)(q * 2 + b < K ? (int8_t)sx[q * 2 + b] - p->xz : 0);
+                        memcpy(d + q * xs, pr, 4);
+                    }
+                    continue;
+                }
                 for (int64_t q = 0; q < Kq; q++)
                     for (int b = 0; b < 4; b++)
                         d[q * xs + b] = q * 4 + b < K ? sx[q * 4 + b] ^ f : 0;
@@ -1267,6 +1403,8 @@ static size_t qlin_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *cons
     size_t ref = cpu_ref_ws(n, in, out, threads);
     size_t need = qg_prep_bytes(1, O, K) + (size_t)(threads > 0 ? threads : 1) *
                                                ((qg_thread_bytes(M, K) + 63) & ~(size_t)63) + 128;
+    if (M <= QG_GEMV_M && gemv_bytes(M, K) > need)
+        need = gemv_bytes(M, K);
     return need > ref ? need : ref;
 }
 
@@ -1277,6 +1415,18 @@ static mge_status cpu_qlinear(const mge_kctx *ctx, const mge_node *n, mge_tensor
     qlin_dims(in, &M, &K, &O);
     if (!qg_supported(n, in, O) || M == 0 || K == 0 || in[1]->ndim != 2 || in[1]->dims[1] != K)
         return cpu_fallback(ctx, n, in, out, err);
+    if (M <= QG_GEMV_M) {
+        if (!ctx->ws || ctx->ws_size < gemv_bytes(M, K))
+            return mge_error_set(err, MGE_ERR_INVALID, "%s: scratch of %zu bytes, need %zu",
+                                 mge_op_info(n->op)->name, ctx->ws_size, gemv_bytes(M, K));
+        mge_qmul q;
+        double xs = mge_node_float(n, MGE_KEY_x_scale, 1), ys = mge_node_float(n, MGE_KEY_y_scale, 1);
+        for (int64_t o = 0; o < (in[1]->q.axis == 0 ? O : 1); o++)
+            if (!qg_qmul(xs, ys, in[1], o, &q))
+                return cpu_fallback(ctx, n, in, out, err);
+        qlin_gemv(ctx, n, in, out, M, K, O, ctx->ws);
+        return MGE_OK;
+    }
     int threads = ctx->pool ? mge_pool_size(ctx->pool) : 1;
     size_t prep = qg_prep_bytes(1, O, K), per = (qg_thread_bytes(M, K) + 63) & ~(size_t)63;
     size_t need = prep + (size_t)threads * per + 128;
@@ -1284,7 +1434,7 @@ static mge_status cpu_qlinear(const mge_kctx *ctx, const mge_node *n, mge_tensor
         return mge_error_set(err, MGE_ERR_INVALID, "%s: scratch of %zu bytes, need %zu", mge_op_info(n->op)->name,
                              ctx->ws_size, need);
     qg_prep p;
-    if (!qg_prepare(ctx, n, in[1], n->nin > 2 ? in[2] : NULL, 1, O, K, ctx->ws, &p))
+    if (!qg_prepare(ctx, n, in[1], n->nin > 2 ? in[2] : NULL, 1, O, K, M, ctx->ws, &p))
         return cpu_fallback(ctx, n, in, out, err);
     qlin_job j = {&p, in[0]->data, out[0]->data, (char *)ctx->ws + ((prep + 63) & ~(size_t)63), per, M, O, 0, 0, 1,
                   p.Ob};

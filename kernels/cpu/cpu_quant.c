@@ -9,8 +9,8 @@
  *    mge_qadd_make), the rounding shift, + y_zero, clamp.
  * Tails and the portable level use the scalar formulas themselves. Split
  * over the pool in ranges of elements.
- * Also maxpool2d and global_avgpool on qs8 (the ref ones are generic
- * loops); avgpool2d on qs8 stays with the ref kernel. */
+ * Also maxpool2d, avgpool2d and global_avgpool on qs8 (the ref ones are
+ * generic loops). */
 #include "cpu.h"
 
 #include "quant_math.h"
@@ -327,6 +327,103 @@ static mge_status cpu_maxpool_qs8(const mge_kctx *ctx, const mge_node *n, mge_te
     return MGE_OK;
 }
 
+/* avgpool2d: the ref's windows and divisors (ref_avg_window), sums in
+ * int32 with the padding counted as 0 (so a sum is the sum of the window's
+ * inputs): per output row, the column sums of its kh input rows, then kw
+ * of them per output, mge_q_div_round. count_include_pad with padding is
+ * refused by the ref kernel (it needs a zero point): it runs it for the
+ * error. */
+typedef struct ap_job {
+    cpu_pool_geom g;
+    const int8_t *x;
+    int8_t *y;
+    char *ws;
+    size_t per;
+} ap_job;
+
+CPU_MULTI(ap_add_row, (int32_t *restrict s, const int8_t *restrict r, int64_t n), (s, r, n), {
+    for (int64_t i = 0; i < n; i++)
+        s[i] += r[i];
+})
+
+/* the divisor of window (oh, ow): ref_avg_window's */
+static int64_t ap_div(const cpu_pool_geom *g, int64_t oh, int64_t ow)
+{
+    int64_t a0 = oh * g->sh - g->ph, b0 = ow * g->sw - g->pw, a1 = a0 + g->kh, b1 = b0 + g->kw;
+    a1 = a1 > g->H + g->ph ? g->H + g->ph : a1, b1 = b1 > g->W + g->pw ? g->W + g->pw : b1;
+    int64_t padded = (a1 - a0) * (b1 - b0);
+    a0 = a0 < 0 ? 0 : a0, b0 = b0 < 0 ? 0 : b0;
+    a1 = a1 > g->H ? g->H : a1, b1 = b1 > g->W ? g->W : b1;
+    return g->incl ? padded : (a1 > a0 && b1 > b0 ? (a1 - a0) * (b1 - b0) : 0);
+}
+
+static void ap_planes(void *arg, int64_t p0, int64_t p1, int thread)
+{
+    const ap_job *j = arg;
+    const cpu_pool_geom *g = &j->g;
+    int32_t *cs = (int32_t *)(void *)(j->ws + (size_t)thread * j->per);   /* [Wp]: padded columns */
+    for (int64_t pl = p0; pl < p1; pl++) {
+        const int8_t *x = j->x + pl * g->H * g->W;
+        int8_t *y = j->y + pl * g->OH * g->OW;
+        for (int64_t oh = 0; oh < g->OH; oh++) {
+            memset(cs, 0, (size_t)g->Wp * 4);
+            int64_t r0 = oh * g->sh - g->ph, r1 = r0 + g->kh;
+            for (int64_t iy = r0 < 0 ? 0 : r0; iy < r1 && iy < g->H; iy++)
+                ap_add_row(cs + g->pw, x + iy * g->W, g->W);
+            for (int64_t ow = 0; ow < g->OW; ow++) {
+                int64_t div = ap_div(g, oh, ow), c0 = ow * g->sw;
+                int32_t sum = 0;
+                for (int64_t kx = 0; kx < g->kw && c0 + kx < g->Wp; kx++)
+                    sum += cs[c0 + kx];
+                y[oh * g->OW + ow] = div > 0 ? (int8_t)mge_q_div_round(sum, (int32_t)div) : 0;
+            }
+        }
+    }
+}
+
+static size_t ap_per(const cpu_pool_geom *g)
+{
+    return ((size_t)(g->Wp + g->pw) * 4 + 64 + 63) & ~(size_t)63;
+}
+
+static int ap_ok(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, cpu_pool_geom *g)
+{
+    if (in[0]->ndim != 4 || out[0]->ndim != 4 || out[0]->dtype != MGE_QS8 || out[0]->dims[0] != in[0]->dims[0] ||
+        out[0]->dims[1] != in[0]->dims[1])
+        return 0;
+    cpu_pool_geometry(n, in[0], out[0], 0, g);
+    /* windows far below 2^24 taps keep |sum| <= 128 * taps in int32 */
+    return g->OH > 0 && g->OW > 0 && g->H > 0 && g->W > 0 && g->sh >= 1 && g->sw >= 1 && g->kh >= 1 &&
+           g->kw >= 1 && g->ph >= 0 && g->pw >= 0 && g->kh * g->kw < (1LL << 24) &&
+           !(g->incl && (g->ph > 0 || g->pw > 0));
+}
+
+static size_t avgpool_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int threads)
+{
+    cpu_pool_geom g;
+    size_t ref = cpu_ref_ws(n, in, out, threads);
+    if (!ap_ok(n, in, out, &g))
+        return ref;
+    size_t need = ap_per(&g) * (size_t)(threads > 0 ? threads : 1);
+    return need > ref ? need : ref;
+}
+
+static mge_status cpu_avgpool_qs8(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
+                                  mge_tensor *const *out, mge_error *err)
+{
+    ap_job j;
+    if (!ap_ok(n, in, out, &j.g))
+        return cpu_fallback(ctx, n, in, out, err);
+    int threads = ctx->pool ? mge_pool_size(ctx->pool) : 1;
+    j.per = ap_per(&j.g);
+    if (!ctx->ws || ctx->ws_size < j.per * (size_t)threads)
+        return mge_error_set(err, MGE_ERR_INVALID, "avgpool2d: scratch of %zu bytes, need %zu", ctx->ws_size,
+                             j.per * (size_t)threads);
+    j.x = in[0]->data, j.y = out[0]->data, j.ws = ctx->ws;
+    cpu_parallel(ctx, in[0]->dims[0] * in[0]->dims[1], CPU_GRAIN / (j.g.H * j.g.W + 1) + 1, ap_planes, &j);
+    return MGE_OK;
+}
+
 /* global_avgpool: the plane's int32 sum, mge_q_div_round */
 typedef struct gap_job {
     const int8_t *x;
@@ -371,5 +468,6 @@ void mge_cpu_register_quant(mge_backend *b)
     b->k[MGE_OP_DEQUANTIZE][MGE_QS8] = (mge_kernel){cpu_quantize, NULL};
     b->k[MGE_OP_QADD][MGE_QS8] = (mge_kernel){cpu_qadd, NULL};
     b->k[MGE_OP_MAXPOOL2D][MGE_QS8] = (mge_kernel){cpu_maxpool_qs8, maxpool_ws};
+    b->k[MGE_OP_AVGPOOL2D][MGE_QS8] = (mge_kernel){cpu_avgpool_qs8, avgpool_ws};
     b->k[MGE_OP_GLOBAL_AVGPOOL][MGE_QS8] = (mge_kernel){cpu_global_avgpool_qs8, NULL};
 }

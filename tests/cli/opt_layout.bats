@@ -28,8 +28,12 @@ need_avx2() {
     run "$MGE_DUMP" "$T/r18l.mge"
     assert_success
     # one region from the 3-channel stem (x read as blocks of one channel,
-    # a view) through maxpool to the last block; one transpose, out
-    [ "$(grep -c '= conv2d_nchwc(' <<< "$output")" -eq 20 ]
+    # a view) through maxpool to the last block; one transpose, out. The
+    # 3x3 stride-1 convs on planes of 14 and more (layer1-3) run as
+    # Winograd, their weights transformed at load time
+    [ "$(grep -c '= conv2d_nchwc(' <<< "$output")" -eq 10 ]
+    [ "$(grep -c '= conv2d_winograd_nchwc(' <<< "$output")" -eq 10 ]
+    [ "$(grep -c '= winograd_weight_nchwc(' <<< "$output")" -eq 10 ]
     [ "$(grep -c '= maxpool2d_nchwc(' <<< "$output")" -eq 1 ]
     [ "$(grep -c '= to_nchwc(' <<< "$output")" -eq 0 ]
     [ "$(grep -c '= from_nchwc(' <<< "$output")" -eq 1 ]

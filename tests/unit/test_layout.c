@@ -575,7 +575,12 @@ static void check_net(const char *path, const char *features, int min_convs, int
     if (!conv)
         CHECK(changed == 0);
     if (conv) {
-        CHECK(changed == 1 && ug_count_op(g, MGE_OP_CONV2D_NCHWC) >= min_convs && ug_count_op(g, MGE_OP_CONV2D) == 0);
+        /* at c = 16 resnet18's 3x3 stride-1 convs on planes of 14 and more
+         * run as Winograd: at 64x64, layer1's four (16x16) */
+        int wino = ug_count_op(g, MGE_OP_CONV2D_WINOGRAD_NCHWC);
+        CHECK(changed == 1 && ug_count_op(g, MGE_OP_CONV2D_NCHWC) + wino >= min_convs &&
+              ug_count_op(g, MGE_OP_CONV2D) == 0);
+        CHECK(wino == (block_here() == 16 && !has_dw ? 4 : 0));
         CHECK(ug_count_op(g, MGE_OP_TO_NCHWC) == 0 && ug_count_op(g, MGE_OP_FROM_NCHWC) == 1);
     }
     mge_graph_free(g);

@@ -1,9 +1,13 @@
-/* test_quant_kernels.c — the cpu int8 kernels (kernels/cpu/cpu_qgemm.c,
+/* test_quant_kernels.c — the cpu int8 kernels (kernels/cpu/cpu_qgemm.c, cpu_qdepthwise.c,
  * cpu_quant.c) against the ref ones (kernels/ref/ref_quant.c), to the bit,
  * at every int8 level the machine has: main runs the cases in a child per
  * MGE_CPU_ISA setting (baseline, avx2, avx2-vnni, avx512, unset), since the
  * level is decided once per process. Each child also prints (never checks)
- * the speed of a resnet-like 3x3 conv at its level. */
+ * the speed of a resnet-like 3x3 conv at its level. The cases cover each
+ * path: GEMM (small and >= 1024-column images: the AVX2 level's two
+ * kernels), depthwise (small planes with many channels, strides 1-3,
+ * dilation), qlinear's GEMV (N <= 3, K not a multiple of 4 or 64), pooling
+ * (avgpool2d with ceil_mode and count_include_pad). */
 #include "internal.h"
 #include "unit.h"
 #include "unit_attr.h"
@@ -207,6 +211,19 @@ static void test_qconv(void)
         {"7x7 s2 stem", 1, 3, 32, 32, 16, 7, 7, 2, 3, 1, 1, 1, MGE_OP_RELU, 1, -128, -128, 0, 0},
         {"pow2 ties", 1, 9, 10, 11, 21, 3, 3, 1, 1, 1, 1, 1, NONE, 1, 3, 1, 0, 1},
         {"pow2 ties dw", 1, 16, 10, 11, 16, 3, 3, 1, 1, 1, 16, 1, NONE, 1, -128, 0, 0, 1},
+        /* 150 columns or more: the AVX2 level's int16 kernel (fewer: the sign trick) */
+        {"3x3 P>=150 odd K", 1, 7, 34, 33, 13, 3, 3, 1, 1, 1, 1, 1, NONE, 1, -77, 6, 0, 0},
+        {"1x1 P>=150", 1, 24, 33, 32, 9, 1, 1, 1, 0, 1, 1, 1, MGE_OP_RELU, 1, 90, -128, 0, 0},
+        {"3x3 P=49 sign trick", 1, 20, 7, 7, 24, 3, 3, 1, 1, 1, 1, 1, NONE, 1, 9, 0, 0, 0},
+        /* depthwise on small planes with many channels (mobilenet's 14x14 s2, 7x7) */
+        {"dw 14x14 s2 many ch", 1, 96, 14, 14, 96, 3, 3, 2, 1, 1, 96, 1, MGE_OP_RELU6, 1, -128, -128, 0, 0},
+        {"dw 7x7 many ch", 2, 80, 7, 7, 80, 3, 3, 1, 1, 1, 80, 1, NONE, 1, 11, 3, 0, 0},
+        {"dw 3x3 s2 no pad odd", 1, 5, 9, 7, 5, 3, 3, 2, 0, 1, 5, 1, NONE, 1, 100, 0, 0, 0},
+        {"dw 3x3 dil2 s2", 1, 6, 13, 16, 6, 3, 3, 2, 2, 2, 6, 1, NONE, 0, -9, 0, 0, 0},
+        {"dw 1x1 s2", 1, 7, 9, 9, 7, 1, 1, 2, 0, 1, 7, 1, NONE, 1, 5, 0, 0, 0},
+        {"dw 3x3 s3 p1", 1, 4, 20, 19, 4, 3, 3, 3, 1, 1, 4, 1, NONE, 1, 0, 0, 0, 0},
+        {"dw 3x3 wide 70", 1, 3, 9, 70, 3, 3, 3, 1, 1, 1, 3, 1, NONE, 1, -1, 0, 0, 0},
+        {"dw 2x2 even", 1, 6, 8, 9, 6, 2, 2, 1, 0, 1, 6, 0, NONE, 1, 1, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_q(&cases[i]);
@@ -220,6 +237,13 @@ static void test_qlinear(void)
         {"linear K=3 no bias", 5, 3, 1, 1, 9, 0, 0, 0, 0, 0, 1, 0, NONE, 0, -128, 2, 1, 0},
         {"linear 3d relu6", 2, 45, 7, 1, 31, 0, 0, 0, 0, 0, 1, 1, MGE_OP_RELU6, 1, -20, -128, 1, 0},
         {"linear pow2 ties", 17, 64, 1, 1, 24, 0, 0, 0, 0, 0, 1, 1, NONE, 1, 0, 0, 1, 1},
+        {"linear N=200 K=19", 200, 19, 1, 1, 21, 0, 0, 0, 0, 0, 1, 1, NONE, 1, 3, 0, 1, 0},
+        /* N small: the GEMV path; K not a multiple of 4 or 64, O not of the row blocks */
+        {"linear N=1 K=1283", 1, 1283, 1, 1, 101, 0, 0, 0, 0, 0, 1, 1, NONE, 1, -3, 0, 1, 0},
+        {"linear N=1 K=66", 1, 66, 1, 1, 61, 0, 0, 0, 0, 0, 1, 0, NONE, 1, -128, 5, 1, 0},
+        {"linear N=2 K=7", 2, 7, 1, 1, 35, 0, 0, 0, 0, 0, 1, 1, NONE, 0, 12, 0, 1, 0},
+        {"linear N=3 K=128", 3, 128, 1, 1, 40, 0, 0, 0, 0, 0, 1, 1, NONE, 1, 60, -1, 1, 0},
+        {"linear N=1 O=29 relu", 1, 300, 1, 1, 29, 0, 0, 0, 0, 0, 1, 1, MGE_OP_RELU, 1, 0, -50, 1, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_q(&cases[i]);
@@ -318,7 +342,7 @@ static void test_elementwise(void)
         {0.05, 0.03, 0.07, 37, -128, -5, NONE, 100},
         {0.2, 0.01, 0.05, -10, 3, -128, MGE_OP_RELU, 100},   /* saturates */
         {0.02, 0.02, 0.03, 5, 5, 10, MGE_OP_RELU6, 8},
-        {1.0, 3.0, 0.001, 0, 0, 0, NONE, 3},   /* big multipliers: small shift, saturates */
+        {1.0, 3.0, 0.001, 0, 0, 0, NONE, 2},   /* big multipliers: small shift, saturates (a 0 needs a = -3b) */
         {0.7, 0.2, 0.9, -3, 100, 7, NONE, 100},
     };
     for (size_t i = 0; i < sizeof qa / sizeof qa[0]; i++) {
@@ -345,8 +369,11 @@ static void pool_case(const char *what, int op, int64_t N, int64_t C, int64_t H,
     int8_t *p = t.in[0].data;
     for (int64_t k = 0; k < N * C * H * W; k++)
         p[k] = (int8_t)(k % 5 == 0 ? -128 : rnd_in(-128, 127));
-    if (!ug_kcase_node(&t, op, 1, ids, nattr, at))
+    if (!ug_kcase_node(&t, op, 1, ids, nattr, at)) {
+        CHECK_MSG(0, "%s: the graph refused the node", what);
+        mge_tensor_free(&t.in[0]);
         return;
+    }
     mge_tensor *in[1] = {&t.in[0]};
     int dist = run_both(what, t.g, t.node, in, MGE_QS8);
     CHECK_MSG(dist < 0 || dist >= 8, "%s: only %d distinct output bytes", what, dist);
@@ -368,6 +395,20 @@ static void test_pool(void)
         mge_attr at[5] = {A_ints(MGE_KEY_kernel, 2, k2), A(MGE_KEY_stride, mp[i].s), A(MGE_KEY_pad, mp[i].p),
                           A(MGE_KEY_dilation, mp[i].d), A(MGE_KEY_ceil_mode, mp[i].ceil)};
         pool_case(mp[i].what, MGE_OP_MAXPOOL2D, 2, 5, mp[i].H, mp[i].W, 5, at);
+    }
+    static const struct {
+        const char *what;
+        int64_t H, W, kh, kw, s, p, ceil, incl;
+    } ap[] = {
+        {"avgpool 2x2 s2", 12, 13, 2, 2, 2, 0, 0, 1},        {"avgpool 3x3 s1 p1 excl", 9, 30, 3, 3, 1, 1, 0, 0},
+        {"avgpool 3x3 s2 p1 ceil excl", 16, 15, 3, 3, 2, 1, 1, 0}, {"avgpool 5x3 s3 ceil", 19, 14, 5, 3, 3, 0, 1, 1},
+        {"avgpool 7x7 s1", 11, 10, 7, 7, 1, 0, 0, 1},        {"avgpool 4x4 s3 p2 excl", 20, 21, 4, 4, 3, 2, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof ap / sizeof ap[0]; i++) {
+        int64_t k2[2] = {ap[i].kh, ap[i].kw};
+        mge_attr at[5] = {A_ints(MGE_KEY_kernel, 2, k2), A(MGE_KEY_stride, ap[i].s), A(MGE_KEY_pad, ap[i].p),
+                          A(MGE_KEY_ceil_mode, ap[i].ceil), A(MGE_KEY_count_include_pad, ap[i].incl)};
+        pool_case(ap[i].what, MGE_OP_AVGPOOL2D, 2, 5, ap[i].H, ap[i].W, 5, at);
     }
     pool_case("global_avgpool 7x7", MGE_OP_GLOBAL_AVGPOOL, 2, 64, 7, 7, 0, NULL);
     pool_case("global_avgpool 13x11", MGE_OP_GLOBAL_AVGPOOL, 1, 40, 13, 11, 0, NULL);
@@ -451,11 +492,13 @@ static void bench(const char *level, int vector)
 {
     double ops;
     mge_pool *pools[2] = {NULL, pool2};
-    long long sc[6];   /* MGE_QK_SHAPE=C,H,O,k,stride,pad: that conv alone (k 0: qlinear) */
+    /* MGE_QK_SHAPE=C,H,O,k,stride,pad[,groups]: that conv alone (k 0: qlinear, C,1,O,0,N,0: x [N, C]) */
+    long long sc[7] = {0, 0, 0, 0, 0, 0, 1};
     const char *shape = getenv("MGE_QK_SHAPE");
-    if (shape && sscanf(shape, "%lld,%lld,%lld,%lld,%lld,%lld", &sc[0], &sc[1], &sc[2], &sc[3], &sc[4], &sc[5]) == 6) {
+    if (shape && sscanf(shape, "%lld,%lld,%lld,%lld,%lld,%lld,%lld", &sc[0], &sc[1], &sc[2], &sc[3], &sc[4], &sc[5],
+                        &sc[6]) >= 6) {
         for (int p = 0; p < 2; p++) {
-            double t = bench_one(sc[0], sc[1], sc[2], sc[3], sc[4], sc[5], 1, pools[p], 0.3, &ops);
+            double t = bench_one(sc[0], sc[1], sc[2], sc[3], sc[4], sc[5], sc[6], pools[p], 0.3, &ops);
             printf("  %s (%s, %d thread%s): %.3f ms, %.1f GOP/s\n", shape, level, p + 1, p ? "s" : "", t * 1e3,
                    ops / t * 1e-9);
         }
