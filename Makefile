@@ -86,7 +86,9 @@ FUZZ_BIN  := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
 FUZZ_LIB_OBJ := $(LIB_SRC:%.c=build/fuzz/%.o)
 build/fuzz/%.o: %.c
 	@mkdir -p $(dir $@)
-	clang $(BASEFLAGS) -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -O1 -g -fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
+	clang $(BASEFLAGS) -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -O1 -g -fsanitize=fuzzer-no-link,address,undefined -MMD -MP -c $< -o $@
+# header dependencies, so a changed ops.def rebuilds every object that expands it
+-include $(FUZZ_LIB_OBJ:.o=.d)
 build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_OBJ)
 	@mkdir -p $(dir $@)
 	clang $(BASEFLAGS) -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -O1 -g -fsanitize=fuzzer,address,undefined -o $@ $< $(FUZZ_LIB_OBJ) $(LDLIBS)

@@ -1035,8 +1035,14 @@ mge_status mge_text_parse_ex(const char *src, size_t n, const char *base_dir, un
     }
     if (!s)
         s = bind_weights(&P);
-    if (!s) /* int8 scales that disagree are the text's fault, not ours */
-        s = mge_quant_check(P.g, P.err);
+    if (!s) { /* int8 scales that disagree are the text's fault: point at the reader's line */
+        int bad = -1;
+        if ((s = mge_quant_check(P.g, &bad, P.err)) && bad >= 0 && P.g->nodes[bad].nout > 0) {
+            int v = P.g->nodes[bad].out[0];
+            P.err->line = v < P.ndef ? P.defline[v] : 1;
+            P.err->col = 1;
+        }
+    }
     if (!s && (s = mge_graph_validate(P.g, P.err)))
         mge_error_prefix(P.err, "internal");
     mge_tok_clear(&P.cur);

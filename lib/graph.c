@@ -555,7 +555,7 @@ mge_status mge_graph_validate(const mge_graph *g, mge_error *err)
             return mge_error_set(err, MGE_ERR_INVALID, "output list broken");
     if (g->loss >= g->nvalues)
         return mge_error_set(err, MGE_ERR_INVALID, "loss out of range");
-    return mge_quant_check(g, err);
+    return mge_quant_check(g, NULL, err);
 }
 
 void mge_graph_needed(const mge_graph *g, int nout, const int *outs, char *need, char *in_need)

@@ -363,8 +363,9 @@ mge_status mge_pass_fold_into(mge_graph *g, int layer, const double *scale, cons
                               int **uses, char ***rename, mge_error *err);
 
 /* lib/quant_check.c: the int8 ops' stated input scales and zero points
- * agree with their inputs' writers (mge_graph_validate calls it). */
-mge_status mge_quant_check(const mge_graph *g, mge_error *err);
+ * agree with their inputs' writers (mge_graph_validate calls it). On a
+ * mismatch *bad_node (may be NULL) gets the reader's node index. */
+mge_status mge_quant_check(const mge_graph *g, int *bad_node, mge_error *err);
 
 /* pass_layout.c: elementwise ops that map zero to zero, which the layout
  * pass lets run on blocked tensors (and unfuse takes back). */

@@ -72,10 +72,11 @@ static mge_status expect(const mge_graph *g, const mge_node *n, int in, int ks, 
                          g->values[v].name, p.scale, (long long)p.zero, g->nodes[p.node].name);
 }
 
-mge_status mge_quant_check(const mge_graph *g, mge_error *err)
+mge_status mge_quant_check(const mge_graph *g, int *bad_node, mge_error *err)
 {
     mge_status s = MGE_OK;
-    for (int i = 0; i < g->nnodes && !s; i++) {
+    int i = 0;
+    for (; i < g->nnodes && !s; i++) {
         const mge_node *n = &g->nodes[i];
         switch (n->op) {
         case MGE_OP_QCONV2D:
@@ -103,5 +104,7 @@ mge_status mge_quant_check(const mge_graph *g, mge_error *err)
         default: break;
         }
     }
+    if (s && bad_node)
+        *bad_node = i - 1;
     return s;
 }

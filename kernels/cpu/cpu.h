@@ -264,4 +264,11 @@ static inline size_t cpu_ref_ws(const mge_node *n, mge_tensor *const *in, mge_te
 void mge_sgemm(const mge_kctx *ctx, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
                const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
+/* Whether a GEMM call site (cpu_gemm.c) should run this M x N x K product
+ * on mge_sgemm rather than OpenBLAS: only with the AVX-512 kernels and on
+ * the shapes where they measured faster (see cpu_sgemm.c; only products
+ * without transposes were measured). MGE_GEMM=openblas in the environment
+ * (read once) says never. */
+int mge_sgemm_pick(int64_t M, int64_t N, int64_t K);
+
 #endif

@@ -11,7 +11,9 @@
  * the sgemm accumulates onto it (beta = 1), so the bias costs no extra pass.
  * OpenBLAS runs single-threaded and is called from pool tasks, one call per
  * block of the output (see "gemm blocks" below), so our pool is the only
- * one and results do not depend on --threads.
+ * one and results do not depend on --threads. Blocks of shapes where mge's
+ * own sgemm measured faster run on it instead, serially in the same task
+ * (mge_sgemm_pick; MGE_GEMM=openblas turns that off).
  *
  * The fused ops take the same paths: plain conv2d/linear are the fused
  * ones with no residual and no activation. Each task ends with the
@@ -316,7 +318,9 @@ static void gemm_task(void *arg, int64_t task, int thread)
         M = d1 - d0;
     }
     fill_block(c, j->ldc, M, N, rowv, colv);
-    if (j->K > 0)
+    if (j->K > 0 && j->ta == CblasNoTrans && j->tb == CblasNoTrans && mge_sgemm_pick(M, N, j->K))
+        mge_sgemm(NULL, 0, 0, M, N, j->K, 1.0f, a, j->lda, b, j->ldb, 1.0f, c, j->ldc);   /* measured: NN only */
+    else if (j->K > 0)
         cblas_sgemm(CblasRowMajor, j->ta, j->tb, (blasint)M, (blasint)N, (blasint)j->K, 1.0f, a, (blasint)j->lda,
                     b, (blasint)j->ldb, 1.0f, c, (blasint)j->ldc);
     cpu_epi_block(&j->epi, j->c, c, j->ldc, M, N);
@@ -414,7 +418,9 @@ static void conv_cols_task(void *arg, int64_t task, int thread)
         src = col;
         ldb = p1 - p0;
     }
-    if (K > 0)
+    if (K > 0 && mge_sgemm_pick(c->Og, p1 - p0, K))
+        mge_sgemm(NULL, 0, 0, c->Og, p1 - p0, K, 1.0f, j->w + g * c->Og * K, K, src, ldb, 1.0f, y, P);
+    else if (K > 0)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)c->Og, (blasint)(p1 - p0), (blasint)K, 1.0f,
                     j->w + g * c->Og * K, (blasint)K, src, (blasint)ldb, 1.0f, y, (blasint)P);
     cpu_epi_block(&j->epi, j->y, y, P, c->Og, p1 - p0);

@@ -1,12 +1,14 @@
 /* test_sgemm.c — mge_sgemm (kernels/cpu/cpu_sgemm.c) against a double
  * precision naive GEMM: odd sizes, every transA/transB, alpha/beta (beta = 0
  * over NaN garbage), padded leading dimensions (the padding must stay
- * untouched), and bit-identical results on 1, 2 and 3 threads. The ISA is
- * picked once per process, so main() runs the checks again in a child per
- * level: MGE_CPU_ISA=baseline, avx2, and the CPU's own.
+ * untouched), bit-identical results on 1, 2 and 3 threads and in any tile
+ * position, and mge_sgemm_pick. The ISA is picked once per process, so
+ * main() runs the checks again in a child per level: MGE_CPU_ISA=baseline,
+ * avx2, and the CPU's own (twice: MGE_GEMM unset and =openblas).
  *
- * `test_sgemm --bench [sizes...]` instead measures GFLOP/s of mge_sgemm and
- * OpenBLAS's cblas_sgemm on 1 and 2 threads, and the CPU's peak by a loop of
+ * `test_sgemm --bench [--cpu] [sizes...]` instead measures GFLOP/s of
+ * mge_sgemm and OpenBLAS's cblas_sgemm on 1 and 2 threads (--cpu: 1 thread
+ * only, timed by the thread's CPU clock), and the CPU's peak by a loop of
  * independent FMAs (scripts/bench-gemm). */
 #include "unit.h"
 
@@ -166,6 +168,42 @@ static void test_threads(void)
     mge_pool_free(p3);
 }
 
+/* A block of C computed alone (so in edge tiles of other sizes, which run
+ * narrower kernel variants) equals the same block of the whole product,
+ * bit for bit, for every block height 1..15 and widths across 16 and 32. */
+static void test_tiles(void)
+{
+    const int64_t M = 31, N = 75, K = 530;   /* K: two K blocks */
+    float *A = rand_buf((size_t)(M * K)), *B = rand_buf((size_t)(K * N));
+    float *C = malloc(sizeof(float) * (size_t)(M * N)), *D = malloc(sizeof(float) * (size_t)(M * N));
+    mge_sgemm(NULL, 0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
+    static const int64_t ws[] = {1, 5, 16, 17, 31, 32, 33, 50};
+    int bad = 0;
+    for (int64_t m = 1; m <= 15; m++)
+        for (size_t w = 0; w < sizeof ws / sizeof ws[0]; w++) {
+            int64_t i0 = (m * 7) % (M - m + 1), j0 = (int64_t)(w * 3) % (N - ws[w] + 1);
+            mge_sgemm(NULL, 0, 0, m, ws[w], K, 1.0f, A + i0 * K, K, B + j0, N, 0.0f, D, ws[w]);
+            for (int64_t i = 0; i < m; i++)
+                bad += memcmp(D + i * ws[w], C + (i0 + i) * N + j0, sizeof(float) * (size_t)ws[w]) != 0;
+        }
+    CHECK_MSG(bad == 0, "%d block rows differ from the whole product", bad);
+    free(A), free(B), free(C), free(D);
+}
+
+/* The call sites' choice: never for a GEMV or a small product, and for a
+ * large one exactly when the AVX-512 kernels run and MGE_GEMM is not
+ * "openblas" (main runs a child with it set). */
+static void test_pick(void)
+{
+    const char *e = getenv("MGE_GEMM");
+    int want = mge_cpu_isa() >= MGE_ISA_AVX512 && !(e && strcmp(e, "openblas") == 0);
+    CHECK(mge_sgemm_pick(512, 512, 512) == want);
+    CHECK(mge_sgemm_pick(64, 12544, 147) == want);
+    CHECK(!mge_sgemm_pick(1, 1000, 512));
+    CHECK(!mge_sgemm_pick(64, 196, 64));
+    CHECK(!mge_sgemm_pick(512, 49, 2304));
+}
+
 static int child(void)
 {
     static const char *names[] = {"baseline", "avx2", "avx512"};
@@ -177,15 +215,21 @@ static int child(void)
     RUN(test_k);
     RUN(test_alpha_beta);
     RUN(test_threads);
+    RUN(test_tiles);
+    RUN(test_pick);
     return unit_done();
 }
 
 /* ---------------------------------------------------------------- benchmark */
 
+/* --cpu: time by this thread's CPU clock, so that time the scheduler gives
+ * other jobs on a shared machine does not count (1-thread columns only) */
+static int bench_cpu;
+
 static double now(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(bench_cpu ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -291,6 +335,8 @@ static int bench(int argc, char **argv)
             execv("/proc/self/exe", argv);
     }
     openblas_set_num_threads(1);
+    for (int i = 2; i < argc; i++)
+        bench_cpu |= strcmp(argv[i], "--cpu") == 0;
     double ghz, peak = measure_peak(&ghz) / 1e9;
     static const char *names[] = {"baseline", "avx2", "avx512"};
     int l = mge_cpu_isa();
@@ -305,6 +351,8 @@ static int bench(int argc, char **argv)
     shape list[32];
     int ns = 0;
     for (int i = 2; i < argc && ns < 32; i++) {
+        if (strcmp(argv[i], "--cpu") == 0)
+            continue;
         long long m = 0, n = 0, k = 0;
         int got = sscanf(argv[i], "%lldx%lldx%lld", &m, &n, &k);
         list[ns++] = got == 3 ? (shape){m, n, k} : (shape){m, m, m};
@@ -314,8 +362,12 @@ static int bench(int argc, char **argv)
             list[ns] = def[ns];
     mge_pool *p2 = mge_pool_create(2);
     mge_kctx c2 = {.pool = p2, .threads = 2};
-    printf("%16s | %9s %9s %6s %6s | %9s %9s %6s %6s   (GFLOP/s, %% of 1 or 2 x peak)\n", "MxNxK", "mge-1t", "blas-1t",
-           "%mge", "%blas", "mge-2t", "blas-2t", "%mge", "%blas");
+    if (bench_cpu)
+        printf("%16s | %9s %9s %6s %6s   (GFLOP/s by thread CPU time, %% of peak)\n", "MxNxK", "mge-1t", "blas-1t",
+               "%mge", "%blas");
+    else
+        printf("%16s | %9s %9s %6s %6s | %9s %9s %6s %6s   (GFLOP/s, %% of 1 or 2 x peak)\n", "MxNxK", "mge-1t",
+               "blas-1t", "%mge", "%blas", "mge-2t", "blas-2t", "%mge", "%blas");
     for (int i = 0; i < ns; i++) {
         shape sh = list[i];
         float *A = rand_buf((size_t)(sh.m * sh.k)), *B = rand_buf((size_t)(sh.k * sh.n));
@@ -323,13 +375,19 @@ static int bench(int argc, char **argv)
         /* OpenBLAS's own threads run only for its 2-thread number: idle,
          * they spin and yield and would slow whatever runs next */
         double m1 = gflops(run_mge, NULL, sh, A, B, C), b1 = gflops(run_blas, NULL, sh, A, B, C);
+        double pk = peak > 0 ? peak : 1e300;
+        char name[64];
+        snprintf(name, sizeof name, "%lldx%lldx%lld", (long long)sh.m, (long long)sh.n, (long long)sh.k);
+        if (bench_cpu) {
+            printf("%16s | %9.1f %9.1f %5.1f%% %5.1f%%\n", name, m1, b1, 100 * m1 / pk, 100 * b1 / pk);
+            fflush(stdout);
+            free(A), free(B), free(C);
+            continue;
+        }
         double m2 = gflops(run_mge, &c2, sh, A, B, C);
         openblas_set_num_threads(2);
         double b2 = gflops(run_blas, NULL, sh, A, B, C);
         openblas_set_num_threads(1);
-        double pk = peak > 0 ? peak : 1e300;
-        char name[64];
-        snprintf(name, sizeof name, "%lldx%lldx%lld", (long long)sh.m, (long long)sh.n, (long long)sh.k);
         printf("%16s | %9.1f %9.1f %5.1f%% %5.1f%% | %9.1f %9.1f %5.1f%% %5.1f%%\n", name, m1, b1, 100 * m1 / pk,
                100 * b1 / pk, m2, b2, 50 * m2 / pk, 50 * b2 / pk);
         fflush(stdout);
@@ -346,9 +404,9 @@ int main(int argc, char **argv)
         return bench(argc, argv);
     if (getenv("MGE_SGEMM_CHILD"))
         return child();
-    static const char *levels[] = {"baseline", "avx2", NULL};
+    static const char *levels[] = {"baseline", "avx2", NULL, NULL};
     int fail = 0;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {   /* the last: the CPU's own level with MGE_GEMM=openblas */
         fflush(NULL);
         pid_t pid = fork();
         if (pid == 0) {
@@ -357,6 +415,10 @@ int main(int argc, char **argv)
                 setenv("MGE_CPU_ISA", levels[i], 1);
             else
                 unsetenv("MGE_CPU_ISA");
+            if (i == 3)
+                setenv("MGE_GEMM", "openblas", 1);
+            else
+                unsetenv("MGE_GEMM");
             execv("/proc/self/exe", argv);
             _exit(127);
         }
