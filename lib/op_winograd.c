@@ -117,26 +117,72 @@ static mge_status weight_nchwc_infer(const mge_node *n, const mge_tdesc *in, mge
     return mge_shape_numel(out->ndim, out->dims, out->dtype, NULL, NULL, err);
 }
 
+/* The attributes conv2d_winograd and conv2d_winograd_nchwc share: bias
+ * and residual against the inputs, act, tile, pad and out. */
+static mge_status conv_attrs(const mge_node *n, const char *name, int *bias, int *res, int64_t *m, int64_t *ph,
+                             int64_t *pw, int64_t *O, mge_error *err)
+{
+    mge_status s = mge_fused_check_io(n, name, bias, res, err);
+    if (s)
+        return s;
+    *m = mge_node_int(n, MGE_KEY_tile, 4);
+    if (!mge_winograd_matrices((int)*m, NULL, NULL, NULL) || *m != (int)*m)
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: tile=%lld: expected 2 or 4", name, (long long)*m);
+    const mge_attr *pa = mge_node_attr(n, MGE_KEY_pad);
+    if (pa && (pa->n < 1 || pa->n > 2))
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: 'pad' has %d values: expected 1 or 2 (h, w)", name, pa->n);
+    *ph = mge_node_ints(n, MGE_KEY_pad, 0, 0), *pw = mge_node_ints(n, MGE_KEY_pad, 1, 0);
+    *O = mge_node_int(n, MGE_KEY_out, 0);
+    if (*ph < 0 || *pw < 0 || *ph > (1 << 30) || *pw > (1 << 30))
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: pad=[%lld,%lld]: expected values in [0, %d]", name,
+                             (long long)*ph, (long long)*pw, 1 << 30);
+    if (*O < 1)
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: out=%lld: expected at least 1", name, (long long)*O);
+    return MGE_OK;
+}
+
+/* The output of either conv from x = in[0] (checked): [N,O,OH,OW], or
+ * [N,ceil(O/c),OH,OW,c] for block c > 0; then the bias and residual. */
+static mge_status conv_out(const char *name, const mge_tdesc *in, int bias, int res, int64_t ph, int64_t pw,
+                           int64_t O, int64_t c, mge_tdesc *out, mge_error *err)
+{
+    const mge_tdesc *x = &in[0];
+    char bx[96];
+    mge_tdesc_str(x, bx, sizeof bx);
+    int64_t OH = x->dims[2] + 2 * ph - 2, OW = x->dims[3] + 2 * pw - 2;
+    if (OH < 1 || OW < 1)
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x %s with pad=[%lld,%lld] is smaller than the 3x3 kernel",
+                             name, bx, (long long)ph, (long long)pw);
+    if (bias) {
+        const mge_tdesc *b = &in[2];
+        if (b->dtype != MGE_F32 || b->ndim != 1 || b->dims[0] != O) {
+            char bb[96];
+            return mge_error_set(err, MGE_ERR_SHAPE, "%s: bias %s: expected f32[%lld]", name,
+                                 mge_tdesc_str(b, bb, sizeof bb), (long long)O);
+        }
+    }
+    memset(out, 0, sizeof *out);
+    out->dtype = MGE_F32;
+    out->ndim = c ? 5 : 4;
+    out->dims[0] = x->dims[0];
+    out->dims[1] = c ? (O + c - 1) / c : O;
+    out->dims[2] = OH;
+    out->dims[3] = OW;
+    out->dims[4] = c;
+    mge_status s = mge_shape_numel(out->ndim, out->dims, out->dtype, NULL, NULL, err);
+    if (s)
+        return s;
+    return res ? mge_fused_check_residual(name, &in[2 + bias], out, err) : MGE_OK;
+}
+
 static mge_status nchwc_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
 {
     const char *name = "conv2d_winograd_nchwc";
     int bias, res;
-    mge_status s = mge_fused_check_io(n, name, &bias, &res, err);
+    int64_t m, ph, pw, O;
+    mge_status s = conv_attrs(n, name, &bias, &res, &m, &ph, &pw, &O, err);
     if (s)
         return s;
-    int64_t m = mge_node_int(n, MGE_KEY_tile, 4);
-    if (!mge_winograd_matrices((int)m, NULL, NULL, NULL) || m != (int)m)
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: tile=%lld: expected 2 or 4", name, (long long)m);
-    const mge_attr *pa = mge_node_attr(n, MGE_KEY_pad);
-    if (pa && (pa->n < 1 || pa->n > 2))
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: 'pad' has %d values: expected 1 or 2 (h, w)", name, pa->n);
-    int64_t ph = mge_node_ints(n, MGE_KEY_pad, 0, 0), pw = mge_node_ints(n, MGE_KEY_pad, 1, 0);
-    int64_t O = mge_node_int(n, MGE_KEY_out, 0);
-    if (ph < 0 || pw < 0 || ph > (1 << 30) || pw > (1 << 30))
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: pad=[%lld,%lld]: expected values in [0, %d]", name,
-                             (long long)ph, (long long)pw, 1 << 30);
-    if (O < 1)
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: out=%lld: expected at least 1", name, (long long)O);
     const mge_tdesc *x = &in[0], *w = &in[1];
     char bx[96], bw[96];
     mge_tdesc_str(x, bx, sizeof bx);
@@ -153,29 +199,7 @@ static mge_status nchwc_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc 
                              "f32[%lld,%lld,%lld,%lld,%lld]",
                              name, bw, bx, (long long)O, (long long)m, (long long)(a * a), (long long)Ob,
                              (long long)x->dims[1], (long long)c, (long long)c);
-    int64_t OH = x->dims[2] + 2 * ph - 2, OW = x->dims[3] + 2 * pw - 2;
-    if (OH < 1 || OW < 1)
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x %s with pad=[%lld,%lld] is smaller than the 3x3 kernel",
-                             name, bx, (long long)ph, (long long)pw);
-    if (bias) {
-        const mge_tdesc *b = &in[2];
-        if (b->dtype != MGE_F32 || b->ndim != 1 || b->dims[0] != O) {
-            char bb[96];
-            return mge_error_set(err, MGE_ERR_SHAPE, "%s: bias %s: expected f32[%lld]", name,
-                                 mge_tdesc_str(b, bb, sizeof bb), (long long)O);
-        }
-    }
-    memset(out, 0, sizeof *out);
-    out->dtype = MGE_F32;
-    out->ndim = 5;
-    out->dims[0] = x->dims[0];
-    out->dims[1] = Ob;
-    out->dims[2] = OH;
-    out->dims[3] = OW;
-    out->dims[4] = c;
-    if ((s = mge_shape_numel(out->ndim, out->dims, out->dtype, NULL, NULL, err)))
-        return s;
-    return res ? mge_fused_check_residual(name, &in[2 + bias], out, err) : MGE_OK;
+    return conv_out(name, in, bias, res, ph, pw, O, c, out, err);
 }
 
 mge_status mge_winograd_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
@@ -188,22 +212,10 @@ mge_status mge_winograd_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc 
         return nchwc_infer(n, in, out, err);
     const char *name = "conv2d_winograd";
     int bias, res;
-    mge_status s = mge_fused_check_io(n, name, &bias, &res, err);
+    int64_t m, ph, pw, O;
+    mge_status s = conv_attrs(n, name, &bias, &res, &m, &ph, &pw, &O, err);
     if (s)
         return s;
-    int64_t m = mge_node_int(n, MGE_KEY_tile, 4);
-    if (!mge_winograd_matrices((int)m, NULL, NULL, NULL) || m != (int)m)
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: tile=%lld: expected 2 or 4", name, (long long)m);
-    const mge_attr *pa = mge_node_attr(n, MGE_KEY_pad);
-    if (pa && (pa->n < 1 || pa->n > 2))
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: 'pad' has %d values: expected 1 or 2 (h, w)", name, pa->n);
-    int64_t ph = mge_node_ints(n, MGE_KEY_pad, 0, 0), pw = mge_node_ints(n, MGE_KEY_pad, 1, 0);
-    int64_t O = mge_node_int(n, MGE_KEY_out, 0);
-    if (ph < 0 || pw < 0 || ph > (1 << 30) || pw > (1 << 30))
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: pad=[%lld,%lld]: expected values in [0, %d]", name,
-                             (long long)ph, (long long)pw, 1 << 30);
-    if (O < 1)
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: out=%lld: expected at least 1", name, (long long)O);
     const mge_tdesc *x = &in[0], *w = &in[1];
     char bx[96], bw[96];
     mge_tdesc_str(x, bx, sizeof bx);
@@ -219,28 +231,7 @@ mge_status mge_winograd_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc 
                              "%s: weight_t %s does not fit x %s with out=%lld tile=%lld: expected f32[%lld,%lld,%lld]",
                              name, bw, bx, (long long)O, (long long)m, (long long)(a * a), (long long)O,
                              (long long)x->dims[1]);
-    int64_t OH = x->dims[2] + 2 * ph - 2, OW = x->dims[3] + 2 * pw - 2;
-    if (OH < 1 || OW < 1)
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x %s with pad=[%lld,%lld] is smaller than the 3x3 kernel",
-                             name, bx, (long long)ph, (long long)pw);
-    if (bias) {
-        const mge_tdesc *b = &in[2];
-        if (b->dtype != MGE_F32 || b->ndim != 1 || b->dims[0] != O) {
-            char bb[96];
-            return mge_error_set(err, MGE_ERR_SHAPE, "%s: bias %s: expected f32[%lld]", name,
-                                 mge_tdesc_str(b, bb, sizeof bb), (long long)O);
-        }
-    }
-    memset(out, 0, sizeof *out);
-    out->dtype = MGE_F32;
-    out->ndim = 4;
-    out->dims[0] = x->dims[0];
-    out->dims[1] = O;
-    out->dims[2] = OH;
-    out->dims[3] = OW;
-    if ((s = mge_shape_numel(out->ndim, out->dims, out->dtype, NULL, NULL, err)))
-        return s;
-    return res ? mge_fused_check_residual(name, &in[2 + bias], out, err) : MGE_OK;
+    return conv_out(name, in, bias, res, ph, pw, O, 0, out, err);
 }
 
 double mge_winograd_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc *out)
