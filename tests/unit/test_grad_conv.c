@@ -403,9 +403,24 @@ static void test_linear_kernels(void)
 }
 
 /* Ties in 2x2 windows at stride 2 (the cpu kernel's special path): all
- * equal, so each window's dy goes to its top-left element. */
+ * equal, so each window's dy goes to its top-left element. Also 18 windows
+ * a row, so the AVX-512 loop (16 windows at a time) meets ties too. */
 static void test_maxpool2_ties(void)
 {
+    for (int be = 0; be < 2; be++) {
+        mge_attr at[1] = {A(MGE_KEY_kernel, 2)};
+        float r[4 * 36];
+        if (maxpool_ties_run(be, 2, 18, 4, 36, 1, at, r)) {
+            for (int h = 0; h < 4; h++)
+                for (int w = 0; w < 36; w++) {
+                    float want = h % 2 == 0 && w % 2 == 0 ? (float)((h / 2) * 18 + w / 2 + 1) : 0.0f;
+                    CHECK_MSG(r[h * 36 + w] == want, "%s: dx[%d][%d] = %g, want %g", be ? "cpu" : "ref", h, w,
+                              r[h * 36 + w], want);
+                }
+        } else {
+            CHECK(0);
+        }
+    }
     for (int be = 0; be < 2; be++) {
         mge_attr at[1] = {A(MGE_KEY_kernel, 2)};
         float r[20];
@@ -428,6 +443,7 @@ static void test_pool_kernels(void)
     const pool_case cases[] = {
         {MX, 2, 3, 12, 12, 2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 1},
         {MX, 2, 3, 13, 11, 2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 1},   /* 2x2/2, odd sizes: uncovered row and column */
+        {MX, 2, 3, 28, 71, 2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 1},   /* 2x2/2, 35 windows a row: 16 at a time, then 3 */
         {MX, 1, 2, 13, 11, 2, 2, 2, 2, 0, 0, 1, 1, 1, 1, 1},   /* 2x2/2 with ceil_mode: the general path */
         {MX, 2, 5, 15, 13, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0},
         {MX, 1, 3, 16, 15, 3, 2, 1, 3, 1, 1, 2, 2, 1, 1, 0},
