@@ -159,16 +159,26 @@ static void dtype_bytes(const mge_graph *g, int64_t *bytes)
     }
 }
 
+/* The keys of an int8 node's output scale and zero point; 0 for other ops. */
+static int quant_keys(const mge_node *nd, int *kz)
+{
+    switch (nd->op) {
+    case MGE_OP_QUANTIZE:
+    case MGE_OP_DEQUANTIZE: *kz = MGE_KEY_zero; return MGE_KEY_scale;
+    case MGE_OP_QCONV2D:
+    case MGE_OP_QLINEAR:
+    case MGE_OP_QADD: *kz = MGE_KEY_y_zero; return MGE_KEY_y_scale;
+    default: return 0;
+    }
+}
+
 /* The output scale and zero point of an int8 node ("0.0123/-128"), or "". */
 static const char *quant_str(const mge_node *nd, char *buf, size_t n)
 {
+    int kz, ks = quant_keys(nd, &kz);
     buf[0] = 0;
-    int ks = nd->op == MGE_OP_QUANTIZE || nd->op == MGE_OP_DEQUANTIZE ? MGE_KEY_scale : MGE_KEY_y_scale;
-    int kz = ks == MGE_KEY_scale ? MGE_KEY_zero : MGE_KEY_y_zero;
-    const mge_attr *a = mge_node_attr(nd, ks);
-    const mge_opinfo *oi = mge_op_info(nd->op);
-    if (a && oi && strstr(oi->schema, ks == MGE_KEY_scale ? "scale" : "y_scale"))
-        snprintf(buf, n, "%.4g/%lld", a->f, (long long)mge_node_int(nd, kz, 0));
+    if (ks)
+        snprintf(buf, n, "%.4g/%lld", mge_node_float(nd, ks, 0), (long long)mge_node_int(nd, kz, 0));
     return buf;
 }
 
@@ -292,12 +302,10 @@ static void model_json(const mge_graph *g, const model_info *mi, mge_buf *b)
         }
         mge_buf_printf(b, ",\"flops\":");
         json_num(b, mi->flops[i]);
-        char qs[64];
-        if (quant_str(nd, qs, sizeof qs)[0]) {
-            int ks = nd->op == MGE_OP_QUANTIZE || nd->op == MGE_OP_DEQUANTIZE ? MGE_KEY_scale : MGE_KEY_y_scale;
+        int kz, ks = quant_keys(nd, &kz);
+        if (ks)
             mge_buf_printf(b, ",\"scale\":%.9g,\"zero\":%lld", mge_node_float(nd, ks, 0),
-                           (long long)mge_node_int(nd, ks == MGE_KEY_scale ? MGE_KEY_zero : MGE_KEY_y_zero, 0));
-        }
+                           (long long)mge_node_int(nd, kz, 0));
         mge_buf_put(b, "}", 1);
     }
     mge_buf_printf(b, "],\"flops_total\":");

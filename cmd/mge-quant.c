@@ -691,6 +691,7 @@ int main(int argc, char **argv)
     memset(&cal, 0, sizeof cal);
     saved_loss loss;
     memset(&loss, 0, sizeof loss);
+    mge_buf qbuf = {0};
     mge_quant_result res;
     memset(&res, 0, sizeof res);
     int rc = 1;
@@ -760,19 +761,20 @@ int main(int argc, char **argv)
         if (!nq)
             cli_warn(where, "no node was quantized (the model has no conv2d, linear or add that calibration "
                             "reached)");
-        if ((cli_verbose > 0 || o.report) &&
-            report(g, qg, &res, &cal, &o, where, model_bytes(g), model_bytes(qg)))
-            goto done;
         loss_restore(qg, &loss, where);
     }
-    mge_buf b = {0};
+    /* serialized once: the report's size is the file's */
     mge_write_opts wo = {0};
-    if (mge_file_write(qg, &wo, &b, &err))
+    if (mge_file_write(qg, &wo, &qbuf, &err)) {
         cli_mge_error(where, &err);
-    else
-        rc = cli_write_buf(o.out, &b, 1, o.force) ? 1 : 0;
-    mge_buf_free(&b);
+        goto done;
+    }
+    if (g && (cli_verbose > 0 || o.report) &&
+        report(g, qg, &res, &cal, &o, where, model_bytes(g), (double)qbuf.n))
+        goto done;
+    rc = cli_write_buf(o.out, &qbuf, 1, o.force) ? 1 : 0;
 done:
+    mge_buf_free(&qbuf);
     calib_free(&cal);
     loss_free(&loss);
     mge_quant_result_free(&res);

@@ -242,9 +242,12 @@ static int vzero(qplan *P, int v)
     return P->gzero[find(P->parent, v)];
 }
 
-/* Symmetric weight scales of layer node i: per output channel (axis 0) or
- * one; ws gets O entries either way. */
-static void weight_scales(const mge_tensor *w, int per_tensor, float *ws, int64_t O)
+/* Symmetric weight scales: max |w| / 127 per output channel (axis 0), or
+ * the tensor's for all; ws gets O entries either way. An all-zero channel
+ * (its q are 0 whatever the scale) takes the tensor's scale, so it cannot
+ * raise the largest scale, which bounds the output scale (fix_multipliers);
+ * an all-zero tensor takes 1/127. Returns the largest scale. */
+static float weight_scales(const mge_tensor *w, int per_tensor, float *ws, int64_t O)
 {
     const float *d = w->data;
     int64_t K = mge_tensor_numel(w) / O;
@@ -256,13 +259,15 @@ static void weight_scales(const mge_tensor *w, int per_tensor, float *ws, int64_
             if (a > m)
                 m = a;
         }
-        ws[o] = m > 0 ? (float)(m / 127.0) : 1.0f;
+        ws[o] = (float)(m / 127.0);
         if (m > all)
             all = m;
     }
-    if (per_tensor)
-        for (int64_t o = 0; o < O; o++)
-            ws[o] = all > 0 ? (float)(all / 127.0) : 1.0f;
+    float top = (float)((all > 0 ? all : 1.0) / 127.0);
+    for (int64_t o = 0; o < O; o++)
+        if (per_tensor || !(ws[o] > 0))
+            ws[o] = top;
+    return top;
 }
 
 /* Raises output scales until every layer's multiplier is below 1. Groups
@@ -270,28 +275,30 @@ static void weight_scales(const mge_tensor *w, int per_tensor, float *ws, int64_
 static void fix_multipliers(qplan *P, const mge_quant_opts *o)
 {
     const mge_graph *g = P->g;
+    /* each layer's largest weight scale, once */
+    double *wmax = calloc((size_t)g->nnodes + 1, sizeof(double));
+    if (!wmax)
+        return;
+    for (int i = 0; i < g->nnodes; i++) {
+        if (P->role[i] != R_LAYER)
+            continue;
+        const mge_tensor *w = g->values[g->nodes[i].in[1]].data;
+        float *ws = malloc(sizeof(float) * (size_t)w->dims[0]);
+        if (!ws) {
+            free(wmax);
+            return;
+        }
+        wmax[i] = weight_scales(w, o && o->per_tensor, ws, w->dims[0]);
+        free(ws);
+    }
     for (int round = 0; round < 64; round++) {
         int changed = 0;
         for (int i = 0; i < g->nnodes; i++) {
             if (P->role[i] != R_LAYER && P->role[i] != R_ADD)
                 continue;
             const mge_node *n = &g->nodes[i];
-            double need;
-            if (P->role[i] == R_LAYER) {
-                const mge_tensor *w = g->values[n->in[1]].data;
-                int64_t O = w->dims[0];
-                float *ws = malloc(sizeof(float) * (size_t)O);
-                if (!ws)
-                    return;
-                weight_scales(w, o && o->per_tensor, ws, O);
-                double wmax = 0;
-                for (int64_t k = 0; k < O; k++)
-                    wmax = ws[k] > wmax ? ws[k] : wmax;
-                free(ws);
-                need = vscale(P, n->in[0]) * wmax;
-            } else {
-                need = fmax(vscale(P, n->in[0]), vscale(P, n->in[1])) / 4194000.0;
-            }
+            double need = P->role[i] == R_LAYER ? vscale(P, n->in[0]) * wmax[i]
+                                                : fmax(vscale(P, n->in[0]), vscale(P, n->in[1])) / 4194000.0;
             int rt = find(P->parent, P->qout[i]);
             if (P->gscale[rt] <= need * 1.00001) {
                 /* same zero point, larger scale: the covered range grows
@@ -301,8 +308,9 @@ static void fix_multipliers(qplan *P, const mge_quant_opts *o)
             }
         }
         if (!changed)
-            return;
+            break;
     }
+    free(wmax);
 }
 
 /* ---------------------------------------------------------------- building */

@@ -22,41 +22,6 @@
 static mge_rng rng;
 static mge_pool *pool2;
 
-/* A one-node graph: inputs named in0.. of the given shapes (in0 an input,
- * the rest params); NULL when the node is refused (err says why). */
-static mge_graph *one_node(int op, int nin, const int *nd, int64_t (*dims)[4], int nattr, const mge_attr *at,
-                           mge_error *err)
-{
-    mge_graph *g = mge_graph_new();
-    int ids[4];
-    for (int i = 0; i < nin; i++) {
-        char name[16];
-        snprintf(name, sizeof name, "in%d", i);
-        ids[i] = mge_graph_add_value(g, name, i ? MGE_VAL_PARAM : MGE_VAL_INPUT, MGE_F32, nd[i], dims[i], err);
-    }
-    const char *outn[1] = {"y"};
-    if (mge_graph_add_node(g, "node", op, nin, ids, nattr, at, 1, outn, err) < 0) {
-        mge_graph_free(g);
-        return NULL;
-    }
-    return g;
-}
-
-/* Runs node 0 of g on backend be into y (allocated here). */
-static mge_status run_node(const mge_backend *be, mge_pool *pool, const mge_graph *g, mge_tensor **in, mge_tensor *y,
-                           mge_error *err)
-{
-    const mge_node *n = &g->nodes[0];
-    const mge_value *yv = &g->values[n->out[0]];
-    mge_status s = mge_tensor_alloc(y, MGE_F32, yv->ndim, yv->dims, err);
-    if (s)
-        return s;
-    const mge_kernel *k = mge_backend_kernel(be, n->op, MGE_F32);
-    if (!k)
-        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "no kernel");
-    return ug_run_kernel(k, pool, n, in, y, err);
-}
-
 /* max |a - b| / max |b| */
 static double rel_err(const mge_tensor *a, const mge_tensor *b)
 {
@@ -82,7 +47,7 @@ static void check_case(const wcase *c)
     mge_error_clear(&err);
     int a = c->tile + 2;
     int64_t OH = c->H + 2 * c->pad - 2, OW = c->W + 2 * c->pad - 2;
-    int64_t dims[4][4] = {{c->N, c->C, c->H, c->W}, {c->O, c->C, 3, 3}, {c->O}, {c->N, c->O, OH, OW}};
+    int64_t dims[4][MGE_MAX_DIMS] = {{c->N, c->C, c->H, c->W}, {c->O, c->C, 3, 3}, {c->O}, {c->N, c->O, OH, OW}};
     int nd[4] = {4, 4, 1, 4};
     mge_tensor x, w, b, r, wt;
     CHECK_OK(mge_tensor_alloc(&x, MGE_F32, 4, dims[0], &err), err);
@@ -100,11 +65,11 @@ static void check_case(const wcase *c)
     /* the plain conv2d (ref), then bias, residual and act by hand */
     mge_attr ca[4] = {A(MGE_KEY_out, c->O), A(MGE_KEY_kernel, 3), A(MGE_KEY_pad, c->pad),
                       A(MGE_KEY_bias, c->bias)};
-    mge_graph *gc = one_node(MGE_OP_CONV2D, 2 + c->bias, nd, dims, 4, ca, &err);
+    mge_graph *gc = ug_one_node(MGE_OP_CONV2D, 2 + c->bias, nd, dims, 4, ca, &err);
     CHECK_MSG(gc != NULL, "%s", err.msg);
     mge_tensor *cin[3] = {&x, &w, &b}, want = {0}, got_ref = {0}, got_cpu = {0}, got_cpu1 = {0};
     if (gc)
-        CHECK_OK(run_node(mge_backend_ref(), NULL, gc, cin, &want, &err), err);
+        CHECK_OK(ug_run_node(mge_backend_ref(), NULL, gc, cin, &want, &err), err);
     mge_graph_free(gc);
     const double alpha = 0.2;
     if (want.data) {
@@ -117,7 +82,8 @@ static void check_case(const wcase *c)
     }
 
     int nin = 2 + c->bias + c->res;
-    int64_t wdims[4][4] = {{c->N, c->C, c->H, c->W}, {(int64_t)a * a, c->O, c->C}, {c->O}, {c->N, c->O, OH, OW}};
+    int64_t wdims[4][MGE_MAX_DIMS] = {
+        {c->N, c->C, c->H, c->W}, {(int64_t)a * a, c->O, c->C}, {c->O}, {c->N, c->O, OH, OW}};
     int wnd[4] = {4, 3, 1, 4};
     if (!c->bias) {
         memcpy(wdims[2], wdims[3], sizeof wdims[2]);
@@ -127,13 +93,13 @@ static void check_case(const wcase *c)
                       A(MGE_KEY_pad, c->pad),     A(MGE_KEY_bias, c->bias),
                       A(MGE_KEY_residual, c->res), A(MGE_KEY_act, c->act),
                       A_f(MGE_KEY_alpha, alpha)};
-    mge_graph *gw = one_node(MGE_OP_CONV2D_WINOGRAD, nin, wnd, wdims, 7, wa, &err);
+    mge_graph *gw = ug_one_node(MGE_OP_CONV2D_WINOGRAD, nin, wnd, wdims, 7, wa, &err);
     CHECK_MSG(gw != NULL, "%s", err.msg);
     mge_tensor *win[4] = {&x, &wt, c->bias ? &b : &r, &r};
     if (gw) {
-        CHECK_OK(run_node(mge_backend_ref(), NULL, gw, win, &got_ref, &err), err);
-        CHECK_OK(run_node(mge_backend_cpu(), pool2, gw, win, &got_cpu, &err), err);
-        CHECK_OK(run_node(mge_backend_cpu(), NULL, gw, win, &got_cpu1, &err), err);
+        CHECK_OK(ug_run_node(mge_backend_ref(), NULL, gw, win, &got_ref, &err), err);
+        CHECK_OK(ug_run_node(mge_backend_cpu(), pool2, gw, win, &got_cpu, &err), err);
+        CHECK_OK(ug_run_node(mge_backend_cpu(), NULL, gw, win, &got_cpu1, &err), err);
     }
     mge_graph_free(gw);
     char what[160];
@@ -206,12 +172,12 @@ static void test_chunks(void)
     mge_error_clear(&err);
     const int64_t N = 10, C = 64, H = 56, O = 64;   /* 9 images a chunk */
     int nd[4] = {4, 3, 1, 4};
-    int64_t dims[4][4] = {{N, C, H, H}, {36, O, C}, {O}, {N, O, H, H}};
-    int64_t one[4][4] = {{1, C, H, H}, {36, O, C}, {O}, {1, O, H, H}};
+    int64_t dims[4][MGE_MAX_DIMS] = {{N, C, H, H}, {36, O, C}, {O}, {N, O, H, H}};
+    int64_t one[4][MGE_MAX_DIMS] = {{1, C, H, H}, {36, O, C}, {O}, {1, O, H, H}};
     mge_attr at[4] = {A(MGE_KEY_out, O), A(MGE_KEY_pad, 1), A(MGE_KEY_residual, 1),
                       A(MGE_KEY_act, MGE_OP_RELU)};
-    mge_graph *gn = one_node(MGE_OP_CONV2D_WINOGRAD, 4, nd, dims, 4, at, &err);
-    mge_graph *g1 = one_node(MGE_OP_CONV2D_WINOGRAD, 4, nd, one, 4, at, &err);
+    mge_graph *gn = ug_one_node(MGE_OP_CONV2D_WINOGRAD, 4, nd, dims, 4, at, &err);
+    mge_graph *g1 = ug_one_node(MGE_OP_CONV2D_WINOGRAD, 4, nd, one, 4, at, &err);
     CHECK(gn && g1);
     mge_tensor x, wt, b, r, y = {0};
     CHECK_OK(mge_tensor_alloc(&x, MGE_F32, 4, dims[0], &err), err);
@@ -224,7 +190,7 @@ static void test_chunks(void)
     ug_uniform(&r, &rng, -1, 1);
     mge_tensor *in[4] = {&x, &wt, &b, &r};
     if (gn && g1)
-        CHECK_OK(run_node(mge_backend_cpu(), pool2, gn, in, &y, &err), err);
+        CHECK_OK(ug_run_node(mge_backend_cpu(), pool2, gn, in, &y, &err), err);
     const int64_t xs = C * H * H, ys = O * H * H;
     for (int64_t img = 0; y.data && img < N; img += N - 1) {
         mge_tensor xi = x, ri = r, yi = {0}, want = y;
@@ -236,7 +202,7 @@ static void test_chunks(void)
         ri.nbytes = want.nbytes = sizeof(float) * (size_t)ys;
         xi.flags = ri.flags = want.flags = 0;   /* views: not owned */
         mge_tensor *in1[4] = {&xi, &wt, &b, &ri};
-        CHECK_OK(run_node(mge_backend_cpu(), pool2, g1, in1, &yi, &err), err);
+        CHECK_OK(ug_run_node(mge_backend_cpu(), pool2, g1, in1, &yi, &err), err);
         if (yi.data) {
             double e = rel_err(&yi, &want);
             CHECK_MSG(e <= 1e-5, "image %lld: rel err %g", (long long)img, e);
@@ -257,10 +223,10 @@ static void test_infer_errors(void)
 {
     mge_error err;
     int nd[4] = {4, 3, 1, 4};
-    int64_t dims[4][4] = {{1, 3, 8, 8}, {36, 4, 3}, {4}, {1, 4, 8, 8}};
+    int64_t dims[4][MGE_MAX_DIMS] = {{1, 3, 8, 8}, {36, 4, 3}, {4}, {1, 4, 8, 8}};
     mge_attr good[3] = {A(MGE_KEY_out, 4), A(MGE_KEY_pad, 1), A(MGE_KEY_bias, 1)};
     mge_error_clear(&err);
-    mge_graph *g = one_node(MGE_OP_CONV2D_WINOGRAD, 3, nd, dims, 3, good, &err);
+    mge_graph *g = ug_one_node(MGE_OP_CONV2D_WINOGRAD, 3, nd, dims, 3, good, &err);
     CHECK_MSG(g != NULL, "%s", err.msg);
     if (g) {
         const mge_value *y = &g->values[g->nodes[0].out[0]];
@@ -271,26 +237,26 @@ static void test_infer_errors(void)
     mge_attr t3[4] = {A(MGE_KEY_out, 4), A(MGE_KEY_pad, 1), A(MGE_KEY_bias, 1),
                       A(MGE_KEY_tile, 3)};
     mge_error_clear(&err);
-    CHECK(one_node(MGE_OP_CONV2D_WINOGRAD, 3, nd, dims, 4, t3, &err) == NULL);
+    CHECK(ug_one_node(MGE_OP_CONV2D_WINOGRAD, 3, nd, dims, 4, t3, &err) == NULL);
     CHECK_MSG(strstr(err.msg, "tile=3") != NULL, "%s", err.msg);
     mge_attr t2[4] = {A(MGE_KEY_out, 4), A(MGE_KEY_pad, 1), A(MGE_KEY_bias, 1),
                       A(MGE_KEY_tile, 2)};   /* weight_t is F(4,3)'s 36 */
     mge_error_clear(&err);
-    CHECK(one_node(MGE_OP_CONV2D_WINOGRAD, 3, nd, dims, 4, t2, &err) == NULL);
+    CHECK(ug_one_node(MGE_OP_CONV2D_WINOGRAD, 3, nd, dims, 4, t2, &err) == NULL);
     CHECK_MSG(strstr(err.msg, "weight_t") != NULL, "%s", err.msg);
     mge_attr nob[3] = {A(MGE_KEY_out, 4), A(MGE_KEY_pad, 1), A(MGE_KEY_bias, 0)};
     mge_error_clear(&err);
-    CHECK(one_node(MGE_OP_CONV2D_WINOGRAD, 3, nd, dims, 3, nob, &err) == NULL);   /* 3 inputs, bias=false */
+    CHECK(ug_one_node(MGE_OP_CONV2D_WINOGRAD, 3, nd, dims, 3, nob, &err) == NULL);   /* 3 inputs, bias=false */
     mge_attr act[4] = {A(MGE_KEY_out, 4), A(MGE_KEY_pad, 1), A(MGE_KEY_bias, 1),
                        A(MGE_KEY_act, MGE_OP_EXP)};
     mge_error_clear(&err);
-    CHECK(one_node(MGE_OP_CONV2D_WINOGRAD, 3, nd, dims, 4, act, &err) == NULL);
-    int64_t small[4][4] = {{1, 3, 2, 8}, {36, 4, 3}, {4}};
+    CHECK(ug_one_node(MGE_OP_CONV2D_WINOGRAD, 3, nd, dims, 4, act, &err) == NULL);
+    int64_t small[4][MGE_MAX_DIMS] = {{1, 3, 2, 8}, {36, 4, 3}, {4}};
     mge_attr p0[3] = {A(MGE_KEY_out, 4), A(MGE_KEY_pad, 0), A(MGE_KEY_bias, 1)};
     mge_error_clear(&err);
-    CHECK(one_node(MGE_OP_CONV2D_WINOGRAD, 3, nd, small, 3, p0, &err) == NULL);   /* 2 rows, no pad */
+    CHECK(ug_one_node(MGE_OP_CONV2D_WINOGRAD, 3, nd, small, 3, p0, &err) == NULL);   /* 2 rows, no pad */
     /* no gradient */
-    g = one_node(MGE_OP_CONV2D_WINOGRAD, 3, nd, dims, 3, good, &err);
+    g = ug_one_node(MGE_OP_CONV2D_WINOGRAD, 3, nd, dims, 3, good, &err);
     if (g) {
         int dy = g->nodes[0].out[0], dx[3] = {-1, -1, -1};
         char want[3] = {1, 1, 1};
@@ -312,9 +278,9 @@ static void test_weight_op(void)
             mge_error_clear(&err);
             const int64_t O = shapes[si][0], C = shapes[si][1], a = tile + 2;
             int nd[1] = {4};
-            int64_t dims[1][4] = {{O, C, 3, 3}};
+            int64_t dims[1][MGE_MAX_DIMS] = {{O, C, 3, 3}};
             mge_attr at[1] = {A(MGE_KEY_tile, tile)};
-            mge_graph *g = one_node(MGE_OP_WINOGRAD_WEIGHT, 1, nd, dims, 1, at, &err);
+            mge_graph *g = ug_one_node(MGE_OP_WINOGRAD_WEIGHT, 1, nd, dims, 1, at, &err);
             CHECK_MSG(g != NULL, "%s", err.msg);
             if (!g)
                 continue;
@@ -327,9 +293,9 @@ static void test_weight_op(void)
             ug_uniform(&w, &rng, -1, 1);
             mge_winograd_weight_transform(w.data, O, C, tile, want.data);
             mge_tensor *in[1] = {&w};
-            CHECK_OK(run_node(mge_backend_ref(), NULL, g, in, &got_ref, &err), err);
-            CHECK_OK(run_node(mge_backend_cpu(), pool2, g, in, &got_cpu, &err), err);
-            CHECK_OK(run_node(mge_backend_cpu(), NULL, g, in, &got_cpu1, &err), err);
+            CHECK_OK(ug_run_node(mge_backend_ref(), NULL, g, in, &got_ref, &err), err);
+            CHECK_OK(ug_run_node(mge_backend_cpu(), pool2, g, in, &got_cpu, &err), err);
+            CHECK_OK(ug_run_node(mge_backend_cpu(), NULL, g, in, &got_cpu1, &err), err);
             if (got_ref.data && got_cpu.data && got_cpu1.data) {
                 double e = rel_err(&got_ref, &want);
                 CHECK_MSG(e <= 1e-6, "tile=%d O=%lld C=%lld: ref vs transform: rel err %g", tile, (long long)O,
@@ -356,18 +322,19 @@ static void test_weight_op(void)
     /* refused: tile 3, a 5x5 kernel, a flat weight; and no gradient */
     mge_error err;
     int nd[1] = {4}, nd2[1] = {2};
-    int64_t good[1][4] = {{4, 3, 3, 3}}, k5[1][4] = {{4, 3, 5, 5}}, flat[1][4] = {{4, 27}};
+    int64_t good[1][MGE_MAX_DIMS] = {{4, 3, 3, 3}}, k5[1][MGE_MAX_DIMS] = {{4, 3, 5, 5}},
+            flat[1][MGE_MAX_DIMS] = {{4, 27}};
     mge_attr t3[1] = {A(MGE_KEY_tile, 3)};
     mge_error_clear(&err);
-    CHECK(one_node(MGE_OP_WINOGRAD_WEIGHT, 1, nd, good, 1, t3, &err) == NULL);
+    CHECK(ug_one_node(MGE_OP_WINOGRAD_WEIGHT, 1, nd, good, 1, t3, &err) == NULL);
     CHECK_MSG(strstr(err.msg, "tile=3") != NULL, "%s", err.msg);
     mge_error_clear(&err);
-    CHECK(one_node(MGE_OP_WINOGRAD_WEIGHT, 1, nd, k5, 0, NULL, &err) == NULL);
+    CHECK(ug_one_node(MGE_OP_WINOGRAD_WEIGHT, 1, nd, k5, 0, NULL, &err) == NULL);
     CHECK_MSG(strstr(err.msg, "winograd_weight") != NULL, "%s", err.msg);
     mge_error_clear(&err);
-    CHECK(one_node(MGE_OP_WINOGRAD_WEIGHT, 1, nd2, flat, 0, NULL, &err) == NULL);
+    CHECK(ug_one_node(MGE_OP_WINOGRAD_WEIGHT, 1, nd2, flat, 0, NULL, &err) == NULL);
     mge_error_clear(&err);
-    mge_graph *g = one_node(MGE_OP_WINOGRAD_WEIGHT, 1, nd, good, 0, NULL, &err);
+    mge_graph *g = ug_one_node(MGE_OP_WINOGRAD_WEIGHT, 1, nd, good, 0, NULL, &err);
     CHECK_MSG(g != NULL, "%s", err.msg);
     if (g) {
         CHECK(mge_node_int(&g->nodes[0], MGE_KEY_tile, 0) == 4 && g->values[g->nodes[0].out[0]].dims[0] == 36);

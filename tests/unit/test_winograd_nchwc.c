@@ -21,41 +21,6 @@
 static mge_rng rng;
 static mge_pool *pool2, *pool3;
 
-/* A one-node graph over values in0.. of the given shapes (in0 an input,
- * the rest params); NULL when the node is refused (err says why). */
-static mge_graph *one_node(int op, int nin, const int *nd, int64_t (*dims)[5], int nattr, const mge_attr *at,
-                           mge_error *err)
-{
-    mge_graph *g = mge_graph_new();
-    int ids[4];
-    for (int i = 0; i < nin; i++) {
-        char name[16];
-        snprintf(name, sizeof name, "in%d", i);
-        ids[i] = mge_graph_add_value(g, name, i ? MGE_VAL_PARAM : MGE_VAL_INPUT, MGE_F32, nd[i], dims[i], err);
-    }
-    const char *outn[1] = {"y"};
-    if (mge_graph_add_node(g, "node", op, nin, ids, nattr, at, 1, outn, err) < 0) {
-        mge_graph_free(g);
-        return NULL;
-    }
-    return g;
-}
-
-/* Node 0 of g on backend be into y (allocated here), pool NULL: serial. */
-static mge_status run_node(const mge_backend *be, mge_pool *pool, const mge_graph *g, mge_tensor **in, mge_tensor *y,
-                           mge_error *err)
-{
-    const mge_node *n = &g->nodes[0];
-    const mge_value *yv = &g->values[n->out[0]];
-    mge_status s = mge_tensor_alloc(y, MGE_F32, yv->ndim, yv->dims, err);
-    if (s)
-        return s;
-    const mge_kernel *k = mge_backend_kernel(be, n->op, MGE_F32);
-    if (!k)
-        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "no kernel");
-    return ug_run_kernel(k, pool, n, in, y, err);
-}
-
 /* Plain [N,C,H,W] as blocked [N,ceil(C/c),H,W,c], lanes past C zero. */
 static void block_of(const mge_tensor *t, int64_t c, mge_tensor *out)
 {
@@ -92,10 +57,10 @@ static void weight_case(int64_t O, int64_t C, int tile, int64_t c, const mge_ten
 {
     mge_error err = {0};
     int a = tile + 2;
-    int64_t dims[1][5] = {{O, C, 3, 3}};
+    int64_t dims[1][MGE_MAX_DIMS] = {{O, C, 3, 3}};
     int nd[1] = {4};
     mge_attr at[2] = {A(MGE_KEY_tile, tile), A(MGE_KEY_block, c)};
-    mge_graph *g = one_node(MGE_OP_WINOGRAD_WEIGHT_NCHWC, 1, nd, dims, 2, at, &err);
+    mge_graph *g = ug_one_node(MGE_OP_WINOGRAD_WEIGHT_NCHWC, 1, nd, dims, 2, at, &err);
     CHECK_MSG(g != NULL, "%s", err.msg);
     if (!g)
         return;
@@ -104,8 +69,8 @@ static void weight_case(int64_t O, int64_t C, int tile, int64_t c, const mge_ten
     CHECK(yv->ndim == 5 && yv->dims[0] == a * a && yv->dims[1] == Ob && yv->dims[2] == Cb && yv->dims[3] == c &&
           yv->dims[4] == c);
     mge_tensor *in[1] = {(mge_tensor *)w}, ref = {0};
-    CHECK_OK(run_node(mge_backend_ref(), NULL, g, in, &ref, &err), err);
-    CHECK_OK(run_node(mge_backend_cpu(), pool2, g, in, u, &err), err);
+    CHECK_OK(ug_run_node(mge_backend_ref(), NULL, g, in, &ref, &err), err);
+    CHECK_OK(ug_run_node(mge_backend_cpu(), pool2, g, in, u, &err), err);
     mge_graph_free(g);
     float *plain = malloc(sizeof(float) * (size_t)(a * a * O * C));
     CHECK(plain != NULL);
@@ -141,7 +106,7 @@ static void conv_case(const ncase *q)
 {
     mge_error err = {0};
     const int64_t c = q->c, OH = q->H, OW = q->W;   /* pad 1 */
-    int64_t dims[4][5] = {{q->N, q->C, q->H, q->W}, {q->O, q->C, 3, 3}, {q->O}, {q->N, q->O, OH, OW}};
+    int64_t dims[4][MGE_MAX_DIMS] = {{q->N, q->C, q->H, q->W}, {q->O, q->C, 3, 3}, {q->O}, {q->N, q->O, OH, OW}};
     mge_tensor x = {0}, w = {0}, b = {0}, r = {0}, want = {0}, wantb = {0}, xb = {0}, rb = {0}, u = {0};
     CHECK_OK(mge_tensor_alloc(&x, MGE_F32, 4, dims[0], &err), err);
     CHECK_OK(mge_tensor_alloc(&w, MGE_F32, 4, dims[1], &err), err);
@@ -155,11 +120,11 @@ static void conv_case(const ncase *q)
     /* the plain conv2d (ref), bias, residual and act by hand, then blocked */
     int nd4[3] = {4, 4, 1};
     mge_attr ca[4] = {A(MGE_KEY_out, q->O), A(MGE_KEY_kernel, 3), A(MGE_KEY_pad, 1), A(MGE_KEY_bias, q->bias)};
-    mge_graph *gc = one_node(MGE_OP_CONV2D, 2 + q->bias, nd4, dims, 4, ca, &err);
+    mge_graph *gc = ug_one_node(MGE_OP_CONV2D, 2 + q->bias, nd4, dims, 4, ca, &err);
     CHECK_MSG(gc != NULL, "%s", err.msg);
     mge_tensor *cin[3] = {&x, &w, &b};
     if (gc)
-        CHECK_OK(run_node(mge_backend_ref(), NULL, gc, cin, &want, &err), err);
+        CHECK_OK(ug_run_node(mge_backend_ref(), NULL, gc, cin, &want, &err), err);
     mge_graph_free(gc);
     const double alpha = 0.2;
     if (want.data) {
@@ -176,7 +141,8 @@ static void conv_case(const ncase *q)
     weight_case(q->O, q->C, q->tile, c, &w, &u);
 
     int64_t a = q->tile + 2, Ob = (q->O + c - 1) / c, Cb = (q->C + c - 1) / c;
-    int64_t nd_dims[4][5] = {{q->N, Cb, q->H, q->W, c}, {a * a, Ob, Cb, c, c}, {q->O}, {q->N, Ob, OH, OW, c}};
+    int64_t nd_dims[4][MGE_MAX_DIMS] = {
+        {q->N, Cb, q->H, q->W, c}, {a * a, Ob, Cb, c, c}, {q->O}, {q->N, Ob, OH, OW, c}};
     int nd[4] = {5, 5, 1, 5};
     if (!q->bias) {
         memcpy(nd_dims[2], nd_dims[3], sizeof nd_dims[2]);
@@ -186,15 +152,15 @@ static void conv_case(const ncase *q)
                       A(MGE_KEY_bias, q->bias),     A(MGE_KEY_residual, q->res), A(MGE_KEY_act, q->act),
                       A_f(MGE_KEY_alpha, alpha)};
     int nin = 2 + q->bias + q->res;
-    mge_graph *gw = one_node(MGE_OP_CONV2D_WINOGRAD_NCHWC, nin, nd, nd_dims, 7, wa, &err);
+    mge_graph *gw = ug_one_node(MGE_OP_CONV2D_WINOGRAD_NCHWC, nin, nd, nd_dims, 7, wa, &err);
     CHECK_MSG(gw != NULL, "%s", err.msg);
     mge_tensor ref = {0}, cpu1 = {0}, cpu2 = {0}, cpu3 = {0};
     mge_tensor *win[4] = {&xb, &u, q->bias ? &b : &rb, &rb};
     if (gw && u.data) {
-        CHECK_OK(run_node(mge_backend_ref(), NULL, gw, win, &ref, &err), err);
-        CHECK_OK(run_node(mge_backend_cpu(), NULL, gw, win, &cpu1, &err), err);
-        CHECK_OK(run_node(mge_backend_cpu(), pool2, gw, win, &cpu2, &err), err);
-        CHECK_OK(run_node(mge_backend_cpu(), pool3, gw, win, &cpu3, &err), err);
+        CHECK_OK(ug_run_node(mge_backend_ref(), NULL, gw, win, &ref, &err), err);
+        CHECK_OK(ug_run_node(mge_backend_cpu(), NULL, gw, win, &cpu1, &err), err);
+        CHECK_OK(ug_run_node(mge_backend_cpu(), pool2, gw, win, &cpu2, &err), err);
+        CHECK_OK(ug_run_node(mge_backend_cpu(), pool3, gw, win, &cpu3, &err), err);
     }
     mge_graph_free(gw);
     char what[160];
@@ -247,23 +213,23 @@ static void test_infer_errors(void)
     int nd[3] = {5, 5, 1};
     mge_attr at[2] = {A(MGE_KEY_out, 16), A(MGE_KEY_pad, 1)};
     /* a weight_t of the wrong tile, of the wrong block, a plain x */
-    int64_t bad[3][2][5] = {{{1, 1, 8, 8, 16}, {16, 1, 1, 16, 16}},
+    int64_t bad[3][2][MGE_MAX_DIMS] = {{{1, 1, 8, 8, 16}, {16, 1, 1, 16, 16}},
                             {{1, 1, 8, 8, 16}, {36, 2, 1, 8, 8}},
                             {{1, 16, 8, 8}, {36, 1, 1, 16, 16}}};
     for (int k = 0; k < 3; k++) {
         int ndk[2] = {k == 2 ? 4 : 5, 5};
         mge_attr b0[3] = {at[0], at[1], A(MGE_KEY_bias, 0)};
-        mge_graph *g = one_node(MGE_OP_CONV2D_WINOGRAD_NCHWC, 2, ndk, bad[k], 3, b0, &err);
+        mge_graph *g = ug_one_node(MGE_OP_CONV2D_WINOGRAD_NCHWC, 2, ndk, bad[k], 3, b0, &err);
         CHECK_MSG(g == NULL, "case %d accepted", k);
         mge_graph_free(g);
     }
     /* bias true but no bias input */
-    int64_t good[2][5] = {{1, 1, 8, 8, 16}, {36, 1, 1, 16, 16}};
-    mge_graph *g = one_node(MGE_OP_CONV2D_WINOGRAD_NCHWC, 2, nd, good, 2, at, &err);
+    int64_t good[2][MGE_MAX_DIMS] = {{1, 1, 8, 8, 16}, {36, 1, 1, 16, 16}};
+    mge_graph *g = ug_one_node(MGE_OP_CONV2D_WINOGRAD_NCHWC, 2, nd, good, 2, at, &err);
     CHECK(g == NULL);
     mge_graph_free(g);
     mge_attr b0[3] = {at[0], at[1], A(MGE_KEY_bias, 0)};
-    g = one_node(MGE_OP_CONV2D_WINOGRAD_NCHWC, 2, nd, good, 3, b0, &err);
+    g = ug_one_node(MGE_OP_CONV2D_WINOGRAD_NCHWC, 2, nd, good, 3, b0, &err);
     CHECK_MSG(g != NULL, "%s", err.msg);
     if (g) {
         const mge_value *y = &g->values[g->nodes[0].out[0]];
@@ -271,9 +237,9 @@ static void test_infer_errors(void)
     }
     mge_graph_free(g);
     /* the weight op needs its block */
-    int64_t wd[1][5] = {{16, 16, 3, 3}};
+    int64_t wd[1][MGE_MAX_DIMS] = {{16, 16, 3, 3}};
     int nw[1] = {4};
-    g = one_node(MGE_OP_WINOGRAD_WEIGHT_NCHWC, 1, nw, wd, 0, NULL, &err);
+    g = ug_one_node(MGE_OP_WINOGRAD_WEIGHT_NCHWC, 1, nw, wd, 0, NULL, &err);
     CHECK(g == NULL);
     mge_graph_free(g);
 }

@@ -268,9 +268,47 @@ static inline mge_status ug_run_kernel(const mge_kernel *k, mge_pool *pool, cons
     return s;
 }
 
+/* A one-node graph (node "node", output "y") over values in0.. of the
+ * given shapes (in0 an input, the rest params); NULL when the node is
+ * refused (err says why). */
+static inline mge_graph *ug_one_node(int op, int nin, const int *nd, int64_t (*dims)[MGE_MAX_DIMS], int nattr,
+                                     const mge_attr *at, mge_error *err)
+{
+    mge_graph *g = mge_graph_new();
+    int ids[8];
+    for (int i = 0; i < nin && i < 8; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "in%d", i);
+        ids[i] = mge_graph_add_value(g, name, i ? MGE_VAL_PARAM : MGE_VAL_INPUT, MGE_F32, nd[i], dims[i], err);
+    }
+    const char *outn[1] = {"y"};
+    if (mge_graph_add_node(g, "node", op, nin, ids, nattr, at, 1, outn, err) < 0) {
+        mge_graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+/* Node 0 of g (an f32 op) on backend be into y, allocated here with the
+ * node's output shape; pool NULL: serial. */
+static inline mge_status ug_run_node(const mge_backend *be, mge_pool *pool, const mge_graph *g, mge_tensor **in,
+                                     mge_tensor *y, mge_error *err)
+{
+    const mge_node *n = &g->nodes[0];
+    const mge_value *yv = &g->values[n->out[0]];
+    mge_status s = mge_tensor_alloc(y, MGE_F32, yv->ndim, yv->dims, err);
+    if (s)
+        return s;
+    const mge_kernel *k = mge_backend_kernel(be, n->op, MGE_F32);
+    if (!k)
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "no kernel");
+    return ug_run_kernel(k, pool, n, in, y, err);
+}
+
 /* got within rtol of want's element plus a small part of its largest
- * finite magnitude; NaN matches NaN and inf the same inf. */
-static inline int ug_compare(const char *what, const mge_tensor *got, const mge_tensor *want, double rtol)
+ * finite magnitude plus floor; NaN matches NaN and inf the same inf. */
+static inline int ug_compare_floor(const char *what, const mge_tensor *got, const mge_tensor *want, double rtol,
+                                   double floor)
 {
     const float *a = got->data, *b = want->data;
     int64_t n = mge_tensor_numel(want);
@@ -283,7 +321,7 @@ static inline int ug_compare(const char *what, const mge_tensor *got, const mge_
             continue;
         if (isinf(b[i]) && a[i] == b[i])
             continue;
-        double tol = rtol * fabs(b[i]) + rtol * 0.1 * maxabs + 1e-6;
+        double tol = rtol * fabs(b[i]) + rtol * 0.1 * maxabs + floor;
         if (!(fabs((double)a[i] - b[i]) <= tol)) {
             fprintf(stderr, "%s: element %lld of %lld: cpu %.9g, ref %.9g\n", what, (long long)i, (long long)n,
                     a[i], b[i]);
@@ -291,5 +329,10 @@ static inline int ug_compare(const char *what, const mge_tensor *got, const mge_
         }
     }
     return 1;
+}
+
+static inline int ug_compare(const char *what, const mge_tensor *got, const mge_tensor *want, double rtol)
+{
+    return ug_compare_floor(what, got, want, rtol, 1e-6);
 }
 #endif
