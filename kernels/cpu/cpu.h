@@ -31,6 +31,24 @@
 #define CPU_BASE
 #endif
 
+/* GCC (12) emits no vzeroupper in target("avx2") / target("avx512f")
+ * functions, neither before calls nor at returns (it does with -mavx2 on
+ * the command line), so after them the upper halves of the vector
+ * registers stay dirty, and every legacy-SSE instruction after that (the
+ * scalar float code of any function compiled for the baseline) waits on
+ * them: measured about 200 ns per call of a 32-add SSE helper from AVX-512
+ * code on this Xeon, against 20 ns after a vzeroupper; a helper called
+ * per plane made LeNet's batchnorm gradient 3x slower. So the dispatchers
+ * below and the AVX drivers clear them on the way back. The clobbers keep
+ * the compiler from holding vector values across it. */
+#if CPU_X86 && defined(__GNUC__)
+#define CPU_VZEROUPPER()                                                                                        \
+    __asm__ volatile("vzeroupper" ::: "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",   \
+                     "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory")
+#else
+#define CPU_VZEROUPPER() ((void)0)
+#endif
+
 /* MGE_CPU_ISA=baseline forces the portable loops (tests use it); see lib/isa.c. */
 static inline int cpu_isa_avx2(void)
 {
@@ -55,10 +73,12 @@ void cpu_plane_deinterleave(const float *restrict pad, int64_t Hp, int64_t Wp, f
     static base void name##_base params __VA_ARGS__        \
     static void name params                                \
     {                                                      \
-        if (cpu_isa_avx2())                                \
+        if (cpu_isa_avx2()) {                              \
             name##_avx2 args;                              \
-        else                                               \
+            CPU_VZEROUPPER();                              \
+        } else {                                           \
             name##_base args;                              \
+        }                                                  \
     }
 #define CPU_MULTI(name, params, args, ...) CPU_MULTI_AS(CPU_AVX2, CPU_BASE, name, params, args, __VA_ARGS__)
 
@@ -77,12 +97,15 @@ void cpu_plane_deinterleave(const float *restrict pad, int64_t Hp, int64_t Wp, f
     static void name params                                  \
     {                                                        \
         int isa_ = mge_cpu_isa();                            \
-        if (isa_ >= MGE_ISA_AVX512)                          \
+        if (isa_ >= MGE_ISA_AVX512) {                        \
             name##_avx512 args;                              \
-        else if (isa_ >= MGE_ISA_AVX2)                       \
+            CPU_VZEROUPPER();                                \
+        } else if (isa_ >= MGE_ISA_AVX2) {                   \
             name##_avx2 args;                                \
-        else                                                 \
+            CPU_VZEROUPPER();                                \
+        } else {                                             \
             name##_base args;                                \
+        }                                                    \
     }
 #else
 #define CPU_MULTI3 CPU_MULTI
@@ -264,11 +287,23 @@ static inline size_t cpu_ref_ws(const mge_node *n, mge_tensor *const *in, mge_te
 void mge_sgemm(const mge_kctx *ctx, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
                const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
+/* mge_sgemm without transposes, where A and/or B may be given as row
+ * pointers instead (Ar/Br non-NULL; A/B and lda/ldb are then unused):
+ * row i of A is Ar[i][0..K), row k of B is Br[k][0..N). Convolutions use
+ * it to read shifted rows of a padded image as B (cpu_conv_rows.c). */
+void mge_sgemm_ptr(const mge_kctx *ctx, int64_t M, int64_t N, int64_t K, float alpha, const float *const *Ar,
+                   const float *A, int64_t lda, const float *const *Br, const float *B, int64_t ldb, float beta,
+                   float *C, int64_t ldc);
+
 /* Whether a GEMM call site (cpu_gemm.c) should run this M x N x K product
  * on mge_sgemm rather than OpenBLAS: only with the AVX-512 kernels and on
  * the shapes where they measured faster (see cpu_sgemm.c; only products
  * without transposes were measured). MGE_GEMM=openblas in the environment
  * (read once) says never. */
 int mge_sgemm_pick(int64_t M, int64_t N, int64_t K);
+/* Whether mge_sgemm runs its own AVX-512 kernels (not OpenBLAS, not the
+ * AVX2 or portable ones): where the convolutions built on it pay off. */
+int mge_sgemm_native(void);
+
 
 #endif

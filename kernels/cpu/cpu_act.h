@@ -89,10 +89,12 @@ static inline void cpu_act_apply(int op, float alpha, float *y, const float *r, 
 {
     if (n <= 0 || (!r && !cpu_act_known(op)))
         return;
-    if (cpu_isa_avx2())
+    if (cpu_isa_avx2()) {
         cpu_act_apply_avx2(op, alpha, y, r, n);
-    else
+        CPU_VZEROUPPER();
+    } else {
         cpu_act_apply_base(op, alpha, y, r, n);
+    }
 }
 
 /* The epilogue on rows [0, rows) x columns [0, cols) of a block at y with

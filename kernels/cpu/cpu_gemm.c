@@ -22,6 +22,7 @@
  * bits do not depend on --threads either. */
 #include "cpu.h"
 #include "cpu_act.h"
+#include "cpu_conv_rows.h"
 
 #include <cblas.h>
 #include <string.h>
@@ -335,42 +336,7 @@ static void gemm_run(const mge_kctx *ctx, gemm_job *j, int64_t batch)
 
 /* ---------------------------------------------------------------- im2col */
 
-/* Row r is input channel r / (kh*kw) at tap (i, j); see cpu.h. */
-void cpu_im2col(const cpu_conv *c, const float *x, float *col, int64_t p0, int64_t p1, int64_t r0, int64_t r1)
-{
-    /* locals, so the compiler need not reload them after each memcpy */
-    const int64_t OW = c->OW, H = c->H, W = c->W, kw = c->kw, ksz = c->kh * c->kw, ld = p1 - p0;
-    const int64_t sh = c->sh, sw = c->sw, ph = c->ph, pw = c->pw, dh = c->dh, dw = c->dw;
-    const int64_t oh0 = p0 / OW, ow00 = p0 % OW;
-    for (int64_t r = r0; r < r1; r++) {
-        int64_t ch = r / ksz, i = (r % ksz) / kw, j = r % kw;
-        const float *xc = x + ch * H * W + j * dw - pw;   /* xc[ih*W + iw]: tap j folded in */
-        int64_t lo, hi;
-        cpu_valid_range(OW, W, sw, pw, j * dw, &lo, &hi);
-        /* one output row (oh) at a time; d[ow] is column oh*OW + ow */
-        float *d = col + (r - r0) * ld - ow00;
-        int64_t ow0 = ow00, left = ld;
-        for (int64_t oh = oh0; left > 0; oh++, d += OW, left -= OW - ow0, ow0 = 0) {
-            int64_t ow1 = left < OW - ow0 ? ow0 + left : OW;
-            int64_t ih = oh * sh - ph + i * dh;
-            if (ih < 0 || ih >= H) {
-                memset(d + ow0, 0, sizeof(float) * (size_t)(ow1 - ow0));
-                continue;
-            }
-            int64_t a = lo < ow0 ? ow0 : lo > ow1 ? ow1 : lo, b = hi < a ? a : hi > ow1 ? ow1 : hi;
-            for (int64_t ow = ow0; ow < a; ow++)
-                d[ow] = 0.0f;
-            const float *src = xc + ih * W;
-            if (sw == 1)
-                memcpy(d + a, src + a, sizeof(float) * (size_t)(b - a));
-            else
-                for (int64_t ow = a; ow < b; ow++)
-                    d[ow] = src[ow * sw];
-            for (int64_t ow = b; ow < ow1; ow++)
-                d[ow] = 0.0f;
-        }
-    }
-}
+/* cpu_im2col: cpu_im2col.c */
 
 typedef struct col_job {
     const cpu_conv *c;
@@ -449,7 +415,9 @@ static size_t conv_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *cons
     cpu_conv c;
     conv_shape(n, in, out, &c);
     size_t own = 0;
-    if (c.Cg == 1)
+    if (cpu_rows_ok(&c))
+        own = sizeof(float) * (size_t)cpu_rows_fwd_floats(&c) * (size_t)(threads < 1 ? 1 : threads);
+    else if (c.Cg == 1)
         own = sizeof(float) * (size_t)dw_scratch(&c) * (size_t)(threads < 1 ? 1 : threads);
     else if (!cpu_conv_1x1(&c))
         own = sizeof(float) * (size_t)conv_col_scratch(&c, threads);
@@ -470,6 +438,14 @@ static mge_status cpu_conv2d(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     const float *x = in[0]->data, *w = in[1]->data;
     float *y = out[0]->data;
     int threads = ctx->pool ? mge_pool_size(ctx->pool) : 1;
+    if (cpu_rows_ok(&c)) {
+        size_t need = sizeof(float) * (size_t)cpu_rows_fwd_floats(&c) * (size_t)threads;
+        if (!ctx->ws || ctx->ws_size < need)
+            return mge_error_set(err, MGE_ERR_INVALID, "%s: workspace of %zu bytes, need %zu",
+                                 mge_op_info(n->op)->name, ctx->ws_size, need);
+        cpu_rows_conv(ctx, &c, x, w, b, y, &epi, ctx->ws);
+        return MGE_OK;
+    }
     if (c.Cg == 1) {
         size_t need = sizeof(float) * (size_t)dw_scratch(&c) * (size_t)threads;
         if (!ctx->ws || ctx->ws_size < need)

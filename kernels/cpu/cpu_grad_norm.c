@@ -2,7 +2,7 @@
  * batchnorm_grad) and the sums behind bias gradients, on the pool.
  *
  * Determinism: every per-channel (or per-column) result is computed by one
- * task in a fixed order (planes in batch order, each plane's sum from 8
+ * task in a fixed order (planes in batch order, each plane's sum from 32
  * float lanes combined in a fixed tree, planes accumulated in double), so
  * the results do not depend on how many threads split the channels.
  *
@@ -19,75 +19,98 @@
 
 /* ---------------------------------------------------------------- plane loops */
 
-CPU_MULTI(plane_sum, (const float *x, int64_t n, float *out), (x, n, out), {
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+/* The reductions keep 32 float lanes (two AVX-512 or four AVX2
+ * accumulators, so the adds do not wait on each other's latency: with one
+ * 8-lane accumulator the batchnorm gradient ran at 6 GB/s from L2), folded
+ * in a fixed tree, then the tail in order. */
+static inline __attribute__((always_inline)) float fold32(const float *a)
+{
+    float h[8];
+    for (int k = 0; k < 8; k++)
+        h[k] = (a[k] + a[k + 16]) + (a[k + 8] + a[k + 24]);
+    return ((h[0] + h[4]) + (h[1] + h[5])) + ((h[2] + h[6]) + (h[3] + h[7]));
+}
+
+CPU_MULTI3(plane_sum, (const float *x, int64_t n, float *out), (x, n, out), {
+    float acc[32] = {0};
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++)
+    for (; i + 32 <= n; i += 32)
+        for (int k = 0; k < 32; k++)
             acc[k] += x[i + k];
-    float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    float s = fold32(acc);
     for (; i < n; i++)
         s += x[i];
     *out = s;
 })
 
 /* sum of (x - m)^2 */
-CPU_MULTI(plane_sqdev, (const float *x, int64_t n, float m, float *out), (x, n, m, out), {
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+CPU_MULTI3(plane_sqdev, (const float *x, int64_t n, float m, float *out), (x, n, m, out), {
+    float acc[32] = {0};
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++) {
+    for (; i + 32 <= n; i += 32)
+        for (int k = 0; k < 32; k++) {
             float d = x[i + k] - m;
             acc[k] += d * d;
         }
-    float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    float s = fold32(acc);
     for (; i < n; i++)
         s += (x[i] - m) * (x[i] - m);
     *out = s;
 })
 
-/* sum of dy and of dy * (x - m) */
-CPU_MULTI(plane_dysums, (const float *dy, const float *x, int64_t n, float m, float *sdy, float *sdyx),
-          (dy, x, n, m, sdy, sdyx), {
-              float a[8] = {0, 0, 0, 0, 0, 0, 0, 0}, b[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-              int64_t i = 0;
-              for (; i + 8 <= n; i += 8)
-                  for (int k = 0; k < 8; k++) {
-                      a[k] += dy[i + k];
-                      b[k] += dy[i + k] * (x[i + k] - m);
-                  }
-              float s = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
-              float t = ((b[0] + b[4]) + (b[1] + b[5])) + ((b[2] + b[6]) + (b[3] + b[7]));
-              for (; i < n; i++) {
-                  s += dy[i];
-                  t += dy[i] * (x[i] - m);
-              }
-              *sdy = s;
-              *sdyx = t;
-          })
+/* plane_sqdev's sum (the same operations in the same order), and the sums
+ * of dy and of dy * (x - m), in one pass over x and dy */
+CPU_MULTI3(plane_dysums,
+           (const float *dy, const float *x, int64_t n, float m, float *sq, float *sdy, float *sdyx),
+           (dy, x, n, m, sq, sdy, sdyx), {
+               float q[32] = {0}, a[32] = {0}, b[32] = {0};
+               int64_t i = 0;
+               for (; i + 32 <= n; i += 32)
+                   for (int k = 0; k < 32; k++) {
+                       float d = x[i + k] - m;
+                       q[k] += d * d;
+                       a[k] += dy[i + k];
+                       b[k] += dy[i + k] * d;
+                   }
+               float u = fold32(q), s = fold32(a), t = fold32(b);
+               for (; i < n; i++) {
+                   u += (x[i] - m) * (x[i] - m);
+                   s += dy[i];
+                   t += dy[i] * (x[i] - m);
+               }
+               *sq = u;
+               *sdy = s;
+               *sdyx = t;
+           })
 
-CPU_MULTI(plane_affine, (const float *x, float *y, int64_t n, float sc, float sh), (x, y, n, sc, sh), {
+CPU_MULTI3(plane_affine, (const float *x, float *y, int64_t n, float sc, float sh), (x, y, n, sc, sh), {
     for (int64_t i = 0; i < n; i++)
         y[i] = x[i] * sc + sh;
 })
 
 /* dx = k1 * dy + k2 * x + k0 */
-CPU_MULTI(plane_dx, (const float *dy, const float *x, float *dx, int64_t n, float k1, float k2, float k0),
+CPU_MULTI3(plane_dx, (const float *dy, const float *x, float *dx, int64_t n, float k1, float k2, float k0),
           (dy, x, dx, n, k1, k2, k0), {
               for (int64_t i = 0; i < n; i++)
                   dx[i] = k1 * dy[i] + k2 * x[i] + k0;
           })
 
-/* Mean and biased sum of squared deviations of channel c of x[N,C,S]. */
-static void channel_stats(const float *x, int64_t N, int64_t C, int64_t S, int64_t c, double *mean, double *sq)
+/* Mean of channel c of x[N,C,S]. */
+static double channel_mean(const float *x, int64_t N, int64_t C, int64_t S, int64_t c)
 {
-    double s = 0, q = 0;
+    double s = 0;
     for (int64_t i = 0; i < N; i++) {
         float p;
         plane_sum(x + (i * C + c) * S, S, &p);
         s += p;
     }
-    double m = s / (double)(N * S);
+    return s / (double)(N * S);
+}
+
+/* Mean and biased sum of squared deviations of channel c of x[N,C,S]. */
+static void channel_stats(const float *x, int64_t N, int64_t C, int64_t S, int64_t c, double *mean, double *sq)
+{
+    double m = channel_mean(x, N, C, S, c), q = 0;
     for (int64_t i = 0; i < N; i++) {
         float p;
         plane_sqdev(x + (i * C + c) * S, S, (float)m, &p);
@@ -205,12 +228,14 @@ static void bng_task(void *a, int64_t c0, int64_t c1, int thread)
     const bng_job *j = a;
     double M = (double)(j->N * j->S);
     for (int64_t c = c0; c < c1; c++) {
-        double mean, sq, sdy = 0, sdyx = 0;
-        channel_stats(j->x, j->N, j->C, j->S, c, &mean, &sq);
+        /* the variance comes with the dy sums (one pass fewer over x),
+         * computed as channel_stats computes it for the forward */
+        double mean = channel_mean(j->x, j->N, j->C, j->S, c), sq = 0, sdy = 0, sdyx = 0;
         for (int64_t i = 0; i < j->N; i++) {
-            float p, q;
+            float u, p, q;
             int64_t off = (i * j->C + c) * j->S;
-            plane_dysums(j->dy + off, j->x + off, j->S, (float)mean, &p, &q);
+            plane_dysums(j->dy + off, j->x + off, j->S, (float)mean, &u, &p, &q);
+            sq += u;
             sdy += p;
             sdyx += q;
         }

@@ -37,7 +37,7 @@
 
 #define OPT_MULTI(name, params, args, ...) CPU_MULTI_AS(OPT_AVX2, OPT_BASE, name, params, args, __VA_ARGS__)
 
-static inline double lanes_sum(const double *a)
+static inline __attribute__((always_inline)) double lanes_sum(const double *a)
 {
     return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
 }
@@ -137,10 +137,12 @@ static OPT_BASE void sqrt_base(double *t, int64_t n)
 
 static void sqrt_arr(double *t, int64_t n)
 {
-    if (cpu_isa_avx2())
+    if (cpu_isa_avx2()) {
         sqrt_avx2(t, n);
-    else
+        CPU_VZEROUPPER();
+    } else {
         sqrt_base(t, n);
+    }
 }
 #else
 static void sqrt_arr(double *t, int64_t n)

@@ -269,8 +269,8 @@ SG_ROWS(6)
 SG_ROWS(4)
 
 /* rows [i0, i0+mc) x k [p0, p0+kc) of op(A) into MR x kc panels */
-static CPU_BASE void sg_pack_a(int ta, const float *A, int64_t lda, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
-                               int mr, float *restrict dst)
+static CPU_BASE void sg_pack_a(int ta, const float *A, int64_t lda, const float *const *Ar, int64_t i0, int64_t mc,
+                               int64_t p0, int64_t kc, int mr, float *restrict dst)
 {
     for (int64_t ir = 0; ir < mc; ir += mr, dst += mr * kc) {
         int64_t m = mc - ir < mr ? mc - ir : mr;
@@ -284,7 +284,7 @@ static CPU_BASE void sg_pack_a(int ta, const float *A, int64_t lda, int64_t i0, 
                 for (; i < mr; i++)
                     d[i] = 0.0f;
             }
-        } else if (m == mr && (mr == 6 || mr == SG_BASE_MR)) {
+        } else if (m == mr && (mr == 6 || mr == SG_BASE_MR) && !Ar) {
             const float *s = A + (i0 + ir) * lda + p0;
             if (mr == 6)
                 sg_rows6(s, lda, kc, dst);
@@ -292,9 +292,14 @@ static CPU_BASE void sg_pack_a(int ta, const float *A, int64_t lda, int64_t i0, 
                 sg_rows4(s, lda, kc, dst);
         } else {   /* an edge panel: rows past m are zero */
             for (int64_t i = 0; i < mr; i++) {
-                const float *s = A + (i0 + ir + i) * lda + p0;
+                if (i >= m) {
+                    for (int64_t k = 0; k < kc; k++)
+                        dst[k * mr + i] = 0.0f;
+                    continue;
+                }
+                const float *s = (Ar ? Ar[i0 + ir + i] : A + (i0 + ir + i) * lda) + p0;
                 for (int64_t k = 0; k < kc; k++)
-                    dst[k * mr + i] = i < m ? s[k] : 0.0f;
+                    dst[k * mr + i] = s[k];
             }
         }
     }
@@ -324,6 +329,19 @@ SG_AVX512 static void sg_rows32_avx512(const float *s, int64_t ld, int64_t kc, i
     }
 }
 
+/* sg_rows32_avx512 with B given by row pointers (row k at r[k] + j0) */
+SG_AVX512 static void sg_rows32p_avx512(const float *const *r, int64_t j0, int64_t kc, int64_t w, float *restrict d)
+{
+    for (int64_t k = 0; k < kc; k++, d += 32) {
+        const float *s = r[k] + j0;
+        float *q = d;
+        for (int64_t j = 0; j + 32 <= w; j += 32, q += 32 * kc) {
+            _mm512_store_ps(q, _mm512_loadu_ps(s + j));
+            _mm512_store_ps(q + 16, _mm512_loadu_ps(s + j + 16));
+        }
+    }
+}
+
 SG_AVX2F static void sg_copy16_avx2(const float *s, int64_t ld, int64_t kc, float *restrict d)
 {
     for (int64_t k = 0; k < kc; k++, s += ld, d += 16) {
@@ -344,27 +362,43 @@ static inline __attribute__((always_inline)) void sg_copy_rows(const float *s, i
 }
 
 /* k [p0, p0+kc) x columns [j0, j0+nc) of op(B) into kc x NR panels */
-static CPU_BASE void sg_pack_b(int tb, const float *B, int64_t ldb, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
-                               int nr, float *restrict dst)
+static CPU_BASE void sg_pack_b(int tb, const float *B, int64_t ldb, const float *const *Br, int64_t p0, int64_t kc,
+                               int64_t j0, int64_t nc, int nr, float *restrict dst)
 {
     int64_t jr = 0;
 #if SG_VEC
     if (!tb && nr == 32 && nc >= 32) {
-        sg_rows32_avx512(B + p0 * ldb + j0, ldb, kc, nc, dst);
+        if (Br)
+            sg_rows32p_avx512(Br + p0, j0, kc, nc, dst);
+        else
+            sg_rows32_avx512(B + p0 * ldb + j0, ldb, kc, nc, dst);
+        CPU_VZEROUPPER();   /* cpu.h: before this function's SSE loops */
         jr = nc / 32 * 32;
         dst += jr * kc;
     }
 #endif
     for (; jr < nc; jr += nr, dst += nr * kc) {
         int64_t n = nc - jr < nr ? nc - jr : nr;
-        if (!tb && n == nr) {   /* NR contiguous floats per k, NR a constant so the copy inlines */
+        if (Br) {   /* row pointers (no transpose): row k at Br[k] */
+            for (int64_t k = 0; k < kc; k++) {
+                const float *s = Br[p0 + k] + j0 + jr;
+                float *d = dst + k * nr;
+                int64_t j = 0;
+                for (; j < n; j++)
+                    d[j] = s[j];
+                for (; j < nr; j++)
+                    d[j] = 0.0f;
+            }
+        } else if (!tb && n == nr) {   /* NR contiguous floats per k, NR a constant so the copy inlines */
             const float *s = B + p0 * ldb + j0 + jr;
 #if SG_VEC
-            if (nr == 32)
+            if (nr == 32) {
                 sg_copy32_avx512(s, ldb, kc, dst);   /* nr = 32: the AVX-512 kernel's */
-            else if (nr == 16)
+                CPU_VZEROUPPER();
+            } else if (nr == 16) {
                 sg_copy16_avx2(s, ldb, kc, dst);
-            else
+                CPU_VZEROUPPER();
+            } else
 #endif
                 sg_copy_rows(s, ldb, kc, dst, nr);
         } else if (!tb) {
@@ -447,6 +481,7 @@ typedef struct sg_job {
     int64_t M, N, K, lda, ldb, ldc, kcb;
     float alpha, beta;
     const float *A, *B;
+    const float *const *Ar, *const *Br;   /* row pointers instead of A, B (mge_sgemm_ptr) */
     float *C;
     int along_n;
     int64_t chunk;   /* columns (along_n) or rows per task, whole micro-tiles */
@@ -455,6 +490,18 @@ typedef struct sg_job {
 /* OpenBLAS on one block, when the scratch cannot be had. */
 static void sg_blas(const sg_job *j, int64_t m0, int64_t m1, int64_t n0, int64_t n1)
 {
+    if (j->Ar || j->Br) {   /* row pointers: no BLAS form; plain loops (only without memory) */
+        for (int64_t i = m0; i < m1; i++)
+            for (int64_t n = n0; n < n1; n++) {
+                float acc = 0.0f;
+                for (int64_t k = 0; k < j->K; k++)
+                    acc += (j->Ar ? j->Ar[i][k] : j->A[i * j->lda + k]) *
+                           (j->Br ? j->Br[k][n] : j->B[k * j->ldb + n]);
+                float *c = j->C + i * j->ldc + n;
+                *c = j->alpha * acc + (j->beta == 0.0f ? 0.0f : j->beta * *c);
+            }
+        return;
+    }
     if (!cpu_blas_fits(m1 - m0, n1 - n0, j->K) || !cpu_blas_fits(j->lda, j->ldb, j->ldc))
         return;   /* unreachable in practice: the sizes our kernels pass fit an int */
     const float *a = j->A + (j->ta ? m0 : m0 * j->lda), *b = j->B + (j->tb ? n0 * j->ldb : n0);
@@ -466,8 +513,8 @@ static void sg_blas(const sg_job *j, int64_t m0, int64_t m1, int64_t n0, int64_t
 #if SG_VEC
 /* 14 rows [i0, i0+m) x k [p0, p0+kc) of op(A) into a row-major panel of
  * row stride SG_LDS; rows past m are zero. */
-static void sg_pack_a_rows(int ta, const float *A, int64_t lda, int64_t i0, int m, int64_t p0, int64_t kc,
-                           float *restrict dst)
+static void sg_pack_a_rows(int ta, const float *A, int64_t lda, const float *const *Ar, int64_t i0, int m,
+                           int64_t p0, int64_t kc, float *restrict dst)
 {
     if (ta) {   /* op(A)[i][k] = A[k][i]: m contiguous floats per k */
         const float *s = A + p0 * lda + i0;
@@ -476,7 +523,7 @@ static void sg_pack_a_rows(int ta, const float *A, int64_t lda, int64_t i0, int 
                 dst[i * SG_LDS + k] = s[i];
     } else {
         for (int i = 0; i < m; i++)
-            memcpy(dst + i * SG_LDS, A + (i0 + i) * lda + p0, sizeof(float) * (size_t)kc);
+            memcpy(dst + i * SG_LDS, (Ar ? Ar[i0 + i] : A + (i0 + i) * lda) + p0, sizeof(float) * (size_t)kc);
     }
     for (int i = m; i < 14; i++)
         memset(dst + i * SG_LDS, 0, sizeof(float) * (size_t)kc);
@@ -497,14 +544,15 @@ static void sg_block_rows(const sg_job *j, int64_t m0, int64_t m1, int64_t n0, i
         for (int64_t pc = 0; pc < j->K; pc += j->kcb) {
             int64_t kb = j->K - pc < j->kcb ? j->K - pc : j->kcb;
             float beta = pc == 0 ? j->beta : 1.0f;
-            sg_pack_b(j->tb, j->B, j->ldb, pc, kb, jc, nb_, 32, pb);
+            sg_pack_b(j->tb, j->B, j->ldb, j->Br, pc, kb, jc, nb_, 32, pb);
             for (int64_t ir = m0; ir < m1; ir += 14) {
                 int m = m1 - ir < 14 ? (int)(m1 - ir) : 14;
-                sg_pack_a_rows(j->ta, j->A, j->lda, ir, m, pc, kb, pa);
+                sg_pack_a_rows(j->ta, j->A, j->lda, j->Ar, ir, m, pc, kb, pa);
                 float *c = j->C + ir * j->ldc + jc;
                 for (int64_t jr = 0; jr < nb_; jr += 32) {
                     int n = nb_ - jr < 32 ? (int)(nb_ - jr) : 32;
                     sg_zk[(m + 1) / 2 - 1][n > 16](kb, pa, pb + jr * kb, c + jr, j->ldc, m, n, j->alpha, beta);
+                    CPU_VZEROUPPER();
                 }
             }
         }
@@ -536,10 +584,10 @@ static void sg_block(const sg_job *j, int64_t m0, int64_t m1, int64_t n0, int64_
         for (int64_t pc = 0; pc < j->K; pc += j->kcb) {
             int64_t kb = j->K - pc < j->kcb ? j->K - pc : j->kcb;
             float beta = pc == 0 ? j->beta : 1.0f;
-            sg_pack_b(j->tb, j->B, j->ldb, pc, kb, jc, nb_, nr, pb);
+            sg_pack_b(j->tb, j->B, j->ldb, j->Br, pc, kb, jc, nb_, nr, pb);
             for (int64_t ic = m0; ic < m1; ic += mc) {
                 int64_t mb = m1 - ic < mc ? m1 - ic : mc;
-                sg_pack_a(j->ta, j->A, j->lda, ic, mb, pc, kb, mr, pa);
+                sg_pack_a(j->ta, j->A, j->lda, j->Ar, ic, mb, pc, kb, mr, pa);
                 for (int64_t jr = 0; jr < nb_; jr += nr) {
                     int n = nb_ - jr < nr ? (int)(nb_ - jr) : nr;
                     const float *b = pb + jr * kb;
@@ -547,6 +595,7 @@ static void sg_block(const sg_job *j, int64_t m0, int64_t m1, int64_t n0, int64_
                     for (int64_t ir = 0; ir < mb; ir += mr) {
                         int m = mb - ir < mr ? (int)(mb - ir) : mr;
                         is->kern(kb, pa + ir * kb, b, c + ir * j->ldc, j->ldc, m, n, j->alpha, beta);
+                        CPU_VZEROUPPER();
                     }
                 }
             }
@@ -577,17 +626,16 @@ static void sg_scale(int64_t M, int64_t N, float beta, float *C, int64_t ldc)
 
 #define SG_TASK_FLOPS 2e6   /* below this per thread, one thread does it all */
 
-void mge_sgemm(const mge_kctx *ctx, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
-               const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
+static void sg_run(const mge_kctx *ctx, sg_job j)
 {
+    const int64_t M = j.M, N = j.N, K = j.K;
     if (M <= 0 || N <= 0)
         return;
-    if (K <= 0 || alpha == 0.0f) {
-        sg_scale(M, N, beta, C, ldc);
+    if (K <= 0 || j.alpha == 0.0f) {
+        sg_scale(M, N, j.beta, j.C, j.ldc);
         return;
     }
-    sg_job j = {.isa = sg_pick(), .ta = transA != 0, .tb = transB != 0, .M = M, .N = N, .K = K, .lda = lda,
-                .ldb = ldb, .ldc = ldc, .alpha = alpha, .beta = beta, .A = A, .B = B, .C = C};
+    j.isa = sg_pick();
     /* K blocks of near-equal size from K alone (never the thread count) */
     int64_t nkb = (K + j.isa->kc - 1) / j.isa->kc;
     j.kcb = (K + nkb - 1) / nkb;
@@ -611,6 +659,21 @@ void mge_sgemm(const mge_kctx *ctx, int transA, int transB, int64_t M, int64_t N
     mge_pool_run(ctx->pool, tasks, sg_task, &j);
 }
 
+void mge_sgemm(const mge_kctx *ctx, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+               const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
+{
+    sg_run(ctx, (sg_job){.ta = transA != 0, .tb = transB != 0, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb,
+                         .ldc = ldc, .alpha = alpha, .beta = beta, .A = A, .B = B, .C = C});
+}
+
+void mge_sgemm_ptr(const mge_kctx *ctx, int64_t M, int64_t N, int64_t K, float alpha, const float *const *Ar,
+                   const float *A, int64_t lda, const float *const *Br, const float *B, int64_t ldb, float beta,
+                   float *C, int64_t ldc)
+{
+    sg_run(ctx, (sg_job){.M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc, .alpha = alpha, .beta = beta,
+                         .A = A, .B = B, .Ar = Ar, .Br = Br, .C = C});
+}
+
 
 /* ---------------------------------------------------------------- call-site choice */
 
@@ -630,6 +693,12 @@ static void sg_env_init(void)
  * pointwise 96x12544x16, 144x3136x24, 384x196x64, 128x784x576) and lost
  * on small or thin products (64x196x64, 128x49x128, 512x49x2304: edge
  * tiles and per-call overheads) and on M = 1 (a GEMV). */
+int mge_sgemm_native(void)
+{
+    pthread_once(&sg_env_once, sg_env_init);
+    return !sg_env_blas && sg_pick()->rowa;
+}
+
 int mge_sgemm_pick(int64_t M, int64_t N, int64_t K)
 {
     pthread_once(&sg_env_once, sg_env_init);

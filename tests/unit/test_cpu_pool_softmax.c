@@ -165,6 +165,34 @@ static void test_pool_random(void)
     CHECK(fast >= 100);
 }
 
+/* 2x2 max at stride 2 without padding (cpu_pool.c's AVX-512 path): planes
+ * of one output chunk, several, and odd sizes with a column or row left
+ * over; NaN and -inf in both rows and both columns of windows. */
+static void test_pool_max2(void)
+{
+    static const int64_t hw[][2] = {{2, 2}, {5, 7}, {28, 28}, {14, 14}, {9, 33}, {3, 65}, {6, 64}};
+    mge_attr at[2] = {a_ints(MGE_KEY_kernel, 2, 2), a_ints(MGE_KEY_stride, 2, 2)};
+    for (size_t k = 0; k < sizeof hw / sizeof hw[0]; k++)
+        for (int special = 0; special < 2; special++) {
+            int64_t dims[4] = {2, 3, hw[k][0], hw[k][1]};
+            ug_kcase t;
+            if (!kcase(&t, MGE_OP_MAXPOOL2D, 4, dims, 2, at, -3, 3))
+                continue;
+            float *x = t.in[0].data;
+            int64_t nx = mge_tensor_numel(&t.in[0]);
+            if (special)
+                for (int i = 0; i < 12; i++) {
+                    x[rnd(0, nx - 1)] = NAN;
+                    x[rnd(0, nx - 1)] = -INFINITY;
+                }
+            char desc[120];
+            snprintf(desc, sizeof desc, "maxpool 2x2/s2 x[2,3,%lld,%lld]%s", (long long)hw[k][0],
+                     (long long)hw[k][1], special ? " with NaN/-inf" : "");
+            check(&t, desc, 0, 1);
+            ug_kcase_free(&t);
+        }
+}
+
 /* Values worked out by hand, so the comparison does not rest on ref alone. */
 static void test_pool_known(void)
 {
@@ -385,6 +413,7 @@ int main(int argc, char **argv)
     CHECK(pools[1] && pools[2]);
     RUN(test_pool_known);
     RUN(test_pool_random);
+    RUN(test_pool_max2);
     RUN(test_pool_nets);
     RUN(test_softmax_known);
     RUN(test_softmax_rows);

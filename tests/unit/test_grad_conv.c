@@ -377,6 +377,9 @@ static void test_conv_kernels(void)
         {2, 32, 40, 40, 32, 3, 3, 1, 1, 1, 1, 1, 1, 32, 0},  /* depthwise, long dots */
         {4, 32, 24, 24, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0},   /* batch and column blocks (grad_weight) */
         {3, 64, 16, 16, 64, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0},   /* 1x1, blocks */
+        {2, 4, 11, 60, 6, 3, 5, 1, 1, 2, 2, 2, 2, 2, 0},     /* shifted rows: groups, dilation, 3x5 */
+        {2, 2, 8, 300, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0},    /* shifted rows: blocks of output rows */
+        {3, 5, 9, 40, 7, 2, 2, 1, 1, 0, 1, 1, 1, 1, 0},      /* shifted rows: pad < kernel - 1, even kernel */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         conv_kernels(&cases[i]);

@@ -177,6 +177,10 @@ static void test_conv2d(void)
     CHECK(conv_case(1, 2, 1, 1, 3, 3, 3, 1, 1, 1, 1, 1));         /* 1x1 image, padded 3x3 */
     CHECK(conv_case(1, 4, 9, 9, 6, 1, 1, 2, 0, 1, 2, 1));         /* 1x1 strided: im2col */
     CHECK(conv_case(1, 3, 8, 8, 5, 1, 3, 1, 1, 1, 1, 1));         /* 1x3 kernel */
+    /* stride 1 on shifted rows of the padded image (cpu_conv_rows.c) */
+    CHECK(conv_case(4, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1, 1));      /* one input channel */
+    CHECK(conv_case(2, 4, 11, 60, 6, 3, 5, 1, 2, 2, 2, 1));       /* groups, dilation 2, 3x5 */
+    CHECK(conv_case(2, 2, 8, 300, 64, 3, 3, 1, 1, 1, 1, 1));      /* several blocks of output rows */
     /* random geometry */
     int done = 0;
     for (int tries = 0; tries < 400 && done < 120; tries++) {

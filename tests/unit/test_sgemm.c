@@ -168,6 +168,42 @@ static void test_threads(void)
     mge_pool_free(p3);
 }
 
+/* mge_sgemm_ptr: A and/or B as row pointers (rows stored in reverse order
+ * with gaps, so only the pointers find them) give the same bits as
+ * mge_sgemm on the plain matrices, serially and on 2 threads. */
+static void test_ptr(void)
+{
+    mge_pool *p2 = mge_pool_create(2);
+    mge_kctx c2 = {.pool = p2, .threads = 2};
+    static const int64_t shp[][3] = {{1, 1, 1}, {7, 33, 17}, {32, 224, 288}, {100, 257, 3}, {288, 64, 224},
+                                     {15, 100, 600}};
+    for (size_t s = 0; s < sizeof shp / sizeof shp[0]; s++)
+        for (int mode = 1; mode < 4; mode++) {
+            int64_t M = shp[s][0], N = shp[s][1], K = shp[s][2];
+            float *A = rand_buf((size_t)(M * K)), *B = rand_buf((size_t)(K * N));
+            float *As = malloc(sizeof(float) * (size_t)(M * (K + 3))), *Bs = malloc(sizeof(float) * (size_t)(K * (N + 5)));
+            const float **ar = malloc(sizeof *ar * (size_t)M), **br = malloc(sizeof *br * (size_t)K);
+            for (int64_t i = 0; i < M; i++) {
+                ar[i] = As + (M - 1 - i) * (K + 3);
+                memcpy((float *)ar[i], A + i * K, sizeof(float) * (size_t)K);
+            }
+            for (int64_t k = 0; k < K; k++) {
+                br[k] = Bs + (K - 1 - k) * (N + 5);
+                memcpy((float *)br[k], B + k * N, sizeof(float) * (size_t)N);
+            }
+            size_t cb = sizeof(float) * (size_t)(M * N);
+            float *C0 = rand_buf((size_t)(M * N)), *C1 = malloc(cb), *C2 = malloc(cb), *C3 = malloc(cb);
+            memcpy(C1, C0, cb), memcpy(C2, C0, cb), memcpy(C3, C0, cb);
+            mge_sgemm(NULL, 0, 0, M, N, K, 0.75f, A, K, B, N, 0.5f, C1, N);
+            mge_sgemm_ptr(NULL, M, N, K, 0.75f, mode & 1 ? ar : NULL, A, K, mode & 2 ? br : NULL, B, N, 0.5f, C2, N);
+            mge_sgemm_ptr(&c2, M, N, K, 0.75f, mode & 1 ? ar : NULL, A, K, mode & 2 ? br : NULL, B, N, 0.5f, C3, N);
+            CHECK_MSG(memcmp(C1, C2, cb) == 0 && memcmp(C1, C3, cb) == 0, "ptr %lldx%lldx%lld mode %d", (long long)M,
+                      (long long)N, (long long)K, mode);
+            free(A), free(B), free(As), free(Bs), free(ar), free(br), free(C0), free(C1), free(C2), free(C3);
+        }
+    mge_pool_free(p2);
+}
+
 /* A block of C computed alone (so in edge tiles of other sizes, which run
  * narrower kernel variants) equals the same block of the whole product,
  * bit for bit, for every block height 1..15 and widths across 16 and 32. */
@@ -216,6 +252,7 @@ static int child(void)
     RUN(test_alpha_beta);
     RUN(test_threads);
     RUN(test_tiles);
+    RUN(test_ptr);
     RUN(test_pick);
     return unit_done();
 }
