@@ -618,7 +618,18 @@ CPU_MULTI(dw_rows, (const blk_conv *q, int64_t t0, int64_t t1), (q, t0, t1), {
  * (8 accumulators + weight + input fit AVX2's 16 registers too), the
  * rest one vector at a time with column checks. Each output's taps are
  * summed in the same order whatever the split into tasks. */
-#define DW_ROWS(L, VT, ATTR)                                                                                   \
+#define DW_ROWS(L, VT, VI, ATTR)                                                                               \
+    /* relu and relu6 in registers, as the dense tiles apply them */                                          \
+    static inline __attribute__((always_inline)) ATTR VT dw_act##L(VT v, int act)                             \
+    {                                                                                                          \
+        if (act != MGE_OP_RELU && act != MGE_OP_RELU6)                                                         \
+            return v;                                                                                          \
+        VI neg = v < 0.0f, big = v > 6.0f;                                                                     \
+        VI bits = (VI)v & ~neg;                                                                                \
+        if (act == MGE_OP_RELU6)                                                                               \
+            bits = (bits & ~big) | ((VI)(v * 0.0f + 6.0f) & big);                                              \
+        return (VT)bits;                                                                                       \
+    }                                                                                                          \
     /* One output, tap rows [kh0, kh1), columns checked. */                                                   \
     static inline __attribute__((always_inline)) ATTR void dw_one##L(const blk_conv *q, const float *xp,      \
                                                                      const float *w, VT bv, const float *r,   \
@@ -643,6 +654,7 @@ CPU_MULTI(dw_rows, (const blk_conv *q, int64_t t0, int64_t t1), (q, t0, t1), {
             memcpy(&rv, r + ow * L, sizeof rv);                                                                \
             acc += rv;                                                                                         \
         }                                                                                                      \
+        acc = dw_act##L(acc, q->act);                                                                          \
         memcpy(y + ow * L, &acc, sizeof acc);                                                                  \
     }                                                                                                          \
     /* K (8 or 4, a constant at each call so the loops unroll) interior                                      \
@@ -675,6 +687,44 @@ CPU_MULTI(dw_rows, (const blk_conv *q, int64_t t0, int64_t t1), (q, t0, t1), {
                 memcpy(&rv, r + (ow + k) * L, sizeof rv);                                                      \
                 acc[k] += rv;                                                                                  \
             }                                                                                                  \
+            acc[k] = dw_act##L(acc[k], q->act);                                                                \
+            memcpy(y + (ow + k) * L, &acc[k], sizeof acc[k]);                                                  \
+        }                                                                                                      \
+    }                                                                                                          \
+    /* dw_strip for 3 taps per row at stride S (1 or 2) without dilation:                                   \
+     * each input vector of a tap row is loaded once for all K outputs (at                                   \
+     * stride 1, 10 loads where dw_strip makes 24); the same FMAs in the                                      \
+     * same order per output, so the same bits. */                                                           \
+    static inline __attribute__((always_inline)) ATTR void dw_strip3##L(                                      \
+        const blk_conv *q, const float *xp, const float *w, VT bv, const float *r, float *y, int64_t oh,      \
+        int64_t ow, int64_t kh0, int64_t kh1, const int K, const int S)                                       \
+    {                                                                                                          \
+        const int64_t W = q->W;                                                                                \
+        VT acc[8];                                                                                             \
+        _Pragma("GCC unroll 8") for (int k = 0; k < K; k++) acc[k] = bv;                                       \
+        for (int64_t kh = kh0; kh < kh1; kh++) {                                                               \
+            const float *xr = xp + ((oh * q->sh - q->ph + kh * q->dh) * W + ow * S - q->pw) * L;               \
+            VT xv[17], w0, w1, w2;                                                                             \
+            _Pragma("GCC unroll 17") for (int j = 0; j < (K - 1) * S + 3; j++)                                 \
+                memcpy(&xv[j], xr + j * L, sizeof xv[j]);                                                      \
+            memcpy(&w0, w + (kh * 3) * L, sizeof w0);                                                          \
+            memcpy(&w1, w + (kh * 3 + 1) * L, sizeof w1);                                                      \
+            memcpy(&w2, w + (kh * 3 + 2) * L, sizeof w2);                                                      \
+            _Pragma("GCC unroll 8") for (int k = 0; k < K; k++)                                                \
+            {                                                                                                  \
+                acc[k] += xv[k * S] * w0;                                                                      \
+                acc[k] += xv[k * S + 1] * w1;                                                                  \
+                acc[k] += xv[k * S + 2] * w2;                                                                  \
+            }                                                                                                  \
+        }                                                                                                      \
+        _Pragma("GCC unroll 8") for (int k = 0; k < K; k++)                                                    \
+        {                                                                                                      \
+            if (r) {                                                                                           \
+                VT rv;                                                                                         \
+                memcpy(&rv, r + (ow + k) * L, sizeof rv);                                                      \
+                acc[k] += rv;                                                                                  \
+            }                                                                                                  \
+            acc[k] = dw_act##L(acc[k], q->act);                                                                \
             memcpy(y + (ow + k) * L, &acc[k], sizeof acc[k]);                                                  \
         }                                                                                                      \
     }                                                                                                          \
@@ -701,18 +751,25 @@ CPU_MULTI(dw_rows, (const blk_conv *q, int64_t t0, int64_t t1), (q, t0, t1), {
             for (int64_t ow = 0; ow < lo; ow++)                                                                \
                 dw_one##L(q, xp, w, bv, r, y, row, ow, kh0, kh1);                                              \
             int64_t ow = lo;                                                                                   \
+            if (KW == 3 && q->dw == 1 && q->sw == 1)                                                           \
+                for (; ow + 8 <= hi; ow += 8)                                                                  \
+                    dw_strip3##L(q, xp, w, bv, r, y, row, ow, kh0, kh1, 8, 1);                                 \
+            else if (KW == 3 && q->dw == 1 && q->sw == 2)                                                      \
+                for (; ow + 8 <= hi; ow += 8)                                                                  \
+                    dw_strip3##L(q, xp, w, bv, r, y, row, ow, kh0, kh1, 8, 2);                                 \
             for (; ow + 8 <= hi; ow += 8)                                                                      \
                 dw_strip##L(q, xp, w, bv, r, y, row, ow, kh0, kh1, 8);                                         \
             for (; ow + 4 <= hi; ow += 4)                                                                      \
                 dw_strip##L(q, xp, w, bv, r, y, row, ow, kh0, kh1, 4);                                         \
             for (; ow < OW; ow++)                                                                              \
                 dw_one##L(q, xp, w, bv, r, y, row, ow, kh0, kh1);                                              \
-            blk_epilogue(q, y, ob, 1, OW, q->act);                                                             \
+            if ((q->act != MGE_OP_RELU && q->act != MGE_OP_RELU6) || q->O < (ob + 1) * L)                       \
+                blk_epilogue(q, y, ob, 1, OW, q->act == MGE_OP_RELU || q->act == MGE_OP_RELU6 ? -1 : q->act); \
         }                                                                                                      \
     }
 
-DW_ROWS(16, blk_v16, BLK_AVX512)
-DW_ROWS(8, blk_v8, CPU_AVX2)
+DW_ROWS(16, blk_v16, blk_i16, BLK_AVX512)
+DW_ROWS(8, blk_v8, blk_i8, CPU_AVX2)
 #endif
 
 static void dw_task(void *a, int64_t t0, int64_t t1, int thread)
@@ -863,7 +920,7 @@ static mge_status conv2d_nchwc(const mge_kctx *ctx, const mge_node *n, mge_tenso
     q.ngroups = (q.Ob + q.nb - 1) / q.nb;
     /* enough tasks for the pool, but rows stay together so each task reuses
      * its chunk of weights over many outputs; any split gives the same sums */
-    int64_t want = 8, base = q.N * q.ngroups;
+    int64_t want = 16, base = q.N * q.ngroups;
     q.nrc = base >= want ? 1 : (want + base - 1) / base;
     if (q.nrc > q.OH)
         q.nrc = q.OH;

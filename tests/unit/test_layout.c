@@ -250,6 +250,13 @@ static void test_kernels(void)
     cases[n++] = (ccase){1, 40, 10, 12, 40, 3, 1, 1, 1, 1, 1, 1, 0, 16, 0};  /* depthwise */
     cases[n - 1].act = HW;
     cases[n++] = (ccase){1, 32, 7, 7, 32, 3, 1, 1, 1, 1, 1, 1, -1, 16, 0}; /* 4 + 1 interior, edges */
+    /* depthwise relu/relu6 in registers (3-tap strips at strides 1 and 2), lanes past O */
+    cases[n++] = (ccase){1, 40, 10, 20, 40, 3, 1, 1, 1, 1, 1, 1, 0, 16, 0};
+    cases[n - 1].act = R6;
+    cases[n++] = (ccase){1, 24, 11, 37, 24, 3, 2, 1, 1, 1, 1, 0, 0, 16, 0};
+    cases[n - 1].act = R;
+    cases[n++] = (ccase){1, 12, 9, 21, 12, 3, 1, 1, 1, 1, 1, 1, 0, 8, 0};
+    cases[n - 1].act = R6;
     cases[n++] = (ccase){1, 16, 9, 16, 16, 5, 1, 4, 2, 1, 1, 0, -1, 16, 0}; /* 5x5 dilated, wide pad */
     cases[n++] = (ccase){2, 16, 9, 19, 16, 3, 2, 1, 1, 1, 0, 0, 0, 16, 0};
     cases[n - 1].act = R6;
