@@ -728,6 +728,32 @@ CPU_MULTI(dw_rows, (const blk_conv *q, int64_t t0, int64_t t1), (q, t0, t1), {
             memcpy(y + (ow + k) * L, &acc[k], sizeof acc[k]);                                                  \
         }                                                                                                      \
     }                                                                                                          \
+    /* dw_one for 3 taps per row without dilation: the columns inside the                                   \
+     * input found once, not per tap (the same taps in the same order). */                                   \
+    static inline __attribute__((always_inline)) ATTR void dw_one3##L(const blk_conv *q, const float *xp,     \
+                                                                      const float *w, VT bv, const float *r,  \
+                                                                      float *y, int64_t oh, int64_t ow,       \
+                                                                      int64_t kh0, int64_t kh1)               \
+    {                                                                                                          \
+        VT acc = bv;                                                                                           \
+        int64_t iw0 = ow * q->sw - q->pw, kw0 = iw0 < 0 ? -iw0 : 0, kw1 = q->W - iw0 < 3 ? q->W - iw0 : 3;    \
+        for (int64_t kh = kh0; kh < kh1; kh++) {                                                               \
+            const float *xr = xp + ((oh * q->sh - q->ph + kh * q->dh) * q->W + iw0) * L;                      \
+            for (int64_t kw = kw0; kw < kw1; kw++) {                                                           \
+                VT xv, wv;                                                                                     \
+                memcpy(&xv, xr + kw * L, sizeof xv);                                                           \
+                memcpy(&wv, w + (kh * 3 + kw) * L, sizeof wv);                                                 \
+                acc += xv * wv;                                                                                \
+            }                                                                                                  \
+        }                                                                                                      \
+        if (r) {                                                                                               \
+            VT rv;                                                                                             \
+            memcpy(&rv, r + ow * L, sizeof rv);                                                                \
+            acc += rv;                                                                                         \
+        }                                                                                                      \
+        acc = dw_act##L(acc, q->act);                                                                          \
+        memcpy(y + ow * L, &acc, sizeof acc);                                                                  \
+    }                                                                                                          \
     static ATTR void dw_rows##L(const blk_conv *q, int64_t t0, int64_t t1)                                     \
     {                                                                                                          \
         const int64_t OW = q->OW, KH = q->KH, KW = q->KW, W = q->W;                                            \
@@ -748,21 +774,52 @@ CPU_MULTI(dw_rows, (const blk_conv *q, int64_t t0, int64_t t1), (q, t0, t1), {
                 kh1--;                                                                                         \
             VT bv;                                                                                             \
             memcpy(&bv, b, sizeof bv);                                                                         \
+            const int tap3 = KW == 3 && q->dw == 1;                                                            \
             for (int64_t ow = 0; ow < lo; ow++)                                                                \
-                dw_one##L(q, xp, w, bv, r, y, row, ow, kh0, kh1);                                              \
+                if (tap3)                                                                                      \
+                    dw_one3##L(q, xp, w, bv, r, y, row, ow, kh0, kh1);                                         \
+                else                                                                                           \
+                    dw_one##L(q, xp, w, bv, r, y, row, ow, kh0, kh1);                                          \
             int64_t ow = lo;                                                                                   \
-            if (KW == 3 && q->dw == 1 && q->sw == 1)                                                           \
+            if (KW == 3 && q->dw == 1 && (q->sw == 1 || q->sw == 2)) {                                         \
+                /* every interior output in 3-tap strips of 8, 4, 2, 1 */                                      \
+                const int S = (int)q->sw;                                                                      \
                 for (; ow + 8 <= hi; ow += 8)                                                                  \
-                    dw_strip3##L(q, xp, w, bv, r, y, row, ow, kh0, kh1, 8, 1);                                 \
-            else if (KW == 3 && q->dw == 1 && q->sw == 2)                                                      \
-                for (; ow + 8 <= hi; ow += 8)                                                                  \
-                    dw_strip3##L(q, xp, w, bv, r, y, row, ow, kh0, kh1, 8, 2);                                 \
+                    if (S == 1)                                                                                \
+                        dw_strip3##L(q, xp, w, bv, r, y, row, ow, kh0, kh1, 8, 1);                             \
+                    else                                                                                       \
+                        dw_strip3##L(q, xp, w, bv, r, y, row, ow, kh0, kh1, 8, 2);                             \
+                if (ow + 4 <= hi) {                                                                            \
+                    if (S == 1)                                                                                \
+                        dw_strip3##L(q, xp, w, bv, r, y, row, ow, kh0, kh1, 4, 1);                             \
+                    else                                                                                       \
+                        dw_strip3##L(q, xp, w, bv, r, y, row, ow, kh0, kh1, 4, 2);                             \
+                    ow += 4;                                                                                   \
+                }                                                                                              \
+                if (ow + 2 <= hi) {                                                                            \
+                    if (S == 1)                                                                                \
+                        dw_strip3##L(q, xp, w, bv, r, y, row, ow, kh0, kh1, 2, 1);                             \
+                    else                                                                                       \
+                        dw_strip3##L(q, xp, w, bv, r, y, row, ow, kh0, kh1, 2, 2);                             \
+                    ow += 2;                                                                                   \
+                }                                                                                              \
+                if (ow < hi) {                                                                                 \
+                    if (S == 1)                                                                                \
+                        dw_strip3##L(q, xp, w, bv, r, y, row, ow, kh0, kh1, 1, 1);                             \
+                    else                                                                                       \
+                        dw_strip3##L(q, xp, w, bv, r, y, row, ow, kh0, kh1, 1, 2);                             \
+                    ow++;                                                                                      \
+                }                                                                                              \
+            }                                                                                                  \
             for (; ow + 8 <= hi; ow += 8)                                                                      \
                 dw_strip##L(q, xp, w, bv, r, y, row, ow, kh0, kh1, 8);                                         \
             for (; ow + 4 <= hi; ow += 4)                                                                      \
                 dw_strip##L(q, xp, w, bv, r, y, row, ow, kh0, kh1, 4);                                         \
             for (; ow < OW; ow++)                                                                              \
-                dw_one##L(q, xp, w, bv, r, y, row, ow, kh0, kh1);                                              \
+                if (tap3)                                                                                      \
+                    dw_one3##L(q, xp, w, bv, r, y, row, ow, kh0, kh1);                                         \
+                else                                                                                           \
+                    dw_one##L(q, xp, w, bv, r, y, row, ow, kh0, kh1);                                          \
             if ((q->act != MGE_OP_RELU && q->act != MGE_OP_RELU6) || q->O < (ob + 1) * L)                       \
                 blk_epilogue(q, y, ob, 1, OW, q->act == MGE_OP_RELU || q->act == MGE_OP_RELU6 ? -1 : q->act); \
         }                                                                                                      \
