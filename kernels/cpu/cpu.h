@@ -229,6 +229,9 @@ static inline int cpu_conv_1x1(const cpu_conv *c)
     return c->kh == 1 && c->kw == 1 && c->sh == 1 && c->sw == 1 && c->ph == 0 && c->pw == 0;
 }
 
+/* cpu_transpose.c: dst[j * ldd + i] = src[i * lds + j] for i < rows, j < cols. */
+void cpu_transpose(const float *src, int64_t rows, int64_t cols, int64_t lds, float *dst, int64_t ldd);
+
 /* cpu_gemm.c: rows [r0, r1) and columns (output pixels) [p0, p1) of the
  * im2col matrix of one image and group (x: its first channel), row r at
  * col + (r - r0) * (p1 - p0); row r is channel r / ksz at tap r % ksz. */

@@ -214,75 +214,15 @@ int64_t cpu_rows_gw_floats(const cpu_conv *c)
     return ptr_floats(c->K) + pad_floats(c) + (Q * c->Og + 15) / 16 * 16 + (c->K * c->Og + 15) / 16 * 16;
 }
 
-/* dy_g [Og][OH][OW] into dt [OH*Wp][Og], zeros in the junk columns: a
- * transpose, in 8 x 8 blocks with AVX2 (the last block of a row or of the
- * channels overlaps the one before rather than leaving a scalar edge). */
-static void rows_dyt_base(const cpu_conv *c, const float *restrict dy, float *restrict dt)
-{
-    const int64_t Wp = rows_wp(c), OW = c->OW, Og = c->Og, P = c->P;
-    for (int64_t oh = 0; oh < c->OH; oh++) {
-        for (int64_t ow = 0; ow < OW; ow++)
-            for (int64_t o = 0; o < Og; o++)
-                dt[(oh * Wp + ow) * Og + o] = dy[o * P + oh * OW + ow];
-        memset(dt + (oh * Wp + OW) * Og, 0, sizeof(float) * (size_t)((Wp - OW) * Og));
-    }
-}
-
-#if CPU_X86 && defined(__GNUC__)
-#include <immintrin.h>
-
-/* d[j * ldd + i] = s[i * lds + j] for i, j < 8 */
-static inline __attribute__((always_inline, target("avx2"))) void tr8x8(const float *s, int64_t lds, float *d,
-                                                                       int64_t ldd)
-{
-    __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + lds), r2 = _mm256_loadu_ps(s + 2 * lds);
-    __m256 r3 = _mm256_loadu_ps(s + 3 * lds), r4 = _mm256_loadu_ps(s + 4 * lds), r5 = _mm256_loadu_ps(s + 5 * lds);
-    __m256 r6 = _mm256_loadu_ps(s + 6 * lds), r7 = _mm256_loadu_ps(s + 7 * lds);
-    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
-    __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
-    __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-    __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
-    _mm256_storeu_ps(d + ldd, _mm256_permute2f128_ps(u1, u5, 0x20));
-    _mm256_storeu_ps(d + 2 * ldd, _mm256_permute2f128_ps(u2, u6, 0x20));
-    _mm256_storeu_ps(d + 3 * ldd, _mm256_permute2f128_ps(u3, u7, 0x20));
-    _mm256_storeu_ps(d + 4 * ldd, _mm256_permute2f128_ps(u0, u4, 0x31));
-    _mm256_storeu_ps(d + 5 * ldd, _mm256_permute2f128_ps(u1, u5, 0x31));
-    _mm256_storeu_ps(d + 6 * ldd, _mm256_permute2f128_ps(u2, u6, 0x31));
-    _mm256_storeu_ps(d + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
-}
-
-static __attribute__((target("avx2"))) void rows_dyt_avx2(const cpu_conv *c, const float *restrict dy,
-                                                           float *restrict dt)
-{
-    const int64_t Wp = rows_wp(c), OW = c->OW, Og = c->Og, P = c->P;
-    for (int64_t oh = 0; oh < c->OH; oh++) {
-        for (int64_t ow = 0; ow < OW; ow += 8) {
-            int64_t w0 = ow + 8 <= OW ? ow : OW - 8;
-            for (int64_t o = 0; o < Og; o += 8) {
-                int64_t o0 = o + 8 <= Og ? o : Og - 8;
-                tr8x8(dy + o0 * P + oh * OW + w0, P, dt + (oh * Wp + w0) * Og + o0, Og);
-            }
-        }
-        memset(dt + (oh * Wp + OW) * Og, 0, sizeof(float) * (size_t)((Wp - OW) * Og));
-    }
-}
-#endif
-
+/* dy_g [Og][OH][OW] into dt [OH*Wp][Og], zeros in the junk columns: one
+ * transpose per output row. */
 static void rows_dyt(const cpu_conv *c, const float *dy, float *dt)
 {
-#if CPU_X86 && defined(__GNUC__)
-    if (cpu_isa_avx2() && c->OW >= 8 && c->Og >= 8) {
-        rows_dyt_avx2(c, dy, dt);
-        CPU_VZEROUPPER();
-        return;
+    const int64_t Wp = rows_wp(c), OW = c->OW, Og = c->Og;
+    for (int64_t oh = 0; oh < c->OH; oh++) {
+        cpu_transpose(dy + oh * OW, Og, OW, c->P, dt + oh * Wp * Og, Og);
+        memset(dt + (oh * Wp + OW) * Og, 0, sizeof(float) * (size_t)((Wp - OW) * Og));
     }
-#endif
-    rows_dyt_base(c, dy, dt);
 }
 
 void cpu_rows_grad_weight(const cpu_conv *c, const float *x, const float *dy, int64_t g, int64_t i0, int64_t i1,

@@ -204,7 +204,8 @@ static void test_conv2d(void)
 
 static void test_linear(void)
 {
-    static const int64_t shapes[][4] = {{2, 1, 5, 3}, {2, 7, 13, 1}, {3, 2, 3, 4}, {2, 1, 512, 10}, {2, 3, 1, 1}};
+    static const int64_t shapes[][4] = {{2, 1, 5, 3},   {2, 7, 13, 1},    {3, 2, 3, 4}, {2, 1, 512, 10},
+                                        {2, 3, 1, 1},   {2, 32, 784, 64}, {3, 9, 7, 20}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         for (int bias = 0; bias <= 1; bias++) {
             int nd = (int)shapes[i][0];
@@ -333,6 +334,7 @@ static void test_bitwise_threads(void)
         {64, 512, 1024},   /* column blocks */
         {256, 512, 64},    /* row blocks */
         {2, 4096, 2048},   /* sgemv, blocks of output features */
+        {32, 784, 256},    /* small batch, transposed onto our sgemm */
     };
     for (size_t i = 0; i < sizeof lins / sizeof lins[0]; i++) {
         tin ins[3] = {{2, {lins[i][0], lins[i][1]}, -1, 1},

@@ -601,6 +601,8 @@ static void test_kernel_linear(void)
         {2, {5}, 13, 7},        /* sgemm */
         {3, {2, 3}, 11, 17},    /* sgemm over leading dims */
         {2, {37}, 29, 3},       /* sgemm, few outputs */
+        {2, {32}, 50, 20},      /* small batch on our sgemm, transposed (cpu_gemm.c lin_t) */
+        {3, {4, 6}, 19, 16},    /* the same over leading dims, 24 rows */
     };
     int ns = (int)(sizeof shapes / sizeof shapes[0]);
     for (int s = 0; s < ns; s++) {
