@@ -467,15 +467,49 @@ static void wn_out_task(void *arg, int64_t r0, int64_t r1, int thread)
 
 /* ---------------------------------------------------------------- the kernel */
 
+/* Small per-image problems: three pool rounds per image would cost more
+ * than they share, so each image runs on one thread; with several images
+ * the images are the tasks (each thread with its own V and M). The choice
+ * depends on the shape alone and an image's sums do not depend on it. */
+static int wn_small(const wn_geom *g)
+{
+    const int64_t aa = (int64_t)g->a * g->a;
+    return (double)aa * (double)g->Ob * (double)g->Cb * 256.0 * (double)g->Tp < 2e6;
+}
+
 static size_t wn_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int threads)
 {
-    (void)threads;
     if (in[0]->ndim != 5 || out[0]->ndim != 5)
         return cpu_ref_ws(n, in, out, threads);
     wn_geom g;
     wn_shape(n, in, out, &g);
+    int64_t vfl, mfl, one = wn_scratch(&g, &vfl, &mfl);
+    if (wn_small(&g) && g.N > 1 && threads > 1)
+        one += (vfl + mfl) * (threads - 1);
+    return sizeof(float) * (size_t)one;
+}
+
+typedef struct wn_img_job {
+    const wn_geom *g;
+    const float *x, *res;
+    float *y, *scratch;
     int64_t vfl, mfl;
-    return sizeof(float) * (size_t)wn_scratch(&g, &vfl, &mfl);
+} wn_img_job;
+
+static void wn_img_task(void *arg, int64_t img, int thread)
+{
+    const wn_img_job *j = arg;
+    wn_geom g = *j->g;
+    const int64_t aa = (int64_t)g.a * g.a;
+    const int64_t inimg = g.Cb * g.H * g.W * g.c, outimg = g.Ob * g.OH * g.OW * g.c;
+    g.v = j->scratch + (size_t)thread * (size_t)(j->vfl + j->mfl);
+    g.mm = g.v + j->vfl;
+    g.x = j->x + img * inimg;
+    g.y = j->y + img * outimg;
+    g.res = j->res ? j->res + img * outimg : NULL;
+    wn_in_task(&g, 0, g.Cb * g.TH, thread);
+    wn_gemm_task(&g, 0, aa * g.ngroups, thread);
+    wn_out_task(&g, 0, g.Ob * g.TH, thread);
 }
 
 static mge_status cpu_wino_nchwc(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
@@ -507,12 +541,19 @@ static mge_status cpu_wino_nchwc(const mge_kctx *ctx, const mge_node *n, mge_ten
 #if WN_VEC
     g.vec = g.c == 16 && mge_cpu_isa() >= MGE_ISA_AVX512;
 #endif
-    /* small problems on the caller alone: three pool rounds would cost more
-     * than they share (the results are the same either way) */
+    const int64_t aa = (int64_t)g.a * g.a;
+    int threads = ctx->pool ? mge_pool_size(ctx->pool) : 1;
+    if (wn_small(&g) && g.N > 1 && threads > 1) {
+        if (ctx->ws_size < need + sizeof(float) * (size_t)((vfl + mfl) * (threads - 1)))
+            return mge_error_set(err, MGE_ERR_INVALID, "conv2d_winograd_nchwc: workspace of %zu bytes too small",
+                                 ctx->ws_size);
+        wn_img_job j = {&g, in[0]->data, res ? in[2 + bias]->data : NULL, out[0]->data, g.v, vfl, mfl};
+        mge_pool_run(ctx->pool, g.N, wn_img_task, &j);
+        return MGE_OK;
+    }
     mge_kctx serial = *ctx;
     serial.pool = NULL;
-    const int64_t aa = (int64_t)g.a * g.a;
-    if ((double)aa * (double)g.Ob * (double)g.Cb * 256.0 * (double)g.Tp < 2e6)
+    if (wn_small(&g))
         ctx = &serial;
     const int64_t inimg = g.Cb * g.H * g.W * g.c, outimg = g.Ob * g.OH * g.OW * g.c;
     for (int64_t img = 0; img < g.N; img++) {

@@ -202,6 +202,7 @@ static void test_kernels(void)
         {1, 24, 11, 12, 20, 16, 4, 1, 1, MGE_OP_HSIGMOID},/* partial channel blocks in and out */
         {1, 20, 9, 10, 12, 8, 2, 1, 1, MGE_OP_TANH},      /* block 8: the portable loops */
         {2, 8, 8, 8, 24, 8, 4, 1, 0, MGE_OP_GELU},
+        {5, 32, 14, 14, 64, 16, 2, 1, 1, MGE_OP_RELU},    /* small images: one task per image */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         conv_case(&cases[i]);
