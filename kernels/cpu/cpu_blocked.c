@@ -630,21 +630,40 @@ CPU_MULTI(dw_rows, (const blk_conv *q, int64_t t0, int64_t t1), (q, t0, t1), {
             bits = (bits & ~big) | ((VI)(v * 0.0f + 6.0f) & big);                                              \
         return (VT)bits;                                                                                       \
     }                                                                                                          \
-    /* One output, tap rows [kh0, kh1), columns checked. */                                                   \
+    /* K outputs from ow: the residual, the activation, the store */                                          \
+    static inline __attribute__((always_inline)) ATTR void dw_store##L(const blk_conv *q, VT *acc,            \
+                                                                       const float *r, float *y, int64_t ow,  \
+                                                                       const int K)                           \
+    {                                                                                                          \
+        _Pragma("GCC unroll 8") for (int k = 0; k < K; k++)                                                    \
+        {                                                                                                      \
+            if (r) {                                                                                           \
+                VT rv;                                                                                         \
+                memcpy(&rv, r + (ow + k) * L, sizeof rv);                                                      \
+                acc[k] += rv;                                                                                  \
+            }                                                                                                  \
+            acc[k] = dw_act##L(acc[k], q->act);                                                                \
+            memcpy(y + (ow + k) * L, &acc[k], sizeof acc[k]);                                                  \
+        }                                                                                                      \
+    }                                                                                                          \
+    /* One output, tap rows [kh0, kh1), the tap columns inside the input. */                                   \
     static inline __attribute__((always_inline)) ATTR void dw_one##L(const blk_conv *q, const float *xp,      \
                                                                      const float *w, VT bv, const float *r,   \
                                                                      float *y, int64_t oh, int64_t ow,        \
                                                                      int64_t kh0, int64_t kh1)                \
     {                                                                                                          \
         VT acc = bv;                                                                                           \
+        /* the taps whose column is inside the input: one range, found once */                               \
+        int64_t iw0 = ow * q->sw - q->pw, kw0 = 0, kw1 = q->KW;                                                \
+        while (kw0 < kw1 && iw0 + kw0 * q->dw < 0)                                                             \
+            kw0++;                                                                                             \
+        while (kw1 > kw0 && iw0 + (kw1 - 1) * q->dw >= q->W)                                                   \
+            kw1--;                                                                                             \
         for (int64_t kh = kh0; kh < kh1; kh++) {                                                               \
-            int64_t ih = oh * q->sh - q->ph + kh * q->dh;                                                      \
-            for (int64_t kw = 0; kw < q->KW; kw++) {                                                           \
-                int64_t iw = ow * q->sw - q->pw + kw * q->dw;                                                  \
-                if (iw < 0 || iw >= q->W)                                                                      \
-                    continue;                                                                                  \
+            const float *xr = xp + ((oh * q->sh - q->ph + kh * q->dh) * q->W + iw0) * L;                      \
+            for (int64_t kw = kw0; kw < kw1; kw++) {                                                           \
                 VT xv, wv;                                                                                     \
-                memcpy(&xv, xp + (ih * q->W + iw) * L, sizeof xv);                                             \
+                memcpy(&xv, xr + kw * q->dw * L, sizeof xv);                                                   \
                 memcpy(&wv, w + (kh * q->KW + kw) * L, sizeof wv);                                             \
                 acc += xv * wv;                                                                                \
             }                                                                                                  \
@@ -680,16 +699,7 @@ CPU_MULTI(dw_rows, (const blk_conv *q, int64_t t0, int64_t t1), (q, t0, t1), {
                 }                                                                                              \
             }                                                                                                  \
         }                                                                                                      \
-        _Pragma("GCC unroll 8") for (int k = 0; k < K; k++)                                                    \
-        {                                                                                                      \
-            if (r) {                                                                                           \
-                VT rv;                                                                                         \
-                memcpy(&rv, r + (ow + k) * L, sizeof rv);                                                      \
-                acc[k] += rv;                                                                                  \
-            }                                                                                                  \
-            acc[k] = dw_act##L(acc[k], q->act);                                                                \
-            memcpy(y + (ow + k) * L, &acc[k], sizeof acc[k]);                                                  \
-        }                                                                                                      \
+        dw_store##L(q, acc, r, y, ow, K);                                                                      \
     }                                                                                                          \
     /* dw_strip for 3 taps per row at stride S (1 or 2) without dilation:                                   \
      * each input vector of a tap row is loaded once for all K outputs (at                                   \
@@ -717,42 +727,28 @@ CPU_MULTI(dw_rows, (const blk_conv *q, int64_t t0, int64_t t1), (q, t0, t1), {
                 acc[k] += xv[k * S + 2] * w2;                                                                  \
             }                                                                                                  \
         }                                                                                                      \
-        _Pragma("GCC unroll 8") for (int k = 0; k < K; k++)                                                    \
-        {                                                                                                      \
-            if (r) {                                                                                           \
-                VT rv;                                                                                         \
-                memcpy(&rv, r + (ow + k) * L, sizeof rv);                                                      \
-                acc[k] += rv;                                                                                  \
-            }                                                                                                  \
-            acc[k] = dw_act##L(acc[k], q->act);                                                                \
-            memcpy(y + (ow + k) * L, &acc[k], sizeof acc[k]);                                                  \
-        }                                                                                                      \
+        dw_store##L(q, acc, r, y, ow, K);                                                                      \
     }                                                                                                          \
-    /* dw_one for 3 taps per row without dilation: the columns inside the                                   \
-     * input found once, not per tap (the same taps in the same order). */                                   \
-    static inline __attribute__((always_inline)) ATTR void dw_one3##L(const blk_conv *q, const float *xp,     \
-                                                                      const float *w, VT bv, const float *r,  \
-                                                                      float *y, int64_t oh, int64_t ow,       \
-                                                                      int64_t kh0, int64_t kh1)               \
+    /* The interior outputs [ow, hi) in 3-tap strips of 8, then 4, 2, 1; returns hi. */                      \
+    static inline __attribute__((always_inline)) ATTR int64_t dw_run3##L(                                     \
+        const blk_conv *q, const float *xp, const float *w, VT bv, const float *r, float *y, int64_t oh,      \
+        int64_t ow, int64_t hi, int64_t kh0, int64_t kh1, const int S)                                        \
     {                                                                                                          \
-        VT acc = bv;                                                                                           \
-        int64_t iw0 = ow * q->sw - q->pw, kw0 = iw0 < 0 ? -iw0 : 0, kw1 = q->W - iw0 < 3 ? q->W - iw0 : 3;    \
-        for (int64_t kh = kh0; kh < kh1; kh++) {                                                               \
-            const float *xr = xp + ((oh * q->sh - q->ph + kh * q->dh) * q->W + iw0) * L;                      \
-            for (int64_t kw = kw0; kw < kw1; kw++) {                                                           \
-                VT xv, wv;                                                                                     \
-                memcpy(&xv, xr + kw * L, sizeof xv);                                                           \
-                memcpy(&wv, w + (kh * 3 + kw) * L, sizeof wv);                                                 \
-                acc += xv * wv;                                                                                \
-            }                                                                                                  \
+        for (; ow + 8 <= hi; ow += 8)                                                                          \
+            dw_strip3##L(q, xp, w, bv, r, y, oh, ow, kh0, kh1, 8, S);                                          \
+        if (ow + 4 <= hi) {                                                                                    \
+            dw_strip3##L(q, xp, w, bv, r, y, oh, ow, kh0, kh1, 4, S);                                          \
+            ow += 4;                                                                                           \
         }                                                                                                      \
-        if (r) {                                                                                               \
-            VT rv;                                                                                             \
-            memcpy(&rv, r + ow * L, sizeof rv);                                                                \
-            acc += rv;                                                                                         \
+        if (ow + 2 <= hi) {                                                                                    \
+            dw_strip3##L(q, xp, w, bv, r, y, oh, ow, kh0, kh1, 2, S);                                          \
+            ow += 2;                                                                                           \
         }                                                                                                      \
-        acc = dw_act##L(acc, q->act);                                                                          \
-        memcpy(y + ow * L, &acc, sizeof acc);                                                                  \
+        if (ow < hi) {                                                                                         \
+            dw_strip3##L(q, xp, w, bv, r, y, oh, ow, kh0, kh1, 1, S);                                          \
+            ow++;                                                                                              \
+        }                                                                                                      \
+        return ow;                                                                                             \
     }                                                                                                          \
     static ATTR void dw_rows##L(const blk_conv *q, int64_t t0, int64_t t1)                                     \
     {                                                                                                          \
@@ -774,52 +770,19 @@ CPU_MULTI(dw_rows, (const blk_conv *q, int64_t t0, int64_t t1), (q, t0, t1), {
                 kh1--;                                                                                         \
             VT bv;                                                                                             \
             memcpy(&bv, b, sizeof bv);                                                                         \
-            const int tap3 = KW == 3 && q->dw == 1;                                                            \
             for (int64_t ow = 0; ow < lo; ow++)                                                                \
-                if (tap3)                                                                                      \
-                    dw_one3##L(q, xp, w, bv, r, y, row, ow, kh0, kh1);                                         \
-                else                                                                                           \
-                    dw_one##L(q, xp, w, bv, r, y, row, ow, kh0, kh1);                                          \
+                dw_one##L(q, xp, w, bv, r, y, row, ow, kh0, kh1);                                              \
             int64_t ow = lo;                                                                                   \
-            if (KW == 3 && q->dw == 1 && (q->sw == 1 || q->sw == 2)) {                                         \
-                /* every interior output in 3-tap strips of 8, 4, 2, 1 */                                      \
-                const int S = (int)q->sw;                                                                      \
-                for (; ow + 8 <= hi; ow += 8)                                                                  \
-                    if (S == 1)                                                                                \
-                        dw_strip3##L(q, xp, w, bv, r, y, row, ow, kh0, kh1, 8, 1);                             \
-                    else                                                                                       \
-                        dw_strip3##L(q, xp, w, bv, r, y, row, ow, kh0, kh1, 8, 2);                             \
-                if (ow + 4 <= hi) {                                                                            \
-                    if (S == 1)                                                                                \
-                        dw_strip3##L(q, xp, w, bv, r, y, row, ow, kh0, kh1, 4, 1);                             \
-                    else                                                                                       \
-                        dw_strip3##L(q, xp, w, bv, r, y, row, ow, kh0, kh1, 4, 2);                             \
-                    ow += 4;                                                                                   \
-                }                                                                                              \
-                if (ow + 2 <= hi) {                                                                            \
-                    if (S == 1)                                                                                \
-                        dw_strip3##L(q, xp, w, bv, r, y, row, ow, kh0, kh1, 2, 1);                             \
-                    else                                                                                       \
-                        dw_strip3##L(q, xp, w, bv, r, y, row, ow, kh0, kh1, 2, 2);                             \
-                    ow += 2;                                                                                   \
-                }                                                                                              \
-                if (ow < hi) {                                                                                 \
-                    if (S == 1)                                                                                \
-                        dw_strip3##L(q, xp, w, bv, r, y, row, ow, kh0, kh1, 1, 1);                             \
-                    else                                                                                       \
-                        dw_strip3##L(q, xp, w, bv, r, y, row, ow, kh0, kh1, 1, 2);                             \
-                    ow++;                                                                                      \
-                }                                                                                              \
-            }                                                                                                  \
+            if (KW == 3 && q->dw == 1 && q->sw == 1)                                                           \
+                ow = dw_run3##L(q, xp, w, bv, r, y, row, ow, hi, kh0, kh1, 1);                                 \
+            else if (KW == 3 && q->dw == 1 && q->sw == 2)                                                      \
+                ow = dw_run3##L(q, xp, w, bv, r, y, row, ow, hi, kh0, kh1, 2);                                 \
             for (; ow + 8 <= hi; ow += 8)                                                                      \
                 dw_strip##L(q, xp, w, bv, r, y, row, ow, kh0, kh1, 8);                                         \
             for (; ow + 4 <= hi; ow += 4)                                                                      \
                 dw_strip##L(q, xp, w, bv, r, y, row, ow, kh0, kh1, 4);                                         \
             for (; ow < OW; ow++)                                                                              \
-                if (tap3)                                                                                      \
-                    dw_one3##L(q, xp, w, bv, r, y, row, ow, kh0, kh1);                                         \
-                else                                                                                           \
-                    dw_one##L(q, xp, w, bv, r, y, row, ow, kh0, kh1);                                          \
+                dw_one##L(q, xp, w, bv, r, y, row, ow, kh0, kh1);                                              \
             if ((q->act != MGE_OP_RELU && q->act != MGE_OP_RELU6) || q->O < (ob + 1) * L)                       \
                 blk_epilogue(q, y, ob, 1, OW, q->act == MGE_OP_RELU || q->act == MGE_OP_RELU6 ? -1 : q->act); \
         }                                                                                                      \

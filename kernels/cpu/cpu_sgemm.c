@@ -379,17 +379,7 @@ static CPU_BASE void sg_pack_b(int tb, const float *B, int64_t ldb, const float 
 #endif
     for (; jr < nc; jr += nr, dst += nr * kc) {
         int64_t n = nc - jr < nr ? nc - jr : nr;
-        if (Br) {   /* row pointers (no transpose): row k at Br[k] */
-            for (int64_t k = 0; k < kc; k++) {
-                const float *s = Br[p0 + k] + j0 + jr;
-                float *d = dst + k * nr;
-                int64_t j = 0;
-                for (; j < n; j++)
-                    d[j] = s[j];
-                for (; j < nr; j++)
-                    d[j] = 0.0f;
-            }
-        } else if (!tb && n == nr) {   /* NR contiguous floats per k, NR a constant so the copy inlines */
+        if (!tb && n == nr && !Br) {   /* NR contiguous floats per k, NR a constant so the copy inlines */
             const float *s = B + p0 * ldb + j0 + jr;
 #if SG_VEC
             if (nr == 32) {
@@ -401,9 +391,9 @@ static CPU_BASE void sg_pack_b(int tb, const float *B, int64_t ldb, const float 
             } else
 #endif
                 sg_copy_rows(s, ldb, kc, dst, nr);
-        } else if (!tb) {
-            const float *s = B + p0 * ldb + j0 + jr;
-            for (int64_t k = 0; k < kc; k++, s += ldb) {
+        } else if (!tb) {   /* an edge panel, or B as row pointers (row k at Br[k]) */
+            for (int64_t k = 0; k < kc; k++) {
+                const float *s = (Br ? Br[p0 + k] : B + (p0 + k) * ldb) + j0 + jr;
                 float *d = dst + k * nr;
                 int64_t j = 0;
                 for (; j < n; j++)
