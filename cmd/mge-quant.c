@@ -110,8 +110,9 @@ static int progress_on(void)
     return cli_verbose >= 0 && isatty(2);
 }
 
-/* One pass over the batches: hist = 0 ranges, 1 histograms. */
-static int calib_pass(calib *c, mge_exec *e, int hist, int npass, const char *where)
+/* The calibration batches from the start: calib_start, then calib_next
+ * until it returns 0 (no more) or -1 (an error, reported). */
+static int calib_start(calib *c, const char *where)
 {
     mge_error err;
     mge_error_clear(&err);
@@ -119,6 +120,30 @@ static int calib_pass(calib *c, mge_exec *e, int hist, int npass, const char *wh
         cli_mge_error(where, &err);
         return -1;
     }
+    return 0;
+}
+
+static int calib_next(calib *c, const mge_tensor *const **batch, const char *where)
+{
+    mge_error err;
+    mge_error_clear(&err);
+    mge_status s = mge_loader_next(c->loader, batch, &err);
+    if (s == MGE_ERR_EOF)
+        return 0;
+    if (s) {
+        cli_mge_error(where, &err);
+        return -1;
+    }
+    return 1;
+}
+
+/* One pass over the batches: hist = 0 ranges, 1 histograms. */
+static int calib_pass(calib *c, mge_exec *e, int hist, int npass, const char *where)
+{
+    mge_error err;
+    mge_error_clear(&err);
+    if (calib_start(c, where))
+        return -1;
     int64_t total = mge_loader_batches(c->loader);
     if (c->nbatches && total > c->nbatches)
         total = c->nbatches;
@@ -130,14 +155,13 @@ static int calib_pass(calib *c, mge_exec *e, int hist, int npass, const char *wh
     }
     for (; b < total; b++) {
         const mge_tensor *const *batch;
-        mge_status s = mge_loader_next(c->loader, &batch, &err);
-        if (s == MGE_ERR_EOF)
-            break;
-        if (s) {
-            cli_mge_error(where, &err);
+        int got = calib_next(c, &batch, where);
+        if (got < 0) {
             free(argv);
             return -1;
         }
+        if (!got)
+            break;
         for (int i = 0; i < c->nin; i++)
             argv[i] = batch[i];
         if (mge_exec_run(e, argv, &err)) {
@@ -367,19 +391,15 @@ static int report(const mge_graph *g, const mge_graph *qg, const mge_quant_resul
             goto done;
         }
     }
-    if (mge_loader_start(c->loader, 0, 0, &err)) {
-        cli_mge_error(where, &err);
+    if (calib_start(c, where))
         goto done;
-    }
     for (int64_t bi = 0; bi < c->nbatches; bi++) {
         const mge_tensor *const *batch;
-        mge_status s = mge_loader_next(c->loader, &batch, &err);
-        if (s == MGE_ERR_EOF)
-            break;
-        if (s) {
-            cli_mge_error(where, &err);
+        int got = calib_next(c, &batch, where);
+        if (got < 0)
             goto done;
-        }
+        if (!got)
+            break;
         for (int i = 0; i < c->nin; i++)
             fin[i] = batch[i];
         for (int i = 0; i < mge_exec_ninputs(eq); i++)

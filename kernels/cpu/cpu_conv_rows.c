@@ -231,9 +231,9 @@ void cpu_rows_grad_weight(const cpu_conv *c, const float *x, const float *dy, in
     const int64_t Q = c->OH * rows_wp(c), Og = c->Og, K = c->K;
     const float **rows = (const float **)(void *)ws;
     float *pad = ws + ptr_floats(K), *dt = pad + pad_floats(c), *acc = dt + (Q * Og + 15) / 16 * 16;
+    rows_table(c, pad, 0, rows);   /* the same runs of pad for every image */
     for (int64_t img = i0; img < i1; img++) {
         rows_pad(c, x + (img * c->C + g * c->Cg) * c->H * c->W, pad, 0, rows_hp(c));
-        rows_table(c, pad, 0, rows);
         rows_dyt(c, dy + (img * c->O + g * Og) * c->P, dt);
         mge_sgemm_ptr(NULL, k1 - k0, Og, Q, 1.0f, rows + k0, NULL, 0, NULL, dt, Og, img == i0 ? 0.0f : 1.0f, acc, Og);
     }

@@ -9,7 +9,6 @@
  * model's numbers kept, undone by unfuse. main runs it all again with
  * MGE_CPU_ISA=baseline (the portable loops). */
 #include "internal.h"
-#include "ref/ref.h"   /* mge_ref_unary */
 #include "unit.h"
 #include "unit_graph.h"
 
@@ -128,12 +127,7 @@ static void conv_case(const ncase *q)
     mge_graph_free(gc);
     const double alpha = 0.2;
     if (want.data) {
-        float *p = want.data;
-        const float *rp = r.data;
-        for (int64_t i = 0; i < mge_tensor_numel(&want); i++) {
-            double v = p[i] + (q->res ? rp[i] : 0.0);
-            p[i] = (float)(q->act == -1 ? v : mge_ref_unary(q->act, v, alpha));
-        }
+        ug_ref_epilogue(&want, &r, q->res, q->act, alpha);
         block_of(&want, c, &wantb);
     }
     block_of(&x, c, &xb);

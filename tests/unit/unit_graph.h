@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "ref/ref.h"
 #include "unit.h"
 #include "unit_attr.h"
 
@@ -303,6 +304,20 @@ static inline mge_status ug_run_node(const mge_backend *be, mge_pool *pool, cons
     if (!k)
         return mge_error_set(err, MGE_ERR_UNSUPPORTED, "no kernel");
     return ug_run_kernel(k, pool, n, in, y, err);
+}
+
+/* The fused-conv oracle's epilogue on a reference conv output y, in
+ * double: y = act(y + r), r (laid out like y) when res, act -1 for none. */
+static inline void ug_ref_epilogue(mge_tensor *y, const mge_tensor *r, int res, int act, double alpha)
+{
+    float *p = y->data;
+    const float *rp = r ? r->data : NULL;
+    if (!p)
+        return;
+    for (int64_t i = 0; i < mge_tensor_numel(y); i++) {
+        double v = p[i] + (res && rp ? rp[i] : 0.0);
+        p[i] = (float)(act == -1 ? v : mge_ref_unary(act, v, alpha));
+    }
 }
 
 /* got within rtol of want's element plus a small part of its largest
