@@ -298,6 +298,18 @@ void mge_pass_replace_uses(mge_graph *g, int from, int to);
 int mge_pass_is_root(const mge_graph *g, int v);
 /* A fresh f32 tensor of value v's template shape (which must be concrete). */
 mge_status mge_pass_new_f32(const mge_value *v, mge_tensor **out, mge_error *err);
+/* Where conv weight w[o][i][kh][kw] (plain [O,Ci,KH,KW]) sits in the
+ * blocked layout of conv2d_nchwc: [Ob,Cb,KH,KW,ci,c] for a dense conv (G
+ * = 1), [Ob,KH,KW,c] for a depthwise one. The layout pass packs by it and
+ * unfuse unpacks by it. */
+static inline int64_t mge_nchwc_weight_at(int64_t G, int64_t o, int64_t i, int64_t kh, int64_t kw, int64_t Cb,
+                                          int64_t ci, int64_t c, int64_t KH, int64_t KW)
+{
+    int64_t ob = o / c, lo = o % c;
+    if (G == 1)
+        return ((((ob * Cb + i / ci) * KH + kh) * KW + kw) * ci + i % ci) * c + lo;
+    return ((ob * KH + kh) * KW + kw) * c + lo;
+}
 /* Replaces value v's data by t (taking it); the old tensor is freed, its
  * bytes are never written (they may live in a read-only mapping). */
 void mge_pass_set_data(mge_graph *g, int v, mge_tensor *t);

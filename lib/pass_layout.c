@@ -324,12 +324,8 @@ static mge_status pack_weight(const mge_value *w, int64_t G, int64_t Cb, int64_t
         for (int64_t i = 0; i < Ci; i++)
             for (int64_t kh = 0; kh < KH; kh++)
                 for (int64_t kw = 0; kw < KW; kw++) {
-                    float v = src[((o * Ci + i) * KH + kh) * KW + kw];
-                    int64_t ob = o / c, lo = o % c;
-                    if (G == 1)
-                        dst[((((ob * Cb + i / ci) * KH + kh) * KW + kw) * ci + i % ci) * c + lo] = v;
-                    else
-                        dst[((ob * KH + kh) * KW + kw) * c + lo] = v;
+                    int64_t at = mge_nchwc_weight_at(G, o, i, kh, kw, Cb, ci, c, KH, KW);
+                    dst[at] = src[((o * Ci + i) * KH + kh) * KW + kw];
                 }
     return MGE_OK;
 }

@@ -412,11 +412,7 @@ static mge_status unpack_weight(const mge_graph *g, const mge_node *n, const mge
         for (int64_t i = 0; i < Ci; i++)
             for (int64_t kh = 0; kh < KH; kh++)
                 for (int64_t kw = 0; kw < KW; kw++) {
-                    int64_t ob = o / c, lo = o % c, at;
-                    if (G == 1)
-                        at = ((((ob * Cb + i / ci) * KH + kh) * KW + kw) * ci + i % ci) * c + lo;
-                    else
-                        at = ((ob * KH + kh) * KW + kw) * c + lo;
+                    int64_t at = mge_nchwc_weight_at(G, o, i, kh, kw, Cb, ci, c, KH, KW);
                     dst[((o * Ci + i) * KH + kh) * KW + kw] = src[at];
                 }
     return MGE_OK;

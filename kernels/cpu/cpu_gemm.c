@@ -243,7 +243,9 @@ static void dw_task(void *a, int64_t p0, int64_t p1, int thread)
 #define GEMM_MIN_COLS 256
 #define GEMM_MAX_ROW_BLOCKS 2
 #define GEMM_MIN_ROWS 64
-#define GEMV_BLOCK_FLOATS 131072  /* 512 KiB of weights per sgemv block at least: a batch-1 classifier (mobilenet_v2, 1280x1000) streams its weights on both threads */
+/* 512 KiB of weights per sgemv block at least: a batch-1 classifier
+ * (mobilenet_v2, 1280x1000) streams its weights on both threads */
+#define GEMV_BLOCK_FLOATS 131072
 
 typedef struct gemm_split {
     int along_n;   /* 1: blocks of columns of C; 0: blocks of rows */

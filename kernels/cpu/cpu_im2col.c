@@ -92,7 +92,7 @@ static inline __attribute__((always_inline, target("avx512f"))) void i2c_zero512
 
 static inline __attribute__((always_inline, target("avx512f"))) void i2c_seg512(float *d, const float *src,
                                                                               int64_t s0, int64_t n, int64_t a,
-                                                                              int64_t b, int64_t sw, const float *end)
+                                                                              int64_t b, int64_t sw)
 {
     i2c_zero512(d, a);
     if (b > a) {
@@ -102,7 +102,7 @@ static inline __attribute__((always_inline, target("avx512f"))) void i2c_seg512(
         if (sw == 1) {
             for (int64_t t = 0; t < m; t += 16) {
                 __mmask16 k = i2c_m16(m - t);
-                _mm512_mask_storeu_ps(o + t, k, s + t + 16 <= end ? _mm512_loadu_ps(s + t) : _mm512_maskz_loadu_ps(k, s + t));
+                _mm512_mask_storeu_ps(o + t, k, _mm512_maskz_loadu_ps(k, s + t));
             }
         } else if (sw == 2) {
             /* outputs t..t+15 read inputs 2t..2t+30: two loads, even lanes */
@@ -121,7 +121,7 @@ static inline __attribute__((always_inline, target("avx512f"))) void i2c_seg512(
     i2c_zero512(d + b, n - b);
 }
 
-#define I2C_SEG512(d, src, s0, n, a, b) i2c_seg512(d, src, s0, n, a, b, sw, xc + H * W)
+#define I2C_SEG512(d, src, s0, n, a, b) i2c_seg512(d, src, s0, n, a, b, sw)
 
 static __attribute__((target("avx512f"))) void im2col_avx512(const cpu_conv *c, const float *x, float *col,
                                                              int64_t p0, int64_t p1, int64_t r0, int64_t r1)
