@@ -261,6 +261,7 @@ static void qdw_tasks(void *arg, int64_t t0, int64_t t1, int thread)
 #if QG_X86
         if (small) {
             qdw_fill_small(c, g, xc, j->xz, usey, usex, pm, ph);
+            CPU_VZEROUPPER();   /* cpu.h: GCC leaves the upper halves dirty */
         } else
 #endif
             for (int64_t py = 0; py < sh; py++)
@@ -285,6 +286,10 @@ static void qdw_tasks(void *arg, int64_t t0, int64_t t1, int thread)
                         qdw_widen(d + lo, xr, hi - lo, sw, j->xz);
                     }
                 }
+#if QG_X86
+        if (!small && j->level >= MGE_INT8_AVX512VNNI)
+            CPU_VZEROUPPER();   /* after qdw_widen_512 */
+#endif
         const int8_t *wc = j->w + ch * c->ksz;
         for (int64_t k = 0; k < c->ksz; k += 2) {
             uint32_t hiw = k + 1 < c->ksz ? (uint32_t)(uint16_t)(int16_t)wc[k + 1] << 16 : 0;
@@ -301,6 +306,8 @@ static void qdw_tasks(void *arg, int64_t t0, int64_t t1, int thread)
             qdw_plane_512(ph, tap, w2, npair, L, &row, &j->e, tmp), done = 1;
         else if (j->level >= MGE_INT8_AVX2)
             qdw_plane_avx2(ph, tap, w2, npair, L, &row, &j->e, tmp), done = 1;
+        if (done)
+            CPU_VZEROUPPER();
 #endif
         if (!done) {
             for (int64_t o = 0; o < L; o++)

@@ -522,10 +522,12 @@ static void qg_rowsum(const int8_t *w, int64_t n, int32_t *sum, int *has128)
     int l = mge_cpu_int8();
     if (l >= MGE_INT8_AVX512VNNI) {
         *sum = rowsum_512(w, n);
+        CPU_VZEROUPPER();   /* cpu.h: GCC leaves the upper halves dirty */
         return;
     }
     if (l >= MGE_INT8_AVX2) {
         *sum = rowsum_avx2(w, n, has128);
+        CPU_VZEROUPPER();
         return;
     }
 #endif
@@ -616,6 +618,7 @@ static void qg_pack_blocks(void *arg, int64_t b0, int64_t b1, int thread)
 #if QG_X86
         if (p->lv.wide) {
             qg_pack_wide(src, K, Kq, dst);
+            CPU_VZEROUPPER();
             continue;
         }
 #endif
@@ -902,9 +905,10 @@ static void qconv_pack(const qconv_job *j, int64_t g, int64_t m0, int64_t len, u
             for (int t = 0; t < tpu; t++)
                 sp[t] = ko[t] < 0 ? j->zero : gbase + ko[t] + soff[i];
 #if QG_X86
-            if (p->lv.wide)
+            if (p->lv.wide) {
                 interleave2_row(sp, slen[i], d, p->xz, j->xend);
-            else
+                CPU_VZEROUPPER();
+            } else
 #endif
                 interleave_row(sp, slen[i], d, p->lv.flip, j->xend);
             d += slen[i] * 4;
@@ -1272,13 +1276,15 @@ static void gemv_tasks(void *arg, int64_t b0, int64_t b1, int thread)
             wr[r] = j->W + (o0 + (r < nr ? r : 0)) * j->K;
         uint32_t dots[QG_GEMV_M * GV_ROWS];
 #if QG_X86
-        if (j->level >= MGE_INT8_AVX512VNNI)
-            gemv_512(j, wr, nr, dots);
-        else if (j->level >= MGE_INT8_AVXVNNI)
-            gemv_vnni(j, wr, nr, dots);
-        else if (j->level >= MGE_INT8_AVX2)
-            gemv_avx2(j, wr, nr, dots);
-        else
+        if (j->level >= MGE_INT8_AVX2) {
+            if (j->level >= MGE_INT8_AVX512VNNI)
+                gemv_512(j, wr, nr, dots);
+            else if (j->level >= MGE_INT8_AVXVNNI)
+                gemv_vnni(j, wr, nr, dots);
+            else
+                gemv_avx2(j, wr, nr, dots);
+            CPU_VZEROUPPER();
+        } else
 #endif
             for (int64_t m = 0; m < j->M; m++)
                 for (int r = 0; r < nr; r++) {
