@@ -3,6 +3,12 @@
 
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+/* Buffers from this size up get huge pages (mge_aligned_alloc). */
+#define MGE_HUGE_MIN ((size_t)4 << 20)
 
 /* Beyond this many elements a shape is refused as absurd, whatever the RAM. */
 #define MGE_MAX_NUMEL (INT64_C(1) << 48)
@@ -14,7 +20,22 @@ void *mge_aligned_alloc(size_t n)
     if (n > SIZE_MAX - 63)
         return NULL;
     size_t r = (n + 63) & ~(size_t)63;
-    void *p = aligned_alloc(64, r);
+    void *p = NULL;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    /* Big buffers (arenas, large weights) start on a 2 MiB boundary and ask
+     * for transparent huge pages (where THP is "madvise", as on Debian):
+     * GEMMs over many megabytes walk rows 4-8 KiB apart, one 4 KiB page each,
+     * and every TLB miss is a nested page walk in a VM. Zeroing below
+     * faults the pages in as huge ones. */
+    if (r >= MGE_HUGE_MIN) {
+        if (posix_memalign(&p, (size_t)2 << 20, r) != 0)
+            p = NULL;
+        else
+            (void)madvise(p, r, MADV_HUGEPAGE);   /* a hint: refused is fine */
+    }
+#endif
+    if (!p)
+        p = aligned_alloc(64, r);
     if (p)
         memset(p, 0, r);
     return p;
