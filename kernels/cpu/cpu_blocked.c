@@ -25,6 +25,7 @@
  * functions are stamped out per (ISA, NB, RW, stride) by macros, since RW
  * and NB must be constants for the accumulators to live in registers. */
 #include "cpu.h"
+#include "cpu_relu.h"
 
 #include <math.h>
 #include <string.h>
@@ -45,6 +46,9 @@ typedef float blk_v16 __attribute__((vector_size(64)));
 typedef float blk_v8 __attribute__((vector_size(32)));
 typedef int32_t blk_i16 __attribute__((vector_size(64)));
 typedef int32_t blk_i8 __attribute__((vector_size(32)));
+/* the intrinsics' type of a vector of 16 or 8 lanes (same bits) */
+#define BLK_M16(v) ((__m512)(v))
+#define BLK_M8(v) ((__m256)(v))
 #endif
 
 /* MGE_CPU_ISA=avx2 keeps AVX-512 off (to test the AVX2 path); lib/isa.c */
@@ -402,14 +406,8 @@ CPU_MULTI(tile_any, (const blk_tile *t, int64_t c, int64_t ci), (t, c, ci), {
                 memcpy(&rv, t->res + j * t->yob + r * CW, sizeof(VT));                                   \
                 acc[j][r] += rv;                                                                         \
             }                                                                                            \
-            if (t->last && t->act >= 0) {                                                                \
-                /* relu: lanes below 0 cleared; relu6: lanes above 6 set to 6 (NaN passes) */            \
-                VI neg = acc[j][r] < 0.0f, big = acc[j][r] > 6.0f;                                       \
-                VI bits = (VI)acc[j][r] & ~neg;                                                          \
-                if (t->act == MGE_OP_RELU6)                                                              \
-                    bits = (bits & ~big) | ((VI)(acc[j][r] * 0.0f + 6.0f) & big);                        \
-                acc[j][r] = (VT)bits;                                                                    \
-            }                                                                                            \
+            if (t->last && t->act >= 0)   /* relu or relu6 (cpu_relu.h) */                                \
+                acc[j][r] = (VT)cpu_relu##CW(BLK_M##CW(acc[j][r]), t->act == MGE_OP_RELU6);                \
             memcpy(t->y + j * t->yob + r * CW, &acc[j][r], sizeof(VT));                                  \
         }                                                                                                \
     }
@@ -618,11 +616,7 @@ CPU_MULTI(dw_rows, (const blk_conv *q, int64_t t0, int64_t t1), (q, t0, t1), {
     {                                                                                                          \
         if (act != MGE_OP_RELU && act != MGE_OP_RELU6)                                                         \
             return v;                                                                                          \
-        VI neg = v < 0.0f, big = v > 6.0f;                                                                     \
-        VI bits = (VI)v & ~neg;                                                                                \
-        if (act == MGE_OP_RELU6)                                                                               \
-            bits = (bits & ~big) | ((VI)(v * 0.0f + 6.0f) & big);                                              \
-        return (VT)bits;                                                                                       \
+        return (VT)cpu_relu##L(BLK_M##L(v), act == MGE_OP_RELU6);                                              \
     }                                                                                                          \
     /* K outputs from ow: the residual, the activation, the store */                                          \
     static inline __attribute__((always_inline)) ATTR void dw_store##L(const blk_conv *q, VT *acc,            \

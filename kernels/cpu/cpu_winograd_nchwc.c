@@ -28,6 +28,7 @@
  * winograd_weight_nchwc: mge_winograd_weight_transform one output channel
  * at a time into thread scratch, scattered into the blocked layout. */
 #include "cpu_act.h"
+#include "cpu_relu.h"
 
 #include <string.h>
 
@@ -361,14 +362,10 @@ static WN_AVX512 void wn_gemm16(const wn_geom *g, int64_t t0, int64_t t1)
     }
 }
 
-/* relu / relu6 on a vector (NaN passes), as conv2d_nchwc's tiles. */
+/* relu / relu6 on a vector (cpu_relu.h), as conv2d_nchwc's tiles. */
 static inline __attribute__((always_inline)) WN_AVX512 wn_v16 wn_clamp(wn_v16 v, int act)
 {
-    wn_i16 neg = v < 0.0f, big = v > 6.0f;
-    wn_i16 bits = (wn_i16)v & ~neg;
-    if (act == MGE_OP_RELU6)
-        bits = (bits & ~big) | ((wn_i16)(v * 0.0f + 6.0f) & big);
-    return (wn_v16)bits;
+    return (wn_v16)cpu_relu16((__m512)v, act == MGE_OP_RELU6);
 }
 
 /* Phase 3 at c = 16 for tile size M (A = M + 2). */

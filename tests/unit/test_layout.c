@@ -280,6 +280,70 @@ static void test_kernels(void)
         run_case(&cases[i]);
 }
 
+/* relu and relu6 in the vector tiles and depthwise strips on non-finite
+ * sums: +inf gives 6 under relu6 (it gave NaN: inf * 0 + 6 built the 6),
+ * -inf gives 0, NaN passes; the same values as ref in every lane. The
+ * bias carries them, so every output of a channel sees one. */
+static void test_act_nonfinite(void)
+{
+    mge_error err = {0};
+    const int acts[2] = {MGE_OP_RELU, MGE_OP_RELU6};
+    for (int dw = 0; dw < 2; dw++)
+        for (int a = 0; a < 2; a++) {
+            const int64_t C = 32, O = 32, H = 5, W = 14, k = dw ? 3 : 1, c = 16;
+            int64_t xd[5] = {1, C / c, H, W, c}, bd = O, yd[5] = {1, O / c, H, W, c};
+            int64_t wd6[6] = {O / c, C / c, 1, 1, c, c}, wd4[4] = {O / c, k, k, c};
+            mge_tensor x = {0}, w = {0}, b = {0}, yr = {0}, y1 = {0}, y2 = {0};
+            CHECK_OK(mge_tensor_alloc(&x, MGE_F32, 5, xd, &err), err);
+            CHECK_OK(mge_tensor_alloc(&w, MGE_F32, dw ? 4 : 6, dw ? wd4 : wd6, &err), err);
+            CHECK_OK(mge_tensor_alloc(&b, MGE_F32, 1, &bd, &err), err);
+            ug_uniform(&x, &rng, -1, 1);
+            ug_uniform(&w, &rng, -0.5f, 0.5f);
+            ug_uniform(&b, &rng, -1, 1);
+            float *bv = b.data;
+            for (int64_t o = 0; o < O; o += 3) {
+                bv[o] = INFINITY;
+                if (o + 1 < O)
+                    bv[o + 1] = -INFINITY;
+                if (o + 2 < O && o % 2)
+                    bv[o + 2] = NAN;
+            }
+            mge_graph *g = mge_graph_new();
+            int ids[3] = {mge_graph_add_value(g, "x", MGE_VAL_INPUT, MGE_F32, 5, xd, &err),
+                          mge_graph_add_value(g, "w", MGE_VAL_PARAM, MGE_F32, w.ndim, w.dims, &err),
+                          mge_graph_add_value(g, "b", MGE_VAL_PARAM, MGE_F32, 1, &bd, &err)};
+            mge_attr at[6] = {A(MGE_KEY_out, O), A(MGE_KEY_kernel, k), A(MGE_KEY_pad, k / 2),
+                              A(MGE_KEY_groups, dw ? O : 1), A(MGE_KEY_act, acts[a]), A(MGE_KEY_bias, 1)};
+            const char *on[1] = {"y"};
+            int node = mge_graph_add_node(g, "conv", MGE_OP_CONV2D_NCHWC, 3, ids, 6, at, 1, on, &err);
+            CHECK_MSG(node >= 0, "%s", err.msg);
+            mge_tensor *in[3] = {&x, &w, &b};
+            CHECK_OK(run_node(mge_backend_ref(), NULL, g, node, in, yd, 5, &yr, &err), err);
+            CHECK_OK(run_node(mge_backend_cpu(), NULL, g, node, in, yd, 5, &y1, &err), err);
+            CHECK_OK(run_node(mge_backend_cpu(), pool2, g, node, in, yd, 5, &y2, &err), err);
+            const float *r = yr.data, *p1 = y1.data, *p2 = y2.data;
+            int64_t bad = -1, n6 = 0;
+            for (int64_t i = 0; r && p1 && p2 && i < mge_tensor_numel(&yr); i++) {
+                /* finite: as close as test_kernels asks; else the same value */
+                double tol = isfinite(r[i]) ? 1e-5 * (1.0 + fabs(r[i])) : 0.0;
+                int same = isnan(r[i])      ? isnan(p1[i]) && isnan(p2[i])
+                           : !isfinite(r[i]) ? p1[i] == r[i] && p2[i] == r[i]
+                                             : fabs((double)p1[i] - r[i]) <= tol && fabs((double)p2[i] - r[i]) <= tol;
+                if (!same && bad < 0)
+                    bad = i;
+                n6 += r[i] == 6.0f;
+            }
+            CHECK_MSG(bad < 0, "%s %s: element %lld: ref %g, cpu %g (1 thread) %g (2)", dw ? "depthwise" : "dense",
+                      mge_attr_op_name(acts[a]), (long long)bad, bad >= 0 ? r[bad] : 0.0,
+                      bad >= 0 ? p1[bad] : 0.0, bad >= 0 ? p2[bad] : 0.0);
+            CHECK(a == 0 || n6 > 0);   /* relu6 did meet +inf */
+            mge_tensor *all[] = {&x, &w, &b, &yr, &y1, &y2};
+            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+                mge_tensor_free(all[i]);
+            mge_graph_free(g);
+        }
+}
+
 /* maxpool2d_nchwc: cpu and ref agree bit for bit, and match maxpool2d on
  * the plain tensor; a NaN wins its windows. */
 static void pool_case(int64_t N, int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t p, int64_t c)
@@ -619,6 +683,7 @@ int main(int argc, char **argv)
     mge_rng_seed(&rng, 20261201);
     pool2 = mge_pool_create(2);
     RUN(test_kernels);
+    RUN(test_act_nonfinite);
     RUN(test_maxpool);
     RUN(test_infer_errors);
     RUN(test_pass_small);

@@ -99,6 +99,7 @@ static void weight_case(int64_t O, int64_t C, int tile, int64_t c, const mge_ten
 typedef struct ncase {
     int64_t N, C, H, W, O, c;
     int tile, bias, res, act;
+    int nonfinite;   /* bias +inf (channel 0) and -inf (channel 1): checked by value */
 } ncase;
 
 static void conv_case(const ncase *q)
@@ -115,6 +116,10 @@ static void conv_case(const ncase *q)
     ug_uniform(&w, &rng, -0.3f, 0.3f);
     ug_uniform(&b, &rng, -1, 1);
     ug_uniform(&r, &rng, -1, 1);
+    if (q->nonfinite && b.data) {
+        ((float *)b.data)[0] = INFINITY;
+        ((float *)b.data)[1] = -INFINITY;
+    }
 
     /* the plain conv2d (ref), bias, residual and act by hand, then blocked */
     int nd4[3] = {4, 4, 1};
@@ -161,7 +166,19 @@ static void conv_case(const ncase *q)
     snprintf(what, sizeof what, "N=%lld C=%lld H=%lld W=%lld O=%lld c=%lld tile=%d bias=%d res=%d act=%s",
              (long long)q->N, (long long)q->C, (long long)q->H, (long long)q->W, (long long)q->O, (long long)c,
              q->tile, q->bias, q->res, mge_attr_op_name(q->act));
-    if (wantb.data && ref.data && cpu1.data && cpu2.data && cpu3.data) {
+    if (q->nonfinite && ref.data && cpu1.data && cpu2.data) {
+        /* relu6: +inf gives 6 (the vector clamp gave NaN), -inf 0; relu: +inf stays */
+        const float *t[3] = {ref.data, cpu1.data, cpu2.data};
+        float want0 = q->act == MGE_OP_RELU6 ? 6.0f : INFINITY;
+        int bad = 0;
+        for (int k = 0; k < 3; k++)
+            for (int64_t p = 0; p < q->N * OH * OW; p++) {
+                int64_t img = p / (OH * OW), px = p % (OH * OW);
+                const float *v = t[k] + (img * Ob * OH * OW + px) * c;
+                bad += v[0] != want0 || v[1] != 0.0f;
+            }
+        CHECK_MSG(bad == 0, "%s: %d outputs of the +inf and -inf channels wrong", what, bad);
+    } else if (wantb.data && ref.data && cpu1.data && cpu2.data && cpu3.data) {
         double e_ref = rel_err(&ref, &wantb), e_cpu = rel_err(&cpu1, &ref);
         /* the ref works in double: only the f32 weight_t and output round */
         CHECK_MSG(e_ref <= 2e-6, "%s: ref vs conv2d: rel err %g", what, e_ref);
@@ -183,20 +200,22 @@ static void conv_case(const ncase *q)
 static void test_kernels(void)
 {
     static const ncase cases[] = {
-        /* N, C, H, W, O, c, tile, bias, res, act */
-        {1, 16, 13, 11, 16, 16, 4, 1, 0, -1},             /* H, W not multiples of the tile */
-        {1, 16, 13, 11, 16, 16, 2, 1, 1, MGE_OP_RELU},
-        {2, 32, 9, 15, 48, 16, 4, 1, 1, MGE_OP_RELU},     /* N > 1, 3 output blocks (4 + remainder kernels) */
-        {1, 48, 10, 7, 80, 16, 2, 0, 1, MGE_OP_RELU6},    /* 5 output blocks */
-        {1, 32, 30, 29, 64, 16, 4, 1, 1, MGE_OP_RELU},    /* more tiles than one strip */
-        {1, 16, 17, 17, 32, 16, 2, 1, 0, MGE_OP_SIGMOID}, /* activations in the epilogue loops */
-        {1, 16, 6, 9, 16, 16, 4, 0, 1, MGE_OP_LEAKY_RELU},
-        {1, 16, 5, 5, 16, 16, 2, 1, 1, MGE_OP_SILU},
-        {1, 16, 3, 3, 16, 16, 4, 1, 0, MGE_OP_HSWISH},    /* one partial tile */
-        {1, 24, 11, 12, 20, 16, 4, 1, 1, MGE_OP_HSIGMOID},/* partial channel blocks in and out */
-        {1, 20, 9, 10, 12, 8, 2, 1, 1, MGE_OP_TANH},      /* block 8: the portable loops */
-        {2, 8, 8, 8, 24, 8, 4, 1, 0, MGE_OP_GELU},
-        {5, 32, 14, 14, 64, 16, 2, 1, 1, MGE_OP_RELU},    /* small images: one task per image */
+        /* N, C, H, W, O, c, tile, bias, res, act, nonfinite */
+        {1, 16, 13, 11, 16, 16, 4, 1, 0, -1, 0},             /* H, W not multiples of the tile */
+        {1, 16, 13, 11, 16, 16, 2, 1, 1, MGE_OP_RELU, 0},
+        {2, 32, 9, 15, 48, 16, 4, 1, 1, MGE_OP_RELU, 0},     /* N > 1, 3 output blocks (4 + remainder kernels) */
+        {1, 48, 10, 7, 80, 16, 2, 0, 1, MGE_OP_RELU6, 0},    /* 5 output blocks */
+        {1, 32, 30, 29, 64, 16, 4, 1, 1, MGE_OP_RELU, 0},    /* more tiles than one strip */
+        {1, 16, 17, 17, 32, 16, 2, 1, 0, MGE_OP_SIGMOID, 0}, /* activations in the epilogue loops */
+        {1, 16, 6, 9, 16, 16, 4, 0, 1, MGE_OP_LEAKY_RELU, 0},
+        {1, 16, 5, 5, 16, 16, 2, 1, 1, MGE_OP_SILU, 0},
+        {1, 16, 3, 3, 16, 16, 4, 1, 0, MGE_OP_HSWISH, 0},    /* one partial tile */
+        {1, 24, 11, 12, 20, 16, 4, 1, 1, MGE_OP_HSIGMOID, 0},/* partial channel blocks in and out */
+        {1, 20, 9, 10, 12, 8, 2, 1, 1, MGE_OP_TANH, 0},      /* block 8: the portable loops */
+        {2, 8, 8, 8, 24, 8, 4, 1, 0, MGE_OP_GELU, 0},
+        {5, 32, 14, 14, 64, 16, 2, 1, 1, MGE_OP_RELU, 0},    /* small images: one task per image */
+        {1, 16, 9, 9, 32, 16, 4, 1, 0, MGE_OP_RELU6, 1},  /* non-finite sums in the clamp */
+        {1, 16, 6, 6, 16, 16, 2, 1, 0, MGE_OP_RELU, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         conv_case(&cases[i]);
