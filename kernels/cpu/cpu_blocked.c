@@ -370,46 +370,63 @@ CPU_MULTI(tile_any, (const blk_tile *t, int64_t c, int64_t ci), (t, c, ci), {
 
 /* TILE_BODY: the register-blocked tile for vector type VT of CW lanes,
  * NB output blocks, RW outputs, input stride SW (all constants). */
-#define TILE_BODY(VT, VI, CW, CI, NB, RW, SW)                                                                    \
-    {                                                                                                    \
-        VT acc[NB][RW];                                                                                  \
-        _Pragma("GCC unroll 8") for (int j = 0; j < NB; j++)                                             \
-            _Pragma("GCC unroll 32") for (int r = 0; r < RW; r++)                                        \
-        {                                                                                                \
-            if (t->first)                                                                                \
-                memcpy(&acc[j][r], t->bias + j * CW, sizeof(VT));                                        \
-            else                                                                                         \
-                memcpy(&acc[j][r], t->y + j * t->yob + r * CW, sizeof(VT));                              \
-        }                                                                                                \
-        for (int64_t cb = 0; cb < t->ncb; cb++)                                                          \
-            for (int64_t kh = 0; kh < t->KH; kh++)                                                       \
-                for (int64_t kw = 0; kw < t->KW; kw++) {                                                 \
-                    const float *restrict xs = t->x + cb * t->xcb + kh * t->dh * t->xrow + kw * t->dw * CI; \
-                    const float *restrict ws = t->w + cb * t->wcb + (kh * t->KW + kw) * CI * CW;         \
-                    for (int li = 0; li < CI; li++) {                                                    \
-                        VT wv[NB];                                                                       \
-                        _Pragma("GCC unroll 8") for (int j = 0; j < NB; j++)                             \
-                            memcpy(&wv[j], ws + j * t->wob + li * CW, sizeof(VT));                       \
-                        _Pragma("GCC unroll 32") for (int r = 0; r < RW; r++)                            \
-                        {                                                                                \
-                            float xv = xs[r * SW * CI + li];                                             \
-                            _Pragma("GCC unroll 8") for (int j = 0; j < NB; j++)                         \
-                                acc[j][r] += wv[j] * xv;                                                 \
-                        }                                                                                \
-                    }                                                                                    \
-                }                                                                                        \
-        _Pragma("GCC unroll 8") for (int j = 0; j < NB; j++)                                             \
-            _Pragma("GCC unroll 32") for (int r = 0; r < RW; r++)                                        \
-        {                                                                                                \
-            if (t->last && t->res) {                                                                     \
-                VT rv;                                                                                   \
-                memcpy(&rv, t->res + j * t->yob + r * CW, sizeof(VT));                                   \
-                acc[j][r] += rv;                                                                         \
-            }                                                                                            \
-            if (t->last && t->act >= 0)   /* relu or relu6 (cpu_relu.h) */                                \
-                acc[j][r] = (VT)cpu_relu##CW(BLK_M##CW(acc[j][r]), t->act == MGE_OP_RELU6);                \
-            memcpy(t->y + j * t->yob + r * CW, &acc[j][r], sizeof(VT));                                  \
-        }                                                                                                \
+/* The tile's fields are read into locals first: the output stores could
+ * alias *t as far as the compiler knows, and it reloaded t->last, t->res,
+ * t->act and t->y, with three branches, for every one of the 28 outputs
+ * (about 400 instructions a call, as many as the 16 multiply-add steps of
+ * a 1x1 conv over one input block). */
+#define TILE_BODY(VT, VI, CW, CI, NB, RW, SW)                                                                  \
+    {                                                                                                          \
+        float *restrict y = t->y;                                                                              \
+        const int64_t yob = t->yob, ncb = t->ncb, KH = t->KH, KW = t->KW;                                     \
+        const int64_t xcb = t->xcb, xdh = t->dh * t->xrow, xdw = t->dw * CI, wcb = t->wcb, wob = t->wob;       \
+        const float *restrict res = t->last ? t->res : NULL;                                                   \
+        const int act = t->last ? t->act : -1;                                                                 \
+        VT acc[NB][RW];                                                                                        \
+        if (t->first) {                                                                                        \
+            const float *restrict bias = t->bias;                                                              \
+            _Pragma("GCC unroll 8") for (int j = 0; j < NB; j++)                                               \
+                _Pragma("GCC unroll 32") for (int r = 0; r < RW; r++)                                          \
+                    memcpy(&acc[j][r], bias + j * CW, sizeof(VT));                                             \
+        } else {                                                                                               \
+            _Pragma("GCC unroll 8") for (int j = 0; j < NB; j++)                                               \
+                _Pragma("GCC unroll 32") for (int r = 0; r < RW; r++)                                          \
+                    memcpy(&acc[j][r], y + j * yob + r * CW, sizeof(VT));                                      \
+        }                                                                                                      \
+        for (int64_t cb = 0; cb < ncb; cb++)                                                                   \
+            for (int64_t kh = 0; kh < KH; kh++)                                                                \
+                for (int64_t kw = 0; kw < KW; kw++) {                                                          \
+                    const float *restrict xs = t->x + cb * xcb + kh * xdh + kw * xdw;                          \
+                    const float *restrict ws = t->w + cb * wcb + (kh * KW + kw) * CI * CW;                     \
+                    for (int li = 0; li < CI; li++) {                                                          \
+                        VT wv[NB];                                                                             \
+                        _Pragma("GCC unroll 8") for (int j = 0; j < NB; j++)                                   \
+                            memcpy(&wv[j], ws + j * wob + li * CW, sizeof(VT));                                \
+                        _Pragma("GCC unroll 32") for (int r = 0; r < RW; r++)                                  \
+                        {                                                                                      \
+                            float xv = xs[r * SW * CI + li];                                                   \
+                            _Pragma("GCC unroll 8") for (int j = 0; j < NB; j++)                               \
+                                acc[j][r] += wv[j] * xv;                                                       \
+                        }                                                                                      \
+                    }                                                                                          \
+                }                                                                                              \
+        if (res)                                                                                               \
+            _Pragma("GCC unroll 8") for (int j = 0; j < NB; j++)                                               \
+                _Pragma("GCC unroll 32") for (int r = 0; r < RW; r++)                                          \
+            {                                                                                                  \
+                VT rv;                                                                                         \
+                memcpy(&rv, res + j * yob + r * CW, sizeof(VT));                                               \
+                acc[j][r] += rv;                                                                               \
+            }                                                                                                  \
+        if (act >= 0) { /* relu or relu6 (cpu_relu.h) */                                                       \
+            const int six = act == MGE_OP_RELU6;                                                               \
+            _Pragma("GCC unroll 8") for (int j = 0; j < NB; j++)                                               \
+                _Pragma("GCC unroll 32") for (int r = 0; r < RW; r++)                                          \
+                    acc[j][r] = (VT)cpu_relu##CW(BLK_M##CW(acc[j][r]), six);                                   \
+        }                                                                                                      \
+        _Pragma("GCC unroll 8") for (int j = 0; j < NB; j++)                                                   \
+            _Pragma("GCC unroll 32") for (int r = 0; r < RW; r++)                                              \
+                memcpy(y + j * yob + r * CW, &acc[j][r], sizeof(VT));                                          \
     }
 
 #define TILE_FN(ATTR, VT, VI, CW, CI, NB, RW, SW) \
@@ -623,6 +640,7 @@ CPU_MULTI(dw_rows, (const blk_conv *q, int64_t t0, int64_t t1), (q, t0, t1), {
                                                                        const float *r, float *y, int64_t ow,  \
                                                                        const int K)                           \
     {                                                                                                          \
+        const int act = q->act; /* read once: the stores may alias *q for all the compiler knows */           \
         _Pragma("GCC unroll 8") for (int k = 0; k < K; k++)                                                    \
         {                                                                                                      \
             if (r) {                                                                                           \
@@ -630,9 +648,9 @@ CPU_MULTI(dw_rows, (const blk_conv *q, int64_t t0, int64_t t1), (q, t0, t1), {
                 memcpy(&rv, r + (ow + k) * L, sizeof rv);                                                      \
                 acc[k] += rv;                                                                                  \
             }                                                                                                  \
-            acc[k] = dw_act##L(acc[k], q->act);                                                                \
-            memcpy(y + (ow + k) * L, &acc[k], sizeof acc[k]);                                                  \
+            acc[k] = dw_act##L(acc[k], act);                                                                   \
         }                                                                                                      \
+        _Pragma("GCC unroll 8") for (int k = 0; k < K; k++) memcpy(y + (ow + k) * L, &acc[k], sizeof acc[k]);  \
     }                                                                                                          \
     /* One output, tap rows [kh0, kh1), the tap columns inside the input. */                                   \
     static inline __attribute__((always_inline)) ATTR void dw_one##L(const blk_conv *q, const float *xp,      \
