@@ -168,13 +168,22 @@ static inline void cpu_parallel(const mge_kctx *ctx, int64_t n, int64_t grain, c
         fn(arg, 0, n, 0);
         return;
     }
-    /* A few tasks per thread balance uneven work without much overhead. */
+    /* A few tasks per thread balance uneven work without much overhead;
+     * a count that the threads share evenly, where one exists: 3 equal
+     * chunks on 2 threads take as long as 4, and 2 would do. */
     int64_t ntasks = (int64_t)threads * 4;
     if (ntasks > n / grain)
         ntasks = n / grain;
     if (ntasks < threads)
         ntasks = threads;
     int64_t chunk = (n + ntasks - 1) / ntasks;
+    for (int64_t t = ntasks; t >= threads; t--) {
+        int64_t c = (n + t - 1) / t;
+        if (((n + c - 1) / c) % threads == 0) {
+            chunk = c;
+            break;
+        }
+    }
     cpu_range_job j = {fn, arg, n, chunk};
     mge_pool_run(ctx->pool, (n + chunk - 1) / chunk, cpu_range_task, &j);
 }
