@@ -5,6 +5,8 @@
 
 #include "internal.h"
 
+#include <stdatomic.h>
+
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,6 +188,58 @@ static inline void cpu_parallel(const mge_kctx *ctx, int64_t n, int64_t grain, c
     }
     cpu_range_job j = {fn, arg, n, chunk};
     mge_pool_run(ctx->pool, (n + chunk - 1) / chunk, cpu_range_task, &j);
+}
+
+/* Range over the pool with affinity: thread t first takes chunks of its
+ * own share [t*n/T, (t+1)*n/T) in order, then helps the others with
+ * theirs. Kernels that split every layer by output rows this way leave
+ * each thread mostly reading rows it wrote itself in the layer before,
+ * from its own L2, where dynamic claiming interleaves rows between the
+ * threads and half the reads cross cores. */
+#define CPU_AFF_MAX 256
+typedef struct cpu_aff_job {
+    cpu_range_fn fn;
+    void *arg;
+    int64_t n, chunk;
+    int threads;
+    _Atomic int64_t next[CPU_AFF_MAX];
+} cpu_aff_job;
+
+static void cpu_aff_task(void *a, int64_t task, int thread)
+{
+    (void)task;
+    cpu_aff_job *j = a;
+    for (int k = 0; k < j->threads; k++) {
+        int t = (thread + k) % j->threads;
+        int64_t end = (t + 1) * j->n / j->threads;
+        for (;;) {
+            int64_t b = atomic_fetch_add_explicit(&j->next[t], j->chunk, memory_order_relaxed);
+            if (b >= end)
+                break;
+            j->fn(j->arg, b, b + j->chunk < end ? b + j->chunk : end, thread);
+        }
+    }
+}
+
+static inline void cpu_parallel_aff(const mge_kctx *ctx, int64_t n, int64_t grain, cpu_range_fn fn, void *arg)
+{
+    if (n <= 0)
+        return;
+    int threads = ctx && ctx->pool ? mge_pool_size(ctx->pool) : 1;
+    if (grain < 1)
+        grain = 1;
+    if (threads <= 1 || threads > CPU_AFF_MAX || n < 2 * grain) {
+        fn(arg, 0, n, 0);
+        return;
+    }
+    cpu_aff_job j;
+    j.fn = fn, j.arg = arg, j.n = n, j.threads = threads;
+    j.chunk = n / ((int64_t)threads * 4);
+    if (j.chunk < grain)
+        j.chunk = grain;
+    for (int t = 0; t < threads; t++)
+        atomic_init(&j.next[t], t * n / threads);
+    mge_pool_run(ctx->pool, threads, cpu_aff_task, &j);
 }
 
 /* Output indices o in [0, n) whose input index o*s - p + off lies in
