@@ -500,11 +500,19 @@ static int block(mge_graph *g, const char *pre, int x, int out, int stride, int 
 {
     char n[64];
 #define NM(s) (snprintf(n, sizeof n, "%s.%s", pre, s), n)
+    /* one NM() per statement: n is one buffer, and the order in which a
+     * call's arguments are evaluated is unspecified (clang -fsanitize=thread
+     * named bn1 "relu1") */
     int h = conv(g, NM("conv1"), x, out, 3, stride, 1);
-    h = un(g, NM("relu1"), MGE_OP_RELU, layer(g, NM("bn1"), MGE_OP_BATCHNORM, h, 0, NULL));
-    h = layer(g, NM("bn2"), MGE_OP_BATCHNORM, conv(g, NM("conv2"), h, out, 3, 1, 1), 0, NULL);
-    int id = down ? layer(g, NM("down.1"), MGE_OP_BATCHNORM, conv(g, NM("down.0"), x, out, 1, stride, 0), 0, NULL)
-                  : x;
+    h = layer(g, NM("bn1"), MGE_OP_BATCHNORM, h, 0, NULL);
+    h = un(g, NM("relu1"), MGE_OP_RELU, h);
+    h = conv(g, NM("conv2"), h, out, 3, 1, 1);
+    h = layer(g, NM("bn2"), MGE_OP_BATCHNORM, h, 0, NULL);
+    int id = x;
+    if (down) {
+        id = conv(g, NM("down.0"), x, out, 1, stride, 0);
+        id = layer(g, NM("down.1"), MGE_OP_BATCHNORM, id, 0, NULL);
+    }
     int in[2] = {h, id};
     h = node(g, NM("add"), MGE_OP_ADD, 2, in, 0, NULL);
     return un(g, NM("relu2"), MGE_OP_RELU, h);
