@@ -119,7 +119,7 @@ bench-quant: all
 	@MGE_BIN=$(CURDIR)/$(BINDIR) scripts/bench-quant
 
 bench-compare: all
-	@MGE_BIN=$(CURDIR)/$(BINDIR) scripts/bench-compare
+	@MGE_BIN=$(CURDIR)/$(BINDIR) scripts/bench-compare --md bench/RESULTS.md
 
 # ------------------------------------------------------------------ install
 MAN1 := $(wildcard man/man1/*.1)
