@@ -159,17 +159,29 @@ static void cpu_range_task(void *a, int64_t task, int thread)
     j->fn(j->arg, b, e, thread);
 }
 
-static inline void cpu_parallel(const mge_kctx *ctx, int64_t n, int64_t grain, cpu_range_fn fn, void *arg)
+/* The pool's thread count for a range of n items in chunks of at least
+ * *grain (raised to 1), or 1 when the range should run on the caller
+ * alone (which it then does: fn(arg, 0, n, 0)). */
+static inline int cpu_range_threads(const mge_kctx *ctx, int64_t n, int64_t *grain, int max, cpu_range_fn fn,
+                                    void *arg)
 {
     if (n <= 0)
-        return;
+        return 1;
     int threads = ctx && ctx->pool ? mge_pool_size(ctx->pool) : 1;
-    if (grain < 1)
-        grain = 1;
-    if (threads <= 1 || n < 2 * grain) {
+    if (*grain < 1)
+        *grain = 1;
+    if (threads <= 1 || threads > max || n < 2 * *grain) {
         fn(arg, 0, n, 0);
-        return;
+        return 1;
     }
+    return threads;
+}
+
+static inline void cpu_parallel(const mge_kctx *ctx, int64_t n, int64_t grain, cpu_range_fn fn, void *arg)
+{
+    int threads = cpu_range_threads(ctx, n, &grain, INT_MAX, fn, arg);
+    if (threads <= 1)
+        return;
     /* A few tasks per thread balance uneven work without much overhead;
      * a count that the threads share evenly, where one exists: 3 equal
      * chunks on 2 threads take as long as 4, and 2 would do. */
@@ -223,15 +235,9 @@ static void cpu_aff_task(void *a, int64_t task, int thread)
 
 static inline void cpu_parallel_aff(const mge_kctx *ctx, int64_t n, int64_t grain, cpu_range_fn fn, void *arg)
 {
-    if (n <= 0)
+    int threads = cpu_range_threads(ctx, n, &grain, CPU_AFF_MAX, fn, arg);
+    if (threads <= 1)
         return;
-    int threads = ctx && ctx->pool ? mge_pool_size(ctx->pool) : 1;
-    if (grain < 1)
-        grain = 1;
-    if (threads <= 1 || threads > CPU_AFF_MAX || n < 2 * grain) {
-        fn(arg, 0, n, 0);
-        return;
-    }
     cpu_aff_job j;
     j.fn = fn, j.arg = arg, j.n = n, j.threads = threads;
     j.chunk = n / ((int64_t)threads * 4);
