@@ -17,6 +17,10 @@
  * Depthwise convs need no broadcasts (lane l is channel l throughout) and
  * read the input in place, checking taps only at the row edges.
  *
+ * With several threads both split each layer by output rows (cpu.h's
+ * cpu_parallel_aff: thread t takes its own band first), so a thread reads
+ * mostly the rows it wrote the layer before, from its own L2.
+ *
  * Every output element is summed in the same order (input blocks, taps,
  * lanes) whatever the tile or task it falls in, so results are bit-identical
  * for any --threads. c = 16 runs on AVX-512 and c = 8 on AVX2 (the widths the
