@@ -139,6 +139,12 @@ static inline CPU_BASE float cpu_expf(float x)
     return x != x ? x : e;
 }
 
+/* The threads of ctx's pool (1 without a pool or a context). */
+static inline int cpu_threads(const mge_kctx *ctx)
+{
+    return ctx && ctx->pool ? mge_pool_size(ctx->pool) : 1;
+}
+
 /* Range over the pool: fn(arg, begin, end, thread) on disjoint chunks of
  * [0, n), at least `grain` items each (the last may be shorter). Small
  * ranges run on the caller alone. */
@@ -167,7 +173,7 @@ static inline int cpu_range_threads(const mge_kctx *ctx, int64_t n, int64_t *gra
 {
     if (n <= 0)
         return 1;
-    int threads = ctx && ctx->pool ? mge_pool_size(ctx->pool) : 1;
+    int threads = cpu_threads(ctx);
     if (*grain < 1)
         *grain = 1;
     if (threads <= 1 || threads > max || n < 2 * *grain) {

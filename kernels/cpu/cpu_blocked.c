@@ -49,7 +49,6 @@
 typedef float blk_v16 __attribute__((vector_size(64)));
 typedef float blk_v8 __attribute__((vector_size(32)));
 typedef int32_t blk_i16 __attribute__((vector_size(64)));
-typedef int32_t blk_i8 __attribute__((vector_size(32)));
 /* the intrinsics' type of a vector of 16 or 8 lanes (same bits) */
 #define BLK_M16(v) ((__m512)(v))
 #define BLK_M8(v) ((__m256)(v))
@@ -381,7 +380,7 @@ CPU_MULTI(tile_any, (const blk_tile *t, int64_t c, int64_t ci), (t, c, ci), {
  * t->act and t->y, with three branches, for every one of the 28 outputs
  * (about 400 instructions a call, as many as the 16 multiply-add steps of
  * a 1x1 conv over one input block). */
-#define TILE_BODY(VT, VI, CW, CI, NB, RW, SW)                                                                  \
+#define TILE_BODY(VT, CW, CI, NB, RW, SW)                                                                      \
     {                                                                                                          \
         float *restrict y = t->y;                                                                              \
         const int64_t yob = t->yob, ncb = t->ncb, KH = t->KH, KW = t->KW;                                     \
@@ -435,22 +434,22 @@ CPU_MULTI(tile_any, (const blk_tile *t, int64_t c, int64_t ci), (t, c, ci), {
                 memcpy(y + j * yob + r * CW, &acc[j][r], sizeof(VT));                                          \
     }
 
-#define TILE_FN(ATTR, VT, VI, CW, CI, NB, RW, SW) \
-    static ATTR void tile_##CW##_##CI##_##NB##_##RW##_##SW(const blk_tile *t) TILE_BODY(VT, VI, CW, CI, NB, RW, SW)
+#define TILE_FN(ATTR, VT, CW, CI, NB, RW, SW) \
+    static ATTR void tile_##CW##_##CI##_##NB##_##RW##_##SW(const blk_tile *t) TILE_BODY(VT, CW, CI, NB, RW, SW)
 
 /* The tile functions of each kind (NB, RW) of kinds16 / kinds8, for
  * strides 1 and 2 and input blocks of CW lanes or 1 (a plain NCHW input,
  * the network's stem). */
-#define TILE_SW(ATTR, VT, VI, CW, CI, NB, RW) \
-    TILE_FN(ATTR, VT, VI, CW, CI, NB, RW, 1) TILE_FN(ATTR, VT, VI, CW, CI, NB, RW, 2)
+#define TILE_SW(ATTR, VT, CW, CI, NB, RW) \
+    TILE_FN(ATTR, VT, CW, CI, NB, RW, 1) TILE_FN(ATTR, VT, CW, CI, NB, RW, 2)
 #define TILES16(CI)                                                                                    \
-    TILE_SW(BLK_AVX512, blk_v16, blk_i16, 16, CI, 4, 7) TILE_SW(BLK_AVX512, blk_v16, blk_i16, 16, CI, 2, 14) \
-    TILE_SW(BLK_AVX512, blk_v16, blk_i16, 16, CI, 2, 7) TILE_SW(BLK_AVX512, blk_v16, blk_i16, 16, CI, 1, 28) \
-    TILE_SW(BLK_AVX512, blk_v16, blk_i16, 16, CI, 1, 14) TILE_SW(BLK_AVX512, blk_v16, blk_i16, 16, CI, 1, 7)
+    TILE_SW(BLK_AVX512, blk_v16, 16, CI, 4, 7) TILE_SW(BLK_AVX512, blk_v16, 16, CI, 2, 14) \
+    TILE_SW(BLK_AVX512, blk_v16, 16, CI, 2, 7) TILE_SW(BLK_AVX512, blk_v16, 16, CI, 1, 28) \
+    TILE_SW(BLK_AVX512, blk_v16, 16, CI, 1, 14) TILE_SW(BLK_AVX512, blk_v16, 16, CI, 1, 7)
 #define TILES8(CI)                                                                                 \
-    TILE_SW(CPU_AVX2, blk_v8, blk_i8, 8, CI, 3, 4) TILE_SW(CPU_AVX2, blk_v8, blk_i8, 8, CI, 2, 6)   \
-    TILE_SW(CPU_AVX2, blk_v8, blk_i8, 8, CI, 1, 12) TILE_SW(CPU_AVX2, blk_v8, blk_i8, 8, CI, 1, 7) \
-    TILE_SW(CPU_AVX2, blk_v8, blk_i8, 8, CI, 1, 4)
+    TILE_SW(CPU_AVX2, blk_v8, 8, CI, 3, 4) TILE_SW(CPU_AVX2, blk_v8, 8, CI, 2, 6)   \
+    TILE_SW(CPU_AVX2, blk_v8, 8, CI, 1, 12) TILE_SW(CPU_AVX2, blk_v8, 8, CI, 1, 7) \
+    TILE_SW(CPU_AVX2, blk_v8, 8, CI, 1, 4)
 
 TILES16(16)
 TILES16(1)
@@ -641,7 +640,7 @@ CPU_MULTI(dw_rows, (const blk_conv *q, int64_t t0, int64_t t1), (q, t0, t1), {
  * (8 accumulators + weight + input fit AVX2's 16 registers too), the
  * rest one vector at a time with column checks. Each output's taps are
  * summed in the same order whatever the split into tasks. */
-#define DW_ROWS(L, VT, VI, ATTR)                                                                               \
+#define DW_ROWS(L, VT, ATTR)                                                                                   \
     /* relu and relu6 in registers, as the dense tiles apply them */                                          \
     static inline __attribute__((always_inline)) ATTR VT dw_act##L(VT v, int act)                             \
     {                                                                                                          \
@@ -810,8 +809,8 @@ CPU_MULTI(dw_rows, (const blk_conv *q, int64_t t0, int64_t t1), (q, t0, t1), {
         }                                                                                                      \
     }
 
-DW_ROWS(16, blk_v16, blk_i16, BLK_AVX512)
-DW_ROWS(8, blk_v8, blk_i8, CPU_AVX2)
+DW_ROWS(16, blk_v16, BLK_AVX512)
+DW_ROWS(8, blk_v8, CPU_AVX2)
 #endif
 
 static void dw_task(void *a, int64_t t0, int64_t t1, int thread)
@@ -954,8 +953,8 @@ static mge_status conv2d_nchwc(const mge_kctx *ctx, const mge_node *n, mge_tenso
     } else {
         q.x = x->data;
     }
+    const int threads = cpu_threads(ctx);
     if (q.dw_conv) {
-        int threads = ctx && ctx->pool ? mge_pool_size(ctx->pool) : 1;
         q.dwb = (q.OH + threads - 1) / threads;
         q.dwnb = (q.OH + q.dwb - 1) / q.dwb;
         cpu_parallel_aff(ctx, q.N * q.dwnb * q.Ob * q.dwb, 1 + CPU_GRAIN / (q.OW * q.c * q.KH * q.KW + 1), dw_task,
@@ -985,11 +984,10 @@ static mge_status conv2d_nchwc(const mge_kctx *ctx, const mge_node *n, mge_tenso
      * Bigger weights keep (image, group, row chunk): read once per group,
      * not once per row chunk (resnet18's 9 MiB layer4 convs: 7% slower on
      * one thread in row order); one thread keeps the group order too. The
-     * tasks are few and heavy: shares of
-     * about n / (4 x threads) tasks balance them (chunks of 2-3 had left 7
-     * chunks for 2 threads, one thread idle a seventh of the node). */
-    q.rowmajor = ctx && ctx->pool && mge_pool_size(ctx->pool) > 1 &&
-                 (int64_t)sizeof(float) * q.Ob * q.Cb * q.KH * q.KW * q.ci * q.c <= 512 * 1024;
+     * tasks are few and heavy: shares of about n / (4 x threads) tasks
+     * balance them (chunks of 2-3 had left 7 chunks for 2 threads, one
+     * thread idle a seventh of the node). */
+    q.rowmajor = threads > 1 && (int64_t)sizeof(float) * q.Ob * q.Cb * q.KH * q.KW * q.ci * q.c <= 512 * 1024;
     cpu_parallel_aff(ctx, q.N * q.ngroups * q.nrc, 1, dense_task, &q);
     return MGE_OK;
 }

@@ -439,7 +439,7 @@ static mge_status cpu_conv2d(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     conv_shape(n, in, out, &c);
     const float *x = in[0]->data, *w = in[1]->data;
     float *y = out[0]->data;
-    int threads = ctx->pool ? mge_pool_size(ctx->pool) : 1;
+    int threads = cpu_threads(ctx);
     if (cpu_rows_ok(&c)) {
         size_t need = sizeof(float) * (size_t)cpu_rows_fwd_floats(&c) * (size_t)threads;
         if (!ctx->ws || ctx->ws_size < need)

@@ -46,11 +46,6 @@ static int gconv_dw(const gconv *c)
     return c->Cg == 1 && c->G > 1;
 }
 
-static int pool_threads(const mge_kctx *ctx)
-{
-    return ctx && ctx->pool ? mge_pool_size(ctx->pool) : 1;
-}
-
 static mge_status need_ws(const mge_kctx *ctx, const mge_node *n, size_t need, mge_error *err)
 {
     if (need && (!ctx->ws || ctx->ws_size < need))
@@ -406,7 +401,7 @@ static mge_status cpu_conv2d_grad_input(const mge_kctx *ctx, const mge_node *n, 
     gconv_shape(n, in[0], in[2], in[1], &c);
     const float *dy = in[0]->data, *w = in[1]->data;
     float *dx = out[0]->data;
-    int threads = pool_threads(ctx);
+    int threads = cpu_threads(ctx);
     if (c.N * c.C * c.H * c.W == 0)
         return MGE_OK;
     mge_status st;
@@ -574,7 +569,7 @@ static mge_status cpu_conv2d_grad_weight(const mge_kctx *ctx, const mge_node *n,
     gconv_shape(n, in[0], in[1], in[2], &c);
     const float *dy = in[0]->data, *x = in[1]->data;
     float *dw = out[0]->data;
-    int threads = pool_threads(ctx);
+    int threads = cpu_threads(ctx);
     if (c.O * c.K == 0)
         return MGE_OK;
     mge_status st;

@@ -310,7 +310,7 @@ static mge_status cpu_pool2d_grad(const mge_kctx *ctx, const mge_node *n, mge_te
     int mx = n->op == MGE_OP_MAXPOOL2D_GRAD;
     if (mx && g.H * g.W > INT32_MAX)   /* window offsets are int32 */
         return cpu_fallback(ctx, n, in, out, err);
-    int threads = ctx->pool ? mge_pool_size(ctx->pool) : 1;
+    int threads = cpu_threads(ctx);
     size_t need = sizeof(float) * (size_t)(mx ? max_scratch(&g) : avg_scratch(&g)) * (size_t)threads;
     if (need && (!ctx->ws || ctx->ws_size < need))
         return mge_error_set(err, MGE_ERR_INVALID, "%s: workspace of %zu bytes, need %zu", mge_op_info(n->op)->name,

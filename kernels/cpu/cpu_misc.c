@@ -227,7 +227,7 @@ static mge_status cpu_softmax(const mge_kctx *ctx, const mge_node *n, mge_tensor
         return cpu_fallback(ctx, n, in, out, err);
     if (outer * len * inner == 0)
         return MGE_OK;
-    int threads = ctx->pool ? mge_pool_size(ctx->pool) : 1;
+    int threads = cpu_threads(ctx);
     if (inner > 1 && (!ctx->ws || ctx->ws_size < sizeof(float) * 2 * (size_t)inner * (size_t)threads))
         return mge_error_set(err, MGE_ERR_INVALID, "%s: workspace of %zu bytes is too small",
                              mge_op_info(n->op)->name, ctx->ws_size);

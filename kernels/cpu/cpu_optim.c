@@ -256,7 +256,7 @@ static void blk_task(void *arg, int64_t t, int thread)
 static double run_blocks(const mge_kctx *ctx, blk_job *j, int64_t nb)
 {
     double total = 0;
-    int threads = ctx->pool ? mge_pool_size(ctx->pool) : 1;
+    int threads = cpu_threads(ctx);
     if (threads > 1 && nb > 1 && ctx->ws && ctx->ws_size >= sizeof(double) * (size_t)nb) {
         j->part = ctx->ws;
         mge_pool_run(ctx->pool, nb, blk_task, j);

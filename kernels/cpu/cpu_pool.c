@@ -283,7 +283,7 @@ static mge_status cpu_pool2d(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     const mge_tensor *x = in[0], *y = out[0];
     pool_geom g;
     pool_geometry(n, x, y, &g);
-    int threads = ctx->pool ? mge_pool_size(ctx->pool) : 1;
+    int threads = cpu_threads(ctx);
     size_t need = sizeof(float) * (size_t)pool_scratch(&g) * (size_t)threads;
     if (!ctx->ws || ctx->ws_size < need)
         return mge_error_set(err, MGE_ERR_INVALID, "%s: workspace of %zu bytes, need %zu", mge_op_info(n->op)->name,

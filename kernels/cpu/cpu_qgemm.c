@@ -1053,7 +1053,7 @@ static mge_status cpu_qconv2d(const mge_kctx *ctx, const mge_node *n, mge_tensor
     cpu_conv_shape(n, in[0], in[1], out[0], &c);
     if (!qg_supported(n, in, c.O) || c.P == 0 || c.K == 0)
         return cpu_fallback(ctx, n, in, out, err);
-    int threads = ctx->pool ? mge_pool_size(ctx->pool) : 1;
+    int threads = cpu_threads(ctx);
     size_t prep, shared, per;
     size_t need = qconv_bytes(&c, threads, &prep, &shared, &per);
     if (!ctx->ws || ctx->ws_size < need)
@@ -1433,7 +1433,7 @@ static mge_status cpu_qlinear(const mge_kctx *ctx, const mge_node *n, mge_tensor
         qlin_gemv(ctx, n, in, out, M, K, O, ctx->ws);
         return MGE_OK;
     }
-    int threads = ctx->pool ? mge_pool_size(ctx->pool) : 1;
+    int threads = cpu_threads(ctx);
     size_t prep = qg_prep_bytes(1, O, K), per = (qg_thread_bytes(M, K) + 63) & ~(size_t)63;
     size_t need = prep + (size_t)threads * per + 128;
     if (!ctx->ws || ctx->ws_size < need)

@@ -318,7 +318,7 @@ static mge_status cpu_maxpool_qs8(const mge_kctx *ctx, const mge_node *n, mge_te
     cpu_pool_geometry(n, in[0], out[0], 1, &j.g);
     if (j.g.OH <= 0 || j.g.OW <= 0 || j.g.H <= 0 || j.g.W <= 0 || j.g.sh < 1 || j.g.sw < 1)
         return cpu_fallback(ctx, n, in, out, err);
-    int threads = ctx->pool ? mge_pool_size(ctx->pool) : 1;
+    int threads = cpu_threads(ctx);
     j.per = mp_per(&j.g);
     if (!ctx->ws || ctx->ws_size < j.per * (size_t)threads)
         return mge_error_set(err, MGE_ERR_INVALID, "maxpool2d: scratch of %zu bytes, need %zu", ctx->ws_size,
@@ -416,7 +416,7 @@ static mge_status cpu_avgpool_qs8(const mge_kctx *ctx, const mge_node *n, mge_te
     ap_job j;
     if (!ap_ok(n, in, out, &j.g))
         return cpu_fallback(ctx, n, in, out, err);
-    int threads = ctx->pool ? mge_pool_size(ctx->pool) : 1;
+    int threads = cpu_threads(ctx);
     j.per = ap_per(&j.g);
     if (!ctx->ws || ctx->ws_size < j.per * (size_t)threads)
         return mge_error_set(err, MGE_ERR_INVALID, "avgpool2d: scratch of %zu bytes, need %zu", ctx->ws_size,

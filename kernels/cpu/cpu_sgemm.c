@@ -629,7 +629,7 @@ static void sg_run(const mge_kctx *ctx, sg_job j)
     /* K blocks of near-equal size from K alone (never the thread count) */
     int64_t nkb = (K + j.isa->kc - 1) / j.isa->kc;
     j.kcb = (K + nkb - 1) / nkb;
-    int threads = ctx && ctx->pool ? mge_pool_size(ctx->pool) : 1;
+    int threads = cpu_threads(ctx);
     double flops = 2.0 * (double)M * (double)N * (double)K;
     if (flops < SG_TASK_FLOPS * 2)
         threads = 1;

@@ -468,7 +468,7 @@ static mge_status cpu_winograd(const mge_kctx *ctx, const mge_node *n, mge_tenso
         return cpu_fallback(ctx, n, in, out, err);
     if (g.N == 0 || g.O == 0)
         return MGE_OK;
-    int threads = ctx->pool ? mge_pool_size(ctx->pool) : 1;
+    int threads = cpu_threads(ctx);
     int64_t vfl, mfl;
     size_t need = sizeof(float) * (size_t)wg_scratch(&g, threads, &vfl, &mfl);
     if (!ctx->ws || ctx->ws_size < need)
@@ -549,7 +549,7 @@ static mge_status cpu_winograd_weight(const mge_kctx *ctx, const mge_node *n, mg
     ww_job j = {w->data, out[0]->data, ctx->ws, w->dims[0], w->dims[1], m};
     if (j.O == 0 || j.C == 0)
         return MGE_OK;
-    int threads = ctx->pool ? mge_pool_size(ctx->pool) : 1;
+    int threads = cpu_threads(ctx);
     size_t need = sizeof(float) * (size_t)((int64_t)(m + 2) * (m + 2) * j.C * threads);
     if (!ctx->ws || ctx->ws_size < need)
         return mge_error_set(err, MGE_ERR_INVALID, "winograd_weight: workspace of %zu bytes, need %zu",

@@ -40,7 +40,6 @@
 #define WN_AVX512 __attribute__((target("avx512f"), optimize(CPU_OPTS)))
 #endif
 typedef float wn_v16 __attribute__((vector_size(64)));
-typedef int32_t wn_i16 __attribute__((vector_size(64)));
 #else
 #define WN_VEC 0
 #endif
@@ -539,7 +538,7 @@ static mge_status cpu_wino_nchwc(const mge_kctx *ctx, const mge_node *n, mge_ten
     g.vec = g.c == 16 && mge_cpu_isa() >= MGE_ISA_AVX512;
 #endif
     const int64_t aa = (int64_t)g.a * g.a;
-    int threads = ctx->pool ? mge_pool_size(ctx->pool) : 1;
+    int threads = cpu_threads(ctx);
     if (wn_small(&g) && g.N > 1 && threads > 1) {
         if (ctx->ws_size < need + sizeof(float) * (size_t)((vfl + mfl) * (threads - 1)))
             return mge_error_set(err, MGE_ERR_INVALID, "conv2d_winograd_nchwc: workspace of %zu bytes too small",
@@ -606,7 +605,7 @@ static mge_status cpu_wino_weight_nchwc(const mge_kctx *ctx, const mge_node *n, 
     memset(j.u, 0, out[0]->nbytes);   /* lanes past out and in */
     if (j.O == 0 || j.C == 0)
         return MGE_OK;
-    int threads = ctx->pool ? mge_pool_size(ctx->pool) : 1;
+    int threads = cpu_threads(ctx);
     size_t need = sizeof(float) * (size_t)((int64_t)(m + 2) * (m + 2) * j.C * threads);
     if (!ctx->ws || ctx->ws_size < need)
         return mge_error_set(err, MGE_ERR_INVALID, "winograd_weight_nchwc: workspace of %zu bytes, need %zu",

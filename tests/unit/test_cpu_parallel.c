@@ -95,7 +95,6 @@ static void test_cover(void)
  * alone; 2 of 40 do not) */
 typedef struct count {
     _Atomic int ranges;
-    int64_t n;
 } count;
 
 static void count_range(void *arg, int64_t b, int64_t e, int thread)
@@ -113,7 +112,6 @@ static void test_even(void)
     for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
         count c;
         atomic_init(&c.ranges, 0);
-        c.n = ns[i];
         cpu_parallel(&ctx, ns[i], 21, count_range, &c);
         int r = atomic_load(&c.ranges);
         CHECK_MSG(r % 2 == 0, "n %lld, grain 21, 2 threads: %d chunks", (long long)ns[i], r);
