@@ -2,6 +2,7 @@
 #   make            libmge.a, libmge.so and the tools in bin/
 #   make check      unit, op, CLI (bats) and oracle tests
 #   make check SANITIZE=1   the same under ASan+UBSan (separate build dir)
+#   make check SANITIZE=thread   the same under TSan
 #   make fuzz       libFuzzer targets (clang), FUZZ_TIME seconds each
 #   make demo       the README's main job on the bundled sample
 #   make install PREFIX=/usr/local DESTDIR=
@@ -25,6 +26,12 @@ ifeq ($(SANITIZE),1)
 B        := build/asan
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 OPT      := -O1
+else ifeq ($(SANITIZE),thread)
+# ThreadSanitizer: data races between the pool's threads (OpenBLAS is not
+# instrumented; the tests run it on one thread)
+B        := build/tsan
+SANFLAGS := -fsanitize=thread -fno-omit-frame-pointer
+OPT      := -O1
 else
 B        := build/rel
 SANFLAGS :=
@@ -36,7 +43,7 @@ LIB_SRC  := $(sort $(wildcard lib/*.c formats/*.c kernels/ref/*.c kernels/cpu/*.
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o)
 TOOLS    := mge-run mge-dump mge-opt mge-train mge-quant mge-bench mge-prof
 TOOL_SRC := $(filter $(TOOLS:%=cmd/%.c),$(wildcard cmd/*.c))
-BINDIR   := $(if $(filter 1,$(SANITIZE)),$(B)/bin,bin)
+BINDIR   := $(if $(filter 1 thread,$(SANITIZE)),$(B)/bin,bin)
 TOOL_BIN := $(TOOL_SRC:cmd/%.c=$(BINDIR)/%)
 # cmd/*.c that are not tools: shared by the tools (cli.c) or helpers of one (train_report.c)
 CLI_OBJ  := $(patsubst cmd/%.c,$(B)/cmd/%.o,$(filter-out $(TOOL_SRC),$(wildcard cmd/*.c)))
