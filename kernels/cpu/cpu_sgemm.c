@@ -8,12 +8,16 @@
  *
  * AVX-512 (sg_block_rows), 14 x 32 tiles (28 zmm accumulators):
  *   for each NC block of columns, each KC block of k: pack B into KC x 32
- *     panels (k-major), the block L2-sized;
+ *     panels (k-major), the block half of L2;
  *     for each 14-row panel of A: copy it row-major into an L1 buffer
  *       (a plain copy, row stride padded against L1 set conflicts);
  *       for each B panel: the micro-kernel, B streaming from L2.
- *   So A is read once per NC block and B once in all, and packing costs
- *   2-5% where the transposing A pack of the first version cost 6-10%.
+ *   So A is read once per NC block and B once in all. The packs read
+ *   from L2, not memory: the full-tile kernel calls spread prefetches of
+ *   the next A panel's source over their k steps, and the first row
+ *   panel's calls prefetch the next B panel's source, which is packed
+ *   just before its first use (packs that waited on memory cost 5-6% at
+ *   1024^3, and prefetching in bursts between calls was no better).
  *   Edge tiles run narrower variants (rows rounded up to even, one or two
  *   vectors), e.g. 2/14 of the work for a 2-row edge.
  * AVX2 (6 x 16) and baseline (portable C, 4 x 16), sg_block: the classic
@@ -35,11 +39,10 @@
  * cannot be allocated, the call falls back to OpenBLAS.
  *
  * Where it stands (scripts/bench-gemm --cpu, one core of a Xeon with
- * AVX-512 at about 179 GFLOP/s, best of several runs on a shared
- * machine): 93% of peak at 512, 89-90% at 1024, 87% at 2048 (OpenBLAS
- * 0.3.21 SkylakeX: 87, 86, 87%). The micro-kernel alone runs at 98%; at
- * 2048 the rest is reads from DRAM (A, B and the C passes, K / 512 of
- * them). Thin products (N < 128, or small M, N and K together) still
+ * AVX-512 at about 179 GFLOP/s, best of many runs on a shared machine):
+ * 94% of peak at 512, 91% at 1024, 92% at 2048 (OpenBLAS 0.3.21
+ * SkylakeX: 87, 86, 87%). The micro-kernel alone runs at 98%; the rest
+ * is mostly the K / 512 passes over C and the packs. Thin products (N < 128, or small M, N and K together) still
  * lose to OpenBLAS: edge tiles and per-call overheads, no transposed
  * product for small N; mge_sgemm_pick says where the call sites use it. */
 #include "cpu.h"
@@ -96,9 +99,22 @@ typedef struct sg_isa {
  * costs about 2/14 of a full tile; each element of C sees the same FMAs
  * in the same order in every variant, so results do not depend on where
  * a tile falls. */
+/* What a full-tile call prefetches to L2 besides its own operands
+ * (sg_block_rows): SG_PF_B, a row of 32 floats per k step from b, bld
+ * floats apart (the next B panel's source, packed after this call);
+ * SG_PF_A, an lines spread over the call, line i at a + (i % arows) * ald
+ * + (i / arows) * 16 (this call's share of the next A panel's source). */
+typedef struct sg_pf {
+    const float *b, *a;
+    int64_t bld, ald;
+    int an, arows;
+} sg_pf;
+#define SG_PF_B 1
+#define SG_PF_A 2
+
 SG_AVX512 static inline __attribute__((always_inline)) void
 sg_z(int64_t kc, const float *restrict a, const float *restrict b, float *restrict c, int64_t ldc, int m, int n,
-     float alpha, float beta, const int R, const int V)
+     float alpha, float beta, const sg_pf *q, const int R, const int V, const int P)
 {
 #define SG_Z_DECL(i) __m512 c##i##0 = _mm512_setzero_ps(), c##i##1 = _mm512_setzero_ps();
 #define SG_Z_STEP(i)                                      \
@@ -112,12 +128,19 @@ sg_z(int64_t kc, const float *restrict a, const float *restrict b, float *restri
     {                                                                   \
         _mm_prefetch((const char *)(b + SG_PFB), _MM_HINT_T0);          \
         _mm_prefetch((const char *)(b + SG_PFB + 16), _MM_HINT_T0);     \
+        if (P & SG_PF_B) {                                              \
+            _mm_prefetch((const char *)pf, _MM_HINT_T1);                \
+            _mm_prefetch((const char *)(pf + 16), _MM_HINT_T1);         \
+            pf += pfld;                                                 \
+        }                                                               \
         __m512 b0 = _mm512_load_ps(b), b1 = V > 1 ? _mm512_load_ps(b + 16) : b0; \
         SG_R14(SG_Z_STEP)                                               \
         a++;                                                            \
         b += 32;                                                        \
     }
     SG_R14(SG_Z_DECL)
+    const float *pf = P & SG_PF_B ? q->b : NULL;
+    const int64_t pfld = P & SG_PF_B ? q->bld : 0;
     /* C's tile (maybe a multiple of 4 KiB a row apart and then all in one
      * L1 set) comes to L2 a line every 4 k steps, then to L1 just before
      * the end. (All at once, 28 misses to DRAM held the L1 fill buffers
@@ -130,6 +153,14 @@ sg_z(int64_t kc, const float *restrict a, const float *restrict b, float *restri
     }
     for (; g < 2 * R; g++)
         _mm_prefetch((const char *)(c + (g >> 1) * ldc + (g & 1) * 16), _MM_HINT_T1);
+    if (P & SG_PF_A) {   /* one line every sp steps: a burst would hold the fill buffers */
+        int64_t sp = q->an > 0 ? (kc - 12 - k) / q->an : 0;
+        for (int i = 0; sp > 0 && i < q->an; i++) {
+            _mm_prefetch((const char *)(q->a + (i % q->arows) * q->ald + (i / q->arows) * 16), _MM_HINT_T1);
+            for (int64_t e = k + sp; k < e; k++)
+                SG_Z_K
+        }
+    }
     for (; k < kc - 12; k++)
         SG_Z_K
     for (int i = 0; i < R; i++)
@@ -159,10 +190,22 @@ sg_z(int64_t kc, const float *restrict a, const float *restrict b, float *restri
     SG_AVX512 static void sg_z##R##_##V(int64_t kc, const float *restrict a, const float *restrict b,          \
                                         float *restrict c, int64_t ldc, int m, int n, float alpha, float beta) \
     {                                                                                                           \
-        sg_z(kc, a, b, c, ldc, m, n, alpha, beta, R, V);                                                        \
+        sg_z(kc, a, b, c, ldc, m, n, alpha, beta, NULL, R, V, 0);                                               \
     }
 #define SG_ZR(R) SG_ZV(R, 1) SG_ZV(R, 2)
 SG_ZR(2) SG_ZR(4) SG_ZR(6) SG_ZR(8) SG_ZR(10) SG_ZR(12) SG_ZR(14)
+
+/* the full tile with prefetches (sg_pf) */
+SG_AVX512 static void sg_z14_2a(int64_t kc, const float *restrict a, const float *restrict b, float *restrict c,
+                                int64_t ldc, float alpha, float beta, const sg_pf *q)
+{
+    sg_z(kc, a, b, c, ldc, 14, 32, alpha, beta, q, 14, 2, SG_PF_A);
+}
+SG_AVX512 static void sg_z14_2ab(int64_t kc, const float *restrict a, const float *restrict b, float *restrict c,
+                                 int64_t ldc, float alpha, float beta, const sg_pf *q)
+{
+    sg_z(kc, a, b, c, ldc, 14, 32, alpha, beta, q, 14, 2, SG_PF_A | SG_PF_B);
+}
 
 /* [(m + 1) / 2 - 1][n > 16] */
 static const sg_kern_fn sg_zk[7][2] = {{sg_z2_1, sg_z2_2},   {sg_z4_1, sg_z4_2},   {sg_z6_1, sg_z6_2},
@@ -233,13 +276,14 @@ static const sg_isa *sg_pick(void)
 {
     /* AVX-512 (sg_block_rows): the A panel (14 x KC, 28 KiB at KC = 512)
      * stays in L1 (48 KiB on the Xeon this was tuned on), the B block
-     * (KC x NC, 2 MiB) in L2 (2 MiB) and below; KC = 512 beat 256 and 384
-     * by 1-3% (fewer passes over C), NC 512-2048 came out even. MC is
+     * (KC x NC, 1 MiB) in L2 (2 MiB); KC = 512 beat 256 and 384 by 1-3%
+     * (fewer passes over C); NC = 512 beat 256, 384, 768 and 1024 by 1-2%
+     * once the A panels were prefetched (a 2 MiB block filled L2). MC is
      * unused there. AVX2 and baseline (sg_block): the B micro-panel (KC x
      * NR) in L1, the A block (MC x KC) in L2 with the B block; MC of 84-112
      * rows beat 336 by a few percent, NC of 1024 beat 256, 512 and 2048. */
 #if SG_VEC
-    static const sg_isa z = {14, 32, 512, 14, 1024, sg_z14_2, 1};
+    static const sg_isa z = {14, 32, 512, 14, 512, sg_z14_2, 1};
     static const sg_isa y = {6, 16, 256, 6 * 24, 16 * 64, sg_kern_avx2, 0};
 #endif
     static const sg_isa p = {SG_BASE_MR, SG_BASE_NR, 256, SG_BASE_MR * 64, 1024, sg_kern_base, 0};
@@ -534,13 +578,44 @@ static void sg_block_rows(const sg_job *j, int64_t m0, int64_t m1, int64_t n0, i
         for (int64_t pc = 0; pc < j->K; pc += j->kcb) {
             int64_t kb = j->K - pc < j->kcb ? j->K - pc : j->kcb;
             float beta = pc == 0 ? j->beta : 1.0f;
-            sg_pack_b(j->tb, j->B, j->ldb, j->Br, pc, kb, jc, nb_, 32, pb);
+            /* Plain B: each panel is packed just before the first row
+             * panel's kernel uses it, its source prefetched to L2 by the
+             * kernel before (a whole block packed at once waited on
+             * memory: 3% of 1024^3). Otherwise, the block at once. */
+            int jit = !j->tb && !j->Br && m1 - m0 >= 14;
+            const float *bsrc = j->B + pc * j->ldb + jc;
+            sg_pack_b(j->tb, j->B, j->ldb, j->Br, pc, kb, jc, jit && nb_ > 32 ? 32 : nb_, 32, pb);
             for (int64_t ir = m0; ir < m1; ir += 14) {
                 int m = m1 - ir < 14 ? (int)(m1 - ir) : 14;
                 sg_pack_a_rows(j->ta, j->A, j->lda, j->Ar, ir, m, pc, kb, pa);
                 float *c = j->C + ir * j->ldc + jc;
+                /* the next A panel's source, to L2 a share per full-tile
+                 * call, chunk-major (each row of A starts pages that the
+                 * hardware prefetcher does not run into) */
+                int64_t nir = ir + 14 < m1 ? ir + 14 : m0, npc = ir + 14 < m1 ? pc : pc + kb;
+                int nm = npc < j->K && !j->ta && !j->Ar ? (int)(m1 - nir < 14 ? m1 - nir : 14) : 0;
+                int64_t nkb = j->K - npc < j->kcb ? j->K - npc : j->kcb, calls = nb_ / 32;
+                int64_t cpc = calls ? ((nkb + 15) / 16 + calls - 1) / calls : 0;   /* chunks per call */
+                sg_pf q = {.a = j->A + nir * j->lda + npc, .ald = j->lda, .arows = nm};
                 for (int64_t jr = 0; jr < nb_; jr += 32) {
                     int n = nb_ - jr < 32 ? (int)(nb_ - jr) : 32;
+                    int b_pf = 0;
+                    if (jit && ir == m0) {
+                        if (jr > 0)
+                            sg_pack_b(0, j->B, j->ldb, NULL, pc, kb, jc + jr, n, 32, pb + jr * kb);
+                        b_pf = jr + 32 < nb_;
+                        q.b = bsrc + jr + 32, q.bld = j->ldb;
+                    }
+                    if (m == 14 && n == 32) {
+                        int64_t ch = jr / 32 * cpc, chn = (nkb + 15) / 16 - ch;
+                        q.an = nm && chn > 0 ? nm * (int)(chn < cpc ? chn : cpc) : 0;
+                        const float *qa = q.a;
+                        q.a += ch * 16;
+                        (b_pf ? sg_z14_2ab : sg_z14_2a)(kb, pa, pb + jr * kb, c + jr, j->ldc, j->alpha, beta, &q);
+                        q.a = qa;
+                        CPU_VZEROUPPER();
+                        continue;
+                    }
                     sg_zk[(m + 1) / 2 - 1][n > 16](kb, pa, pb + jr * kb, c + jr, j->ldc, m, n, j->alpha, beta);
                     CPU_VZEROUPPER();
                 }

@@ -113,6 +113,12 @@ static void test_k(void)
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
         for (int t = 0; t < 4; t++)
             CHECK(check_one(NULL, t & 1, t >> 1, 33, 45, ks[i], 1.0f, 0.0f, 1, 1));
+    /* every block boundary at once: 3 K blocks, 3 column blocks (the last
+     * with an edge panel), 4 full row panels and an edge, so the packing
+     * of B panel by panel and the prefetches of the next A and B panels
+     * (AVX-512) run across each boundary */
+    for (int t = 0; t < 2; t++)
+        CHECK(check_one(NULL, t, 0, 60, 1100, 1100, 1.0f, 0.5f, 1, 0));
 }
 
 static void test_alpha_beta(void)
