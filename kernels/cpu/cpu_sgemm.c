@@ -42,8 +42,8 @@
  * AVX-512 at about 179 GFLOP/s, best of many runs on a shared machine):
  * 94% of peak at 512, 91% at 1024, 92% at 2048 (OpenBLAS 0.3.21
  * SkylakeX: 87, 86, 87%). The micro-kernel alone runs at 98%; the rest
- * is mostly the K / 512 passes over C and the packs. Thin products (N < 128, or small M, N and K together) still
- * lose to OpenBLAS: edge tiles and per-call overheads, no transposed
+ * is mostly the K / 512 passes over C and the packs. Thin products
+ * (N < 128, or small M, N and K together) still lose to OpenBLAS: edge tiles and per-call overheads, no transposed
  * product for small N; mge_sgemm_pick says where the call sites use it. */
 #include "cpu.h"
 
@@ -92,13 +92,6 @@ typedef struct sg_isa {
  * it this many floats (8 k steps) ahead. */
 #define SG_PFB 256
 
-/* The AVX-512 kernel on an R x 16V tile (R <= 14 rows, V = 1 or 2
- * vectors): C = alpha * A B + beta C, A a row-major panel (a[i * SG_LDS +
- * k]), B k-major (32 floats per k). Edge tiles run a variant with just
- * the rows and vectors they need (R rounded up to even), so a 2-row edge
- * costs about 2/14 of a full tile; each element of C sees the same FMAs
- * in the same order in every variant, so results do not depend on where
- * a tile falls. */
 /* What a full-tile call prefetches to L2 besides its own operands
  * (sg_block_rows): SG_PF_B, a row of 32 floats per k step from b, bld
  * floats apart (the next B panel's source, packed after this call);
@@ -112,6 +105,13 @@ typedef struct sg_pf {
 #define SG_PF_B 1
 #define SG_PF_A 2
 
+/* The AVX-512 kernel on an R x 16V tile (R <= 14 rows, V = 1 or 2
+ * vectors): C = alpha * A B + beta C, A a row-major panel (a[i * SG_LDS +
+ * k]), B k-major (32 floats per k). Edge tiles run a variant with just
+ * the rows and vectors they need (R rounded up to even), so a 2-row edge
+ * costs about 2/14 of a full tile; each element of C sees the same FMAs
+ * in the same order in every variant, so results do not depend on where
+ * a tile falls. */
 SG_AVX512 static inline __attribute__((always_inline)) void
 sg_z(int64_t kc, const float *restrict a, const float *restrict b, float *restrict c, int64_t ldc, int m, int n,
      float alpha, float beta, const sg_pf *q, const int R, const int V, const int P)
@@ -583,7 +583,7 @@ static void sg_block_rows(const sg_job *j, int64_t m0, int64_t m1, int64_t n0, i
              * kernel before (a whole block packed at once waited on
              * memory: 3% of 1024^3). Otherwise, the block at once. */
             int jit = !j->tb && !j->Br && m1 - m0 >= 14;
-            const float *bsrc = j->B + pc * j->ldb + jc;
+            const float *bsrc = jit ? j->B + pc * j->ldb + jc : NULL;
             sg_pack_b(j->tb, j->B, j->ldb, j->Br, pc, kb, jc, jit && nb_ > 32 ? 32 : nb_, 32, pb);
             for (int64_t ir = m0; ir < m1; ir += 14) {
                 int m = m1 - ir < 14 ? (int)(m1 - ir) : 14;
@@ -596,7 +596,8 @@ static void sg_block_rows(const sg_job *j, int64_t m0, int64_t m1, int64_t n0, i
                 int nm = npc < j->K && !j->ta && !j->Ar ? (int)(m1 - nir < 14 ? m1 - nir : 14) : 0;
                 int64_t nkb = j->K - npc < j->kcb ? j->K - npc : j->kcb, calls = nb_ / 32;
                 int64_t cpc = calls ? ((nkb + 15) / 16 + calls - 1) / calls : 0;   /* chunks per call */
-                sg_pf q = {.a = j->A + nir * j->lda + npc, .ald = j->lda, .arows = nm};
+                const float *anext = nm ? j->A + nir * j->lda + npc : NULL;
+                sg_pf q = {.ald = j->lda, .arows = nm};
                 for (int64_t jr = 0; jr < nb_; jr += 32) {
                     int n = nb_ - jr < 32 ? (int)(nb_ - jr) : 32;
                     int b_pf = 0;
@@ -609,10 +610,8 @@ static void sg_block_rows(const sg_job *j, int64_t m0, int64_t m1, int64_t n0, i
                     if (m == 14 && n == 32) {
                         int64_t ch = jr / 32 * cpc, chn = (nkb + 15) / 16 - ch;
                         q.an = nm && chn > 0 ? nm * (int)(chn < cpc ? chn : cpc) : 0;
-                        const float *qa = q.a;
-                        q.a += ch * 16;
+                        q.a = q.an ? anext + ch * 16 : NULL;
                         (b_pf ? sg_z14_2ab : sg_z14_2a)(kb, pa, pb + jr * kb, c + jr, j->ldc, j->alpha, beta, &q);
-                        q.a = qa;
                         CPU_VZEROUPPER();
                         continue;
                     }
