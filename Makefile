@@ -28,7 +28,8 @@ SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-r
 OPT      := -O1
 else ifeq ($(SANITIZE),thread)
 # ThreadSanitizer: data races between the pool's threads (OpenBLAS is not
-# instrumented; the tests run it on one thread)
+# instrumented, so races inside it go unseen; lib/blas.c says why the
+# concurrent single-threaded calls mge makes are safe)
 B        := build/tsan
 SANFLAGS := -fsanitize=thread -fno-omit-frame-pointer
 OPT      := -O1

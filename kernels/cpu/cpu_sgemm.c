@@ -564,6 +564,12 @@ static void sg_pack_a_rows(int ta, const float *A, int64_t lda, const float *con
 }
 #endif
 
+/* The size of the K block that starts at p */
+static int64_t sg_kblock(const sg_job *j, int64_t p)
+{
+    return j->K - p < j->kcb ? j->K - p : j->kcb;
+}
+
 /* The AVX-512 order: for each NC x KC block of B (packed, L2-resident),
  * for each 14-row panel of A (packed into L1), the micro-kernel along the
  * block's B panels, which stream from L2 while the A panel and the C tile
@@ -576,7 +582,7 @@ static void sg_block_rows(const sg_job *j, int64_t m0, int64_t m1, int64_t n0, i
     for (int64_t jc = n0; jc < n1; jc += nc) {
         int64_t nb_ = n1 - jc < nc ? n1 - jc : nc;
         for (int64_t pc = 0; pc < j->K; pc += j->kcb) {
-            int64_t kb = j->K - pc < j->kcb ? j->K - pc : j->kcb;
+            int64_t kb = sg_kblock(j, pc);
             float beta = pc == 0 ? j->beta : 1.0f;
             /* Plain B: each panel is packed just before the first row
              * panel's kernel uses it, its source prefetched to L2 by the
@@ -594,8 +600,8 @@ static void sg_block_rows(const sg_job *j, int64_t m0, int64_t m1, int64_t n0, i
                  * hardware prefetcher does not run into) */
                 int64_t nir = ir + 14 < m1 ? ir + 14 : m0, npc = ir + 14 < m1 ? pc : pc + kb;
                 int nm = npc < j->K && !j->ta && !j->Ar ? (int)(m1 - nir < 14 ? m1 - nir : 14) : 0;
-                int64_t nkb = j->K - npc < j->kcb ? j->K - npc : j->kcb, calls = nb_ / 32;
-                int64_t cpc = calls ? ((nkb + 15) / 16 + calls - 1) / calls : 0;   /* chunks per call */
+                int64_t nch = (sg_kblock(j, npc) + 15) / 16, calls = nb_ / 32;   /* 16-float chunks a row */
+                int64_t cpc = calls ? (nch + calls - 1) / calls : 0;                /* chunks per call */
                 const float *anext = nm ? j->A + nir * j->lda + npc : NULL;
                 sg_pf q = {.ald = j->lda, .arows = nm};
                 for (int64_t jr = 0; jr < nb_; jr += 32) {
@@ -608,7 +614,7 @@ static void sg_block_rows(const sg_job *j, int64_t m0, int64_t m1, int64_t n0, i
                         q.b = bsrc + jr + 32, q.bld = j->ldb;
                     }
                     if (m == 14 && n == 32) {
-                        int64_t ch = jr / 32 * cpc, chn = (nkb + 15) / 16 - ch;
+                        int64_t ch = jr / 32 * cpc, chn = nch - ch;
                         q.an = nm && chn > 0 ? nm * (int)(chn < cpc ? chn : cpc) : 0;
                         q.a = q.an ? anext + ch * 16 : NULL;
                         (b_pf ? sg_z14_2ab : sg_z14_2a)(kb, pa, pb + jr * kb, c + jr, j->ldc, j->alpha, beta, &q);
@@ -646,7 +652,7 @@ static void sg_block(const sg_job *j, int64_t m0, int64_t m1, int64_t n0, int64_
     for (int64_t jc = n0; jc < n1; jc += nc) {
         int64_t nb_ = n1 - jc < nc ? n1 - jc : nc;
         for (int64_t pc = 0; pc < j->K; pc += j->kcb) {
-            int64_t kb = j->K - pc < j->kcb ? j->K - pc : j->kcb;
+            int64_t kb = sg_kblock(j, pc);
             float beta = pc == 0 ? j->beta : 1.0f;
             sg_pack_b(j->tb, j->B, j->ldb, j->Br, pc, kb, jc, nb_, nr, pb);
             for (int64_t ic = m0; ic < m1; ic += mc) {
