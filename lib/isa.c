@@ -4,7 +4,8 @@
  * every caller, so a pass never plans for kernels that will not run.
  *
  * MGE_CPU_ISA: baseline (portable loops), avx2 (AVX2+FMA, int8 without
- * VNNI), avx2-vnni (AVX2 plus AVX-VNNI's 256-bit vpdpbusd), avx512
+ * VNNI), avx2-vnni (AVX2 plus AVX-VNNI's 256-bit vpdpbusd, where the CPU has
+ * it; plain AVX2 int8 where it does not), avx512
  * (AVX-512, int8 without VNNI); unset or anything else: what the CPU has. */
 #include "internal.h"
 
@@ -32,7 +33,7 @@ static void decide(void)
     else if (cap && strcmp(cap, "avx512") == 0)
         max8 = MGE_INT8_AVX2;
     __builtin_cpu_init();
-    int l = MGE_ISA_BASE, l8 = MGE_INT8_BASE;
+    int l = MGE_ISA_BASE, l8 = MGE_INT8_BASE, avxvnni_cpu = 0;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
         l = l8 = MGE_ISA_AVX2;
         unsigned a, b, c, d;
@@ -42,6 +43,7 @@ static void decide(void)
             vnni512 = (c >> 11) & 1;
         if (__get_cpuid_count(7, 1, &a, &b, &c, &d))
             avxvnni = (a >> 4) & 1;
+        avxvnni_cpu = avxvnni;
         if (avxvnni)
             l8 = MGE_INT8_AVXVNNI;
         if (__builtin_cpu_supports("avx512f")) {
@@ -52,6 +54,11 @@ static void decide(void)
     }
     level = l < max ? l : max;
     int8_level = l8 < max8 ? l8 : max8;
+    /* the int8 levels are not nested: AVX-512 VNNI (AMD Zen 4, say) does
+     * not imply the VEX-encoded AVX-VNNI, so a cap to avx2-vnni on such a
+     * CPU falls to plain AVX2 */
+    if (int8_level == MGE_INT8_AVXVNNI && !avxvnni_cpu)
+        int8_level = MGE_INT8_AVX2;
 #else
     level = MGE_ISA_BASE;
     int8_level = MGE_INT8_BASE;
