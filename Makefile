@@ -20,7 +20,7 @@ CFLAGS   ?= $(OPT) -g
 WARN     := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes
 BASEFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -pthread -Ilib -Ikernels -Iformats \
              -I/usr/include/x86_64-linux-gnu/openblas-pthread
-LDLIBS   := -lopenblas -larchive -lz -lm -pthread
+LDLIBS   := -lopenblas -larchive -lz -lm -ldl -pthread
 
 ifeq ($(SANITIZE),1)
 B        := build/asan
@@ -40,7 +40,7 @@ endif
 ALLCFLAGS := $(BASEFLAGS) $(WARN) $(CFLAGS) $(SANFLAGS)
 ALLLDFLAGS := $(SANFLAGS) $(LDFLAGS)
 
-LIB_SRC  := $(sort $(wildcard lib/*.c formats/*.c kernels/ref/*.c kernels/cpu/*.c))
+LIB_SRC  := $(sort $(wildcard lib/*.c formats/*.c kernels/ref/*.c kernels/cpu/*.c kernels/sim/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o)
 TOOLS    := mge-run mge-dump mge-opt mge-train mge-quant mge-bench mge-prof
 TOOL_SRC := $(filter $(TOOLS:%=cmd/%.c),$(wildcard cmd/*.c))

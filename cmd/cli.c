@@ -204,21 +204,22 @@ void cli_check_device(const char *dev)
 {
     if (!dev || strcmp(dev, "cpu") == 0)
         return;
-    if (strncmp(dev, "cuda", 4) == 0) {
-        const char *p = dev + 4;
-        if (*p == ':') {
-            char *end;
-            errno = 0;
-            long n = strtol(p + 1, &end, 10);
-            if (!p[1] || *end || errno || n < 0)
-                cli_usage("--device: bad device '%s' (expected cpu or cuda[:N])", dev);
-        } else if (*p) {
-            cli_usage("--device: unknown device '%s' (expected cpu or cuda[:N])", dev);
-        }
-        cli_error(NULL, "--device %s: this build of mge has no CUDA backend", dev);
+    const char *colon = strchr(dev, ':');
+    if (!mge_device_known(dev))
+        cli_usage("--device: unknown device '%s' (this build knows: %s; NAME:N picks device N)", dev,
+                  mge_device_names());
+    if (colon) {
+        char *end;
+        errno = 0;
+        long n = strtol(colon + 1, &end, 10);
+        if (!colon[1] || *end || errno || n < 0)
+            cli_usage("--device: bad device '%s' (expected NAME or NAME:N, e.g. cuda:0)", dev);
+    }
+    mge_error err = {0};
+    if (mge_device_check(dev, &err)) {
+        cli_error(NULL, "--device %s: %s", dev, err.msg);
         exit(1);
     }
-    cli_usage("--device: unknown device '%s' (expected cpu or cuda[:N])", dev);
 }
 
 int cli_common_opt(int c, const char *arg, cli_common *co, void (*help)(void))

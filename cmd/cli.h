@@ -58,8 +58,9 @@ typedef struct cli_common {
 int cli_common_opt(int c, const char *arg, cli_common *co, void (*help)(void));
 /* --threads, or the number of online CPUs (at most 256) when not given. */
 int cli_threads(const cli_common *co);
-/* Checks --device: "cpu" passes; "cuda[:N]" fails (exit 1) since this build
- * has no CUDA backend; anything else is a usage error. */
+/* Checks --device: a name the build does not know is a usage error (exit
+ * 2, listing the known ones); a known one whose plugin is missing or whose
+ * device does not open fails (exit 1, saying why). */
 void cli_check_device(const char *dev);
 
 /* ---------------------------------------------------------------- output

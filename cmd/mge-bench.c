@@ -42,7 +42,7 @@ static void help(void)
            "  -q, --quiet            only errors\n"
            "  -v, --verbose          progress and details on stderr, also when it is not a terminal\n"
            "      --threads N[,N...] worker threads, or a list to compare (default: all CPUs)\n"
-           "      --device DEV       cpu (cuda[:N] needs a CUDA build)\n"
+           "      --device DEV       cpu (default), sim (simulated device), cuda[:N] (plugin)\n"
            "  -h, --help             show this help and exit\n"
            "      --version          show the version and exit\n"
            "\n"
@@ -340,6 +340,7 @@ static int setup(config *c, const model_ent *me, const opts *o)
         memset(&to, 0, sizeof to);
         mge_optim_defaults(MGE_OPTIM_SGD, &to.optim);
         to.threads = c->threads;
+        to.device = o->co.device;
         to.seed = o->seed;
         c->lr = to.optim.lr;
         if (mge_trainer_create(me->g, &to, &c->t, &err)) {
@@ -354,6 +355,7 @@ static int setup(config *c, const model_ent *me, const opts *o)
         mge_exec_opts eo;
         memset(&eo, 0, sizeof eo);
         eo.threads = c->threads;
+        eo.device = o->co.device;
         eo.preprocess = 1;   /* as mge-run: weight preprocessing is load time, not latency */
         if (mge_exec_create(me->g, &eo, &c->e, &err)) {
             cli_mge_error(where, &err);

@@ -1,6 +1,7 @@
 /* mge-dump — print a model (text form plus a summary, JSON, Graphviz DOT)
  * or a tensor stream (NPY records, .npz) in human-readable form. */
 #include "cli.h"
+#include "dump_place.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -23,7 +24,7 @@ static void help(void)
            "  -q, --quiet          only errors\n"
            "  -v, --verbose        more detail\n"
            "      --threads N      worker threads (1..256)\n"
-           "      --device DEV     cpu (cuda[:N] needs a CUDA build)\n"
+           "      --device DEV     also show where each node runs on DEV (sim, cuda[:N]) and the copies\n"
            "  -h, --help           show this help and exit\n"
            "      --version        show the version and exit\n"
            "\n"
@@ -679,8 +680,18 @@ int main(int argc, char **argv)
     model_info mi = {0};
     mi.batch = batch > 0 ? batch : 1;
     if (model_analyze(g, where, &mi) == 0) {
+        int placed = co.device && strcmp(co.device, "cpu") != 0;
         if (json) {
             model_json(g, &mi, &b);
+            if (placed) {
+                /* the placement goes inside the object */
+                while (b.n && (b.p[b.n - 1] == '\n' || b.p[b.n - 1] == '}'))
+                    if (b.p[--b.n] == '}')
+                        break;
+                if (dump_placement(g, co.device, mi.batch, cli_threads(&co), 1, &b, where))
+                    goto model_done;
+                mge_buf_printf(&b, "}\n");
+            }
         } else if (dot) {
             model_dot(g, &mi, &b);
         } else if (mge_text_print(g, &b, &err)) {
@@ -688,6 +699,8 @@ int main(int argc, char **argv)
             goto model_done;
         } else {
             model_text(g, &mi, &b);
+            if (placed && dump_placement(g, co.device, mi.batch, cli_threads(&co), 0, &b, where))
+                goto model_done;
         }
         if (params) {
             mge_tlist l = {0};

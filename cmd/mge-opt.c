@@ -39,7 +39,7 @@ static void help(void)
            "  -q, --quiet         only errors\n"
            "  -v, --verbose       more detail on stderr (passes that change nothing)\n"
            "      --threads N     worker threads for --verify (1..256)\n"
-           "      --device DEV    cpu (cuda[:N] needs a CUDA build)\n"
+           "      --device DEV    run the optimized model of --verify on DEV: cpu, sim, cuda[:N]\n"
            "  -h, --help          show this help and exit\n"
            "      --version       show the version and exit\n"
            "\n"
@@ -88,6 +88,7 @@ typedef struct verify_opts {
     const char *input;      /* NPY stream, or NULL for random inputs */
     uint64_t seed;
     int threads;
+    const char *device;     /* where --verify runs the optimized model */
 } verify_opts;
 
 /* What the model computed before the passes, by name: the graph may be
@@ -227,6 +228,7 @@ static int verify_after(const mge_graph *g, const char *where, const verify_opts
     mge_error_clear(&err);
     mge_exec_opts eo = {0};
     eo.threads = o->threads;
+    eo.device = o->device;
     mge_exec *e = NULL;
     const mge_tensor **ptr = NULL;
     int *map = NULL, rc = -1;
@@ -486,6 +488,7 @@ int main(int argc, char **argv)
         cli_usage("the model and --input cannot both be standard input");
     const char *where = cli_name(in);
     vo.threads = cli_threads(&co);
+    vo.device = co.device;
 
     mge_error err;
     mge_error_clear(&err);

@@ -38,7 +38,7 @@ static void help(void)
            "  -q, --quiet            only errors\n"
            "  -v, --verbose          more detail on stderr\n"
            "      --threads N        worker threads (1..256; default: all CPUs)\n"
-           "      --device DEV       cpu (cuda[:N] needs a CUDA build)\n"
+           "      --device DEV       cpu (default), sim (simulated device), cuda[:N] (plugin)\n"
            "  -h, --help             show this help and exit\n"
            "      --version          show the version and exit\n"
            "\n"
@@ -96,6 +96,7 @@ static void task_hook(void *ud, int thread, int phase)
 typedef struct row {
     int index;               /* node, or op id with --by-op */
     const char *name, *op;
+    const char *dev;         /* where it ran */
     char shape[128];
     int count;               /* nodes in the row */
     double sec, flops, bread, bwritten;
@@ -151,7 +152,28 @@ typedef struct report {
     int peak_cached;
     double prof_ms, unprof_ms;
     int nnodes;              /* profiled nodes */
+    const char *device;      /* the executor's device: "cpu", "sim", ... */
+    double host_sec, dev_sec, copy_sec;   /* node time by where it ran; copies apart */
+    int copies_up, copies_down;           /* copy nodes per run */
+    double bytes_up, bytes_down;          /* their bytes per run */
+    double dev_uploads, dev_downloads;    /* the device's own counters per profiled run */
+    double dev_upload_bytes, dev_download_bytes;
+    size_t dev_arena, dev_persistent;
 } report;
+
+/* The time and copies by device, when the model ran on one. */
+static void print_devices(const report *r)
+{
+    if (strcmp(r->device, "cpu") == 0)
+        return;
+    char a[32], b[32], c[32], d[32];
+    printf("by device: cpu %.3f ms, %s %.3f ms, copies %.3f ms\n", r->host_sec * 1e3 / r->iters, r->device,
+           r->dev_sec * 1e3 / r->iters, r->copy_sec * 1e3 / r->iters);
+    printf("copies per run: %d up (%s), %d down (%s); the device counted %.0f uploads (%s), %.0f downloads (%s)\n",
+           r->copies_up, human(r->bytes_up, a, sizeof a), r->copies_down, human(r->bytes_down, b, sizeof b),
+           r->dev_uploads, human(r->dev_upload_bytes, c, sizeof c), r->dev_downloads,
+           human(r->dev_download_bytes, d, sizeof d));
+}
 
 static void print_text(const report *r, row *rows, int nrows, const row *tot)
 {
@@ -179,10 +201,13 @@ static void print_text(const report *r, row *rows, int nrows, const row *tot)
         printf("peak: unknown (the GEMM probe failed)\n");
     }
     putchar('\n');
+    int devcol = strcmp(r->device, "cpu") != 0 && !r->by_op;
     if (r->by_op)
         printf("%-*s %5s", wn, "op", "nodes");
     else
         printf("%-*s %-*s %-*s", wn, "node", wo, "op", ws, "output");
+    if (devcol)
+        printf(" %-4s", "dev");
     printf(" %9s %6s %6s %8s %6s %10s %10s %7s\n", "ms", "%", "cum%", "GFLOP/s", "%peak", "read", "written",
            "FLOP/B");
     double cum = 0, total = tot->sec > 0 ? tot->sec : 1e-30;
@@ -198,6 +223,8 @@ static void print_text(const report *r, row *rows, int nrows, const row *tot)
             printf("%-*s %-*s %-*s", wn, w->name, wo, w->op, ws, w->shape);
         else
             printf("%-*s %-*s %-*s", wn, "total", wo, "", ws, "");
+        if (devcol)
+            printf(" %-4s", i < nshow ? w->dev : "");
         cum += i < nshow ? w->sec : 0;
         printf(" %9.3f %6.1f", w->sec * 1e3 / r->iters, 100 * w->sec / total);
         if (i < nshow)
@@ -216,6 +243,7 @@ static void print_text(const report *r, row *rows, int nrows, const row *tot)
     }
     if (nshow < nrows)
         printf("(%d of %d rows shown)\n", nshow, nrows);
+    print_devices(r);
     printf("profiled total %.4f ms, unprofiled %.4f ms, overhead %.1f%%\n", r->prof_ms, r->unprof_ms,
            r->unprof_ms > 0 ? 100 * (r->prof_ms - r->unprof_ms) / r->unprof_ms : 0);
 }
@@ -262,11 +290,23 @@ static void print_json(const report *r, row *rows, int nrows, const row *tot, mg
             prof_json_str(b, w->op);
             mge_buf_printf(b, ", \"shape\": ");
             prof_json_str(b, w->shape);
+            mge_buf_printf(b, ", \"device\": ");
+            prof_json_str(b, w->dev);
             mge_buf_printf(b, ", ");
         }
         json_row(b, r, w, total, cum);
     }
-    mge_buf_printf(b, "\n],\n\"total\": {");
+    mge_buf_printf(b, "\n],\n\"device\": ");
+    prof_json_str(b, r->device);
+    mge_buf_printf(b,
+                   ", \"by_device_ms\": {\"cpu\": %.6f, \"device\": %.6f, \"copies\": %.6f},\n"
+                   "\"copies\": {\"up\": %d, \"down\": %d, \"bytes_up\": %.0f, \"bytes_down\": %.0f, "
+                   "\"device_uploads\": %.3f, \"device_downloads\": %.3f, \"device_upload_bytes\": %.0f, "
+                   "\"device_download_bytes\": %.0f},\n",
+                   r->host_sec * 1e3 / r->iters, r->dev_sec * 1e3 / r->iters, r->copy_sec * 1e3 / r->iters,
+                   r->copies_up, r->copies_down, r->bytes_up, r->bytes_down, r->dev_uploads, r->dev_downloads,
+                   r->dev_upload_bytes, r->dev_download_bytes);
+    mge_buf_printf(b, "\"total\": {");
     json_row(b, r, tot, total, -1);
     mge_buf_printf(b, ",\n\"profiled_ms\": %.6f, \"unprofiled_ms\": %.6f, \"overhead_pct\": %.3f}\n", r->prof_ms,
                    r->unprof_ms, r->unprof_ms > 0 ? 100 * (r->prof_ms - r->unprof_ms) / r->unprof_ms : 0);
@@ -381,13 +421,14 @@ int main(int argc, char **argv)
         memset(&to, 0, sizeof to);
         mge_optim_defaults(MGE_OPTIM_SGD, &to.optim);
         to.threads = threads;
+        to.device = co.device;
         to.seed = seed;
         if (mge_trainer_create(g, &to, &tr, &err)) {
             cli_mge_error(where, &err);
             goto done;
         }
-        pg = mge_trainer_graph(tr);
         e = mge_trainer_exec(tr);
+        pg = mge_exec_graph(e);
         nin = mge_trainer_ninputs(tr);
         ins = malloc(sizeof(int) * (size_t)(nin + 1));
         for (int i = 0; ins && i < nin; i++)
@@ -395,12 +436,13 @@ int main(int argc, char **argv)
     } else {
         mge_exec_opts eo = {0};
         eo.threads = threads;
+        eo.device = co.device;
         eo.preprocess = 1;   /* as mge-run: preprocessed nodes run once, before the timed runs */
         if (mge_exec_create(g, &eo, &e, &err)) {
             cli_mge_error(where, &err);
             goto done;
         }
-        pg = g;
+        pg = mge_exec_graph(e);
         nin = mge_exec_ninputs(e);
         ins = malloc(sizeof(int) * (size_t)(nin + 1));
         for (int i = 0; ins && i < nin; i++)
@@ -448,13 +490,18 @@ int main(int argc, char **argv)
     mge_train_result tres;
     int64_t step = 1;
     double lr = 0.01, unprof = 0, base = 0;
+    mge_devstats ds0, ds1;
+    memset(&ds0, 0, sizeof ds0);
+    memset(&ds1, 0, sizeof ds1);
     for (int it = -WARMUP; it < iters; it++) {
         for (int profiled = 0; profiled < 2; profiled++) {
             if (it < 0 && profiled)
                 break;
             if (profiled) {
-                if (!base)
+                if (!base) {
                     base = mge_now();
+                    mge_exec_device_stats(e, &ds0, NULL, NULL, NULL, NULL);
+                }
                 mge_exec_set_hook(e, node_hook, &p);
                 if (trace)
                     mge_exec_set_task_hook(e, task_hook, &p);
@@ -474,6 +521,16 @@ int main(int argc, char **argv)
         }
     }
 
+    mge_exec_device_stats(e, &ds1, NULL, NULL, NULL, NULL);
+    /* what the device counted over the runs after the first profiled one
+     * (unprofiled ones included: both kinds run the same copies) */
+    double nruns = 2.0 * iters - 1;
+    r.device = mge_exec_device(e);
+    r.dev_uploads = (double)(ds1.uploads - ds0.uploads) / nruns;
+    r.dev_downloads = (double)(ds1.downloads - ds0.downloads) / nruns;
+    r.dev_upload_bytes = (double)(ds1.upload_bytes - ds0.upload_bytes) / nruns;
+    r.dev_download_bytes = (double)(ds1.download_bytes - ds0.download_bytes) / nruns;
+
     /* rows: the nodes the hook saw */
     int nrows = 0;
     row tot;
@@ -490,6 +547,24 @@ int main(int argc, char **argv)
         w->op = oi->name;
         w->count = 1;
         w->sec = p.sum[i];
+        w->dev = mge_exec_node_device(e, i);
+        if (n->op == MGE_OP_COPY) {
+            int up = mge_node_int(n, MGE_KEY_to, 0) != 0;
+            double nb = value_bytes(pg, ndims, dims, n->out[0]);
+            r.copy_sec += w->sec;
+            if (up) {
+                r.copies_up++;
+                r.bytes_up += nb;
+            } else {
+                r.copies_down++;
+                r.bytes_down += nb;
+            }
+            w->dev = up ? r.device : "cpu";
+        } else if (strcmp(w->dev, "cpu") == 0) {
+            r.host_sec += w->sec;
+        } else {
+            r.dev_sec += w->sec;
+        }
         w->flops = mge_graph_node_flops(pg, i, B) * (double)p.calls[i];
         if (n->nout > 0)
             mge_shape_str(pg->values[n->out[0]].dtype, ndims[n->out[0]], &dims[(size_t)n->out[0] * MGE_MAX_DIMS],

@@ -42,7 +42,7 @@ static void help(void)
            "  -v, --verbose       decisions (nodes kept f32, quantize/dequantize inserted)\n"
            "                      and the per-node error table on stderr\n"
            "      --threads N     worker threads (1..256)\n"
-           "      --device DEV    cpu (cuda[:N] needs a CUDA build)\n"
+           "      --device DEV    calibrate on DEV: cpu (default), sim, cuda[:N]\n"
            "  -h, --help          show this help and exit\n"
            "      --version       show the version and exit\n"
            "\n"
@@ -72,6 +72,7 @@ typedef struct qopts {
     mge_data_opts dopts;
     mge_dtype dtype;
     int threads, force;
+    const char *device;
     mge_quant_opts q;
     char *skip_copy;
     const char **skip;
@@ -212,6 +213,7 @@ static int calibrate(mge_graph *g, const qopts *o, const char *where, double *lo
             outs[nouts++] = v;
     mge_exec_opts eo = {0};
     eo.threads = o->threads;
+    eo.device = o->device;
     eo.noutputs = nouts;
     eo.outputs = outs;
     if (!nouts) {
@@ -700,6 +702,7 @@ int main(int argc, char **argv)
     if (o.report && o.out && strcmp(o.report, o.out) == 0)
         cli_usage("--report and -o name the same file");
     o.threads = cli_threads(&co);
+    o.device = co.device;
     o.force = co.force;
     const char *where = cli_name(in);
 

@@ -37,7 +37,7 @@ static void help(void)
            "  -q, --quiet            only errors\n"
            "  -v, --verbose          more detail on stderr\n"
            "      --threads N        worker threads (1..256; default: all CPUs)\n"
-           "      --device DEV       cpu (cuda[:N] needs a CUDA build)\n"
+           "      --device DEV       cpu (default), sim (simulated device), cuda[:N] (plugin)\n"
            "  -h, --help             show this help and exit\n"
            "      --version          show the version and exit\n"
            "\n"
@@ -285,6 +285,7 @@ int main(int argc, char **argv)
     }
     mge_exec_opts eo = {0};
     eo.threads = cli_threads(&co);
+    eo.device = co.device;
     eo.noutputs = nouts;
     eo.outputs = outs;
     eo.preprocess = 1;   /* the model does not change while it runs */

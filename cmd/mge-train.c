@@ -54,7 +54,7 @@ static void help(void)
            "  -q, --quiet           only errors\n"
            "  -v, --verbose         epoch summaries even when stderr is not a terminal\n"
            "      --threads N       worker threads (default: all CPUs)\n"
-           "      --device DEV      cpu (cuda[:N] needs a CUDA build)\n"
+           "      --device DEV      cpu (default), sim (simulated device), cuda[:N] (plugin)\n"
            "  -h, --help            show this help and exit\n"
            "      --version         show the version and exit\n"
            "\n"
@@ -604,6 +604,7 @@ int main(int argc, char **argv)
         to.optim.weight_decay = o.wd;
     to.optim.clip_norm = o.clip;
     to.threads = cli_threads(&o.co);
+    to.device = o.co.device;
     to.seed = o.seed;
     if (mge_trainer_create(model, &to, &t, &err)) {
         cli_mge_error(where, &err);

@@ -13,22 +13,57 @@
  * each other (f16-weights' casts, any weight transform left in a model) run
  * once, on the first run, with their own plan and a persistent arena; the
  * per-run plan leaves them out and binds their results as if they were
- * params. A deployed model pays for them at load, not per inference. */
-#include "internal.h"
+ * params. A deployed model pays for them at load, not per inference.
+ *
+ * Devices: every kernel runs through a backend (kernels/backend.h). On the
+ * cpu that is the cpu backend alone and the graph is the caller's. On
+ * another device, placement (lib/place.c) gives a graph with copy nodes
+ * between host and device; host nodes run on the caller's thread, device
+ * nodes and copies are queued on the device, and a host node that reads a
+ * value copied down first waits for that copy's event. Each device has its
+ * own arena; params, state and consts the device reads live in device
+ * buffers of their own, kept in a store that an executor made with
+ * mge_exec_create_shared shares (the trainer's eval executor reads the
+ * params its training executor updates there). */
+#include "backend.h"
+#include "place.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #define PLAN_CACHE 4
 
+/* A device and the persistent values kept on it, shared by executors. */
+typedef struct devctx {
+    const mge_backend_iface *be;
+    mge_device *dev;
+    int refs;
+    int nvalues;             /* of the source graph */
+    void **buf;              /* per source value: its device buffer, or NULL */
+    size_t *bytes;
+    char *valid;             /* the buffer holds the value */
+    char *home;              /* the value's home is this device (updated there) */
+    size_t persistent;       /* bytes in buf */
+    char name[48];
+    mge_devinfo info;
+} devctx;
+
 struct mge_exec {
-    const mge_graph *g;
+    const mge_graph *g;      /* what runs: src, or placed.g */
+    const mge_graph *src;
     const mge_backend *be;
-    mge_pool *pool;
+    const mge_backend_iface *hif;   /* the host (cpu) backend */
+    mge_device *host;
+    devctx *dc;              /* the device, or NULL on the cpu */
+    mge_placed placed;
+    int is_placed;
+    mge_event **ev;          /* per value: a pending copy down, or NULL */
+    mge_devinfo hinfo;
     int threads;
     int training;
     mge_rng rng;
-    int nout, *outs;
+    int nout, *outs;         /* outs: values of g holding the results (on the host) */
+    int *api_outs;           /* the requested values, as the caller numbered them */
     int nin, *ins;             /* needed graph inputs, value indices */
     char *need;                /* per node */
     char *vneed;               /* per value: read or written by a needed node, or requested */
@@ -38,20 +73,122 @@ struct mge_exec {
     const mge_tensor **res;    /* per output */
     mge_plan plans[PLAN_CACHE];
     int nplans;                /* filled entries; plans[0] is the most recent */
-    void *arena;
-    size_t arena_cap;
-    void *ws;
-    size_t ws_cap;
+    void *arena[2];          /* per device: 0 host, 1 the device */
+    size_t arena_cap[2];
+    void *ws[2];
+    size_t ws_cap[2];
     int64_t last_batch;        /* -1 before the first run */
     char *run;                 /* per node: needed and not preprocessed (what each run executes) */
     char *pre;                 /* per node: preprocessed once, or NULL when nothing is */
     int pre_done;
     mge_tensor *pret;          /* per value: a preprocessed result, bound like a param */
-    void *pre_arena;
+    void *pre_arena[2];
     char *preq;                /* per value: pret[v].q.scale is ours to free */
     mge_exec_hook hook;
     void *hook_ud;
 };
+
+/* ---------------------------------------------------------------- devices */
+
+static int is_persistent(const mge_value *v)
+{
+    return v->kind == MGE_VAL_PARAM || v->kind == MGE_VAL_STATE || v->kind == MGE_VAL_CONST;
+}
+
+static void devctx_unref(devctx *dc)
+{
+    if (!dc || --dc->refs > 0)
+        return;
+    if (dc->dev) {
+        dc->be->sync(dc->dev, NULL);
+        for (int v = 0; v < dc->nvalues; v++)
+            if (dc->buf && dc->buf[v])
+                dc->be->free(dc->dev, dc->buf[v]);
+        dc->be->close(dc->dev);
+    }
+    free(dc->buf);
+    free(dc->bytes);
+    free(dc->valid);
+    free(dc->home);
+    free(dc);
+}
+
+static mge_status devctx_open(const mge_backend_iface *be, int index, const char *spec, int threads,
+                              const mge_backend *kt, int nvalues, devctx **out, mge_error *err)
+{
+    devctx *dc = calloc(1, sizeof *dc);
+    size_t n = (size_t)(nvalues ? nvalues : 1);
+    if (!dc || !(dc->buf = calloc(n, sizeof *dc->buf)) || !(dc->bytes = calloc(n, sizeof *dc->bytes)) ||
+        !(dc->valid = calloc(n, 1)) || !(dc->home = calloc(n, 1))) {
+        if (dc) {
+            free(dc->buf);
+            free(dc->bytes);
+            free(dc->valid);
+        }
+        free(dc);
+        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+    }
+    dc->be = be;
+    dc->refs = 1;
+    dc->nvalues = nvalues;
+    snprintf(dc->name, sizeof dc->name, "%s", spec);
+    mge_status s = be->open(index, threads, kt, &dc->dev, err);
+    if (s) {
+        dc->dev = NULL;
+        devctx_unref(dc);
+        mge_error_prefix(err, "device '%s'", spec);
+        return s;
+    }
+    if (be->info)
+        be->info(dc->dev, &dc->info);
+    *out = dc;
+    return MGE_OK;
+}
+
+/* The device buffer of source value v, uploaded when it does not hold v. */
+static mge_status store_get(mge_exec *e, int v, void **p, mge_error *err)
+{
+    devctx *dc = e->dc;
+    const mge_value *val = &e->src->values[v];
+    const mge_tensor *d = val->data;
+    if (!d || (!d->data && d->nbytes))
+        return mge_error_set(err, MGE_ERR_INVALID, "%s '%s' has no data (load weights or initialize it)",
+                             val->kind == MGE_VAL_PARAM ? "param" : val->kind == MGE_VAL_STATE ? "state" : "const",
+                             val->name);
+    if (!dc->buf[v]) {
+        if (!(dc->buf[v] = dc->be->alloc(dc->dev, d->nbytes)))
+            return mge_error_set(err, MGE_ERR_NOMEM, "%s: cannot allocate %zu bytes on %s for '%s'", dc->name,
+                                 d->nbytes, dc->name, val->name);
+        dc->bytes[v] = d->nbytes;
+        dc->persistent += d->nbytes;
+        dc->valid[v] = 0;
+    }
+    if (!dc->valid[v]) {
+        mge_status s = dc->be->upload(dc->dev, dc->buf[v], d->data, d->nbytes, err);
+        if (s)
+            return s;
+        dc->valid[v] = 1;
+    }
+    *p = dc->buf[v];
+    return MGE_OK;
+}
+
+static int place_query(void *ud, const mge_node *n, int nin, const mge_tdesc *in, int nout, const mge_tdesc *out)
+{
+    devctx *dc = ud;
+    return dc->be->kernel(dc->dev, n, nin, in, nout, out) != NULL;
+}
+
+/* The backend and device node i runs on. */
+static int node_dev(const mge_exec *e, int i)
+{
+    return e->is_placed ? e->placed.ndev[i] : 0;
+}
+
+static int value_dev(const mge_exec *e, int v)
+{
+    return e->is_placed ? e->placed.vdev[v] : 0;
+}
 
 /* ---------------------------------------------------------------- life cycle */
 
@@ -59,6 +196,8 @@ void mge_exec_free(mge_exec *e)
 {
     if (!e)
         return;
+    if (e->dc && e->dc->dev)
+        e->dc->be->sync(e->dc->dev, NULL);
     if (e->t && e->qowned)
         for (int v = 0; v < e->g->nvalues; v++)
             if (e->qowned[v])
@@ -68,20 +207,36 @@ void mge_exec_free(mge_exec *e)
             mge_tensor_free(&e->copies[i]);
     for (int i = 0; i < e->nplans; i++)
         mge_plan_free(&e->plans[i]);
-    mge_pool_free(e->pool);
-    mge_aligned_free(e->arena);
-    mge_aligned_free(e->ws);
-    mge_aligned_free(e->pre_arena);
+    if (e->ev && e->dc)
+        for (int v = 0; v < e->g->nvalues; v++)
+            if (e->ev[v])
+                e->dc->be->event_free(e->dc->dev, e->ev[v]);
+    free(e->ev);
+    for (int d = 0; d < 2; d++) {
+        const mge_backend_iface *be = d ? (e->dc ? e->dc->be : NULL) : e->hif;
+        mge_device *dev = d ? (e->dc ? e->dc->dev : NULL) : e->host;
+        if (!be || !dev)
+            continue;
+        be->free(dev, e->arena[d]);
+        be->free(dev, e->ws[d]);
+        be->free(dev, e->pre_arena[d]);
+    }
     if (e->run != e->need)
         free(e->run);
     if (e->pret && e->preq)
         for (int v = 0; v < e->g->nvalues; v++)
             if (e->preq[v])
                 free(e->pret[v].q.scale);
+    if (e->host)
+        e->hif->close(e->host);
+    devctx_unref(e->dc);
+    if (e->is_placed)
+        mge_placed_free(&e->placed);
     free(e->pre);
     free(e->pret);
     free(e->preq);
     free(e->outs);
+    free(e->api_outs);
     free(e->ins);
     free(e->need);
     free(e->vneed);
@@ -104,7 +259,8 @@ static uint64_t seed_of(const mge_graph *g)
 
 /* The needed nodes whose inputs are all params, state or consts with data,
  * or results of such nodes: e->pre, and e->run without them. Nothing to
- * preprocess leaves e->pre NULL and e->run == e->need. */
+ * preprocess leaves e->pre NULL and e->run == e->need. Device shadows
+ * count as params with data. */
 static mge_status mark_preprocess(mge_exec *e, mge_error *err)
 {
     const mge_graph *g = e->g;
@@ -119,7 +275,8 @@ static mge_status mark_preprocess(mge_exec *e, mge_error *err)
     }
     for (int v = 0; v < g->nvalues; v++) {
         const mge_value *val = &g->values[v];
-        cst[v] = val->kind != MGE_VAL_INPUT && val->kind != MGE_VAL_NODE && val->data;
+        int shadow = e->is_placed && e->placed.shadow_of[v] >= 0;
+        cst[v] = val->kind != MGE_VAL_INPUT && val->kind != MGE_VAL_NODE && (val->data || shadow);
     }
     for (int i = 0; i < g->nnodes; i++) {
         const mge_node *n = &g->nodes[i];
@@ -152,7 +309,8 @@ static mge_status mark_preprocess(mge_exec *e, mge_error *err)
     return MGE_OK;
 }
 
-mge_status mge_exec_create(const mge_graph *g, const mge_exec_opts *o, mge_exec **out, mge_error *err)
+static mge_status exec_create(const mge_graph *g, const mge_exec_opts *o, mge_exec *share, mge_exec **out,
+                              mge_error *err)
 {
     static const mge_exec_opts defaults;
     mge_status s;
@@ -169,6 +327,11 @@ mge_status mge_exec_create(const mge_graph *g, const mge_exec_opts *o, mge_exec 
         return mge_error_set(err, MGE_ERR_UNSUPPORTED, "unknown backend '%s' (known: cpu, ref)", bname);
     if (o->threads < 0 || o->threads > 1024)
         return mge_error_set(err, MGE_ERR_INVALID, "threads=%d: expected 1 to 1024 (0 means 1)", o->threads);
+    const mge_backend_iface *dbe = NULL;
+    int dindex = 0;
+    const char *dspec = share && share->dc ? share->dc->name : o->device ? o->device : "cpu";
+    if ((s = mge_device_backend(dspec, &dbe, &dindex, err)))
+        return s;
     int nout = o->noutputs > 0 ? o->noutputs : g->noutputs;
     const int *outs = o->noutputs > 0 ? o->outputs : g->outputs;
     if (nout <= 0 || !outs)
@@ -180,8 +343,9 @@ mge_status mge_exec_create(const mge_graph *g, const mge_exec_opts *o, mge_exec 
     mge_exec *e = calloc(1, sizeof *e);
     if (!e)
         return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
-    e->g = g;
+    e->g = e->src = g;
     e->be = be;
+    e->hif = mge_backend_cpu_iface();
     e->threads = o->threads > 0 ? o->threads : 1;
     e->training = o->training != 0;
     e->last_batch = -1;
@@ -191,19 +355,23 @@ mge_status mge_exec_create(const mge_graph *g, const mge_exec_opts *o, mge_exec 
     char *in_need = calloc(ni, 1);
     e->nout = nout;
     e->outs = malloc(sizeof(int) * (size_t)nout);
+    e->api_outs = malloc(sizeof(int) * (size_t)nout);
     e->ins = malloc(sizeof(int) * ni);
     e->need = calloc(nn, 1);
-    e->vneed = calloc(nv, 1);
-    e->qowned = calloc(nv, 1);
-    e->t = calloc(nv, sizeof *e->t);
-    e->copies = calloc((size_t)nout, sizeof *e->copies);
-    e->res = calloc((size_t)nout, sizeof *e->res);
-    if (!in_need || !e->outs || !e->ins || !e->need || !e->vneed || !e->qowned || !e->t || !e->copies || !e->res) {
+    if (!in_need || !e->outs || !e->api_outs || !e->ins || !e->need) {
         free(in_need);
         mge_exec_free(e);
         return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
     }
+    if ((s = e->hif->open(0, e->threads, be, &e->host, err))) {
+        e->host = NULL;
+        free(in_need);
+        mge_exec_free(e);
+        return s;
+    }
+    e->hif->info(e->host, &e->hinfo);
     memcpy(e->outs, outs, sizeof(int) * (size_t)nout);
+    memcpy(e->api_outs, outs, sizeof(int) * (size_t)nout);
     mge_graph_needed(g, nout, outs, e->need, in_need);
     /* A requested output that is itself an input needs that input too. */
     for (int i = 0; i < g->ninputs; i++)
@@ -214,28 +382,74 @@ mge_status mge_exec_create(const mge_graph *g, const mge_exec_opts *o, mge_exec 
         if (in_need[i])
             e->ins[e->nin++] = g->inputs[i];
     free(in_need);
-    for (int i = 0; i < g->nnodes; i++) {
+
+    if (dbe != mge_backend_cpu_iface()) {
+        if (share && share->dc) {
+            e->dc = share->dc;
+            e->dc->refs++;
+        } else if ((s = devctx_open(dbe, dindex, dspec, e->threads, be, g->nvalues, &e->dc, err))) {
+            mge_exec_free(e);
+            return s;
+        }
+        if ((s = mge_place(g, e->need, nout, outs, e->training, place_query, e->dc, e->dc->home, &e->placed, err))) {
+            mge_exec_free(e);
+            return s;
+        }
+        e->is_placed = 1;
+        e->g = &e->placed.g;
+        memcpy(e->outs, e->placed.outs, sizeof(int) * (size_t)nout);
+        for (int v = 0; v < g->nvalues; v++)
+            if (is_persistent(&g->values[v]) && e->placed.vdev[v])
+                e->dc->home[v] = 1;
+        /* the placed graph holds only needed nodes */
+        free(e->need);
+        nn = (size_t)(e->g->nnodes ? e->g->nnodes : 1);
+        nv = (size_t)(e->g->nvalues ? e->g->nvalues : 1);
+        if (!(e->need = malloc(nn)) || !(e->ev = calloc(nv, sizeof *e->ev))) {
+            mge_exec_free(e);
+            return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+        }
+        memset(e->need, 1, nn);
+    }
+    const mge_graph *rg = e->g;
+    e->vneed = calloc(nv, 1);
+    e->qowned = calloc(nv, 1);
+    e->t = calloc(nv, sizeof *e->t);
+    e->copies = calloc((size_t)nout, sizeof *e->copies);
+    e->res = calloc((size_t)nout, sizeof *e->res);
+    if (!e->vneed || !e->qowned || !e->t || !e->copies || !e->res) {
+        mge_exec_free(e);
+        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < rg->nnodes; i++) {
         if (!e->need[i])
             continue;
-        const mge_node *n = &g->nodes[i];
+        const mge_node *n = &rg->nodes[i];
         for (int k = 0; k < n->nin; k++)
             e->vneed[n->in[k]] = 1;
         for (int k = 0; k < n->nout; k++)
             e->vneed[n->out[k]] = 1;
     }
     for (int k = 0; k < nout; k++)
-        e->vneed[outs[k]] = 1;
+        e->vneed[e->outs[k]] = 1;
     e->run = e->need;
     if (o->preprocess && !e->training && (s = mark_preprocess(e, err))) {
         mge_exec_free(e);
         return s;
     }
-    if (e->threads > 1 && !(e->pool = mge_pool_create(e->threads))) {
-        mge_exec_free(e);
-        return mge_error_set(err, MGE_ERR_NOMEM, "cannot create a pool of %d threads", o->threads);
-    }
     *out = e;
     return MGE_OK;
+}
+
+mge_status mge_exec_create(const mge_graph *g, const mge_exec_opts *o, mge_exec **out, mge_error *err)
+{
+    return exec_create(g, o, NULL, out, err);
+}
+
+mge_status mge_exec_create_shared(const mge_graph *g, const mge_exec_opts *o, mge_exec *with, mge_exec **out,
+                                  mge_error *err)
+{
+    return exec_create(g, o, with, out, err);
 }
 
 int mge_exec_ninputs(const mge_exec *e)
@@ -255,7 +469,34 @@ int mge_exec_noutputs(const mge_exec *e)
 
 int mge_exec_output(const mge_exec *e, int i)
 {
-    return i >= 0 && i < e->nout ? e->outs[i] : -1;
+    return i >= 0 && i < e->nout ? e->api_outs[i] : -1;
+}
+
+const mge_graph *mge_exec_graph(const mge_exec *e)
+{
+    return e->g;
+}
+
+const char *mge_exec_node_device(const mge_exec *e, int node)
+{
+    if (node < 0 || node >= e->g->nnodes)
+        return NULL;
+    return node_dev(e, node) ? e->dc->be->name : "cpu";
+}
+
+int mge_exec_value_on_device(const mge_exec *e, int v)
+{
+    return v >= 0 && v < e->g->nvalues && value_dev(e, v);
+}
+
+const char *mge_exec_device(const mge_exec *e)
+{
+    return e->dc ? e->dc->name : "cpu";
+}
+
+const char *mge_exec_device_info(const mge_exec *e)
+{
+    return e->dc ? e->dc->info.name : e->hinfo.name;
 }
 
 void mge_exec_set_hook(mge_exec *e, mge_exec_hook fn, void *ud)
@@ -266,12 +507,19 @@ void mge_exec_set_hook(mge_exec *e, mge_exec_hook fn, void *ud)
 
 void mge_exec_set_task_hook(mge_exec *e, mge_exec_task_hook fn, void *ud)
 {
-    mge_pool_set_hook(e->pool, fn, ud);
+    if (e->hif->set_task_hook)
+        e->hif->set_task_hook(e->host, fn, ud);
 }
 
 void mge_exec_set_seed(mge_exec *e, uint64_t seed)
 {
     mge_rng_seed(&e->rng, seed);
+}
+
+void mge_exec_mark_changed(mge_exec *e, int value)
+{
+    if (e->dc && value >= 0 && value < e->dc->nvalues)
+        e->dc->valid[value] = 0;
 }
 
 const mge_tensor *mge_exec_result(const mge_exec *e, int i)
@@ -283,24 +531,29 @@ const mge_tensor *mge_exec_result(const mge_exec *e, int i)
 
 /* ---------------------------------------------------------------- plans */
 
-/* *buf holds at least need bytes (allocated even for 0, so it is never
- * NULL after a success); what it held is dropped. */
-static mge_status grow(void **buf, size_t *cap, size_t need, const char *what, mge_error *err)
+/* *buf holds at least need bytes of device d's memory (allocated even for
+ * 0, so it is never NULL after a success); what it held is dropped. */
+static mge_status grow(mge_exec *e, int d, void **buf, size_t *cap, size_t need, const char *what, mge_error *err)
 {
     if (*buf && need <= *cap)
         return MGE_OK;
-    mge_aligned_free(*buf);
+    const mge_backend_iface *be = d ? e->dc->be : e->hif;
+    mge_device *dev = d ? e->dc->dev : e->host;
+    if (d && *buf && (be->sync(dev, err)))
+        return err ? err->code : MGE_ERR_INVALID;
+    be->free(dev, *buf);
     *cap = 0;
-    if (!(*buf = mge_aligned_alloc(need ? need : 64)))
-        return mge_error_set(err, MGE_ERR_NOMEM, "cannot allocate %zu bytes of %s", need, what);
+    if (!(*buf = be->alloc(dev, need ? need : 64)))
+        return mge_error_set(err, MGE_ERR_NOMEM, "cannot allocate %zu bytes of %s on %s", need, what,
+                             d ? e->dc->name : "cpu");
     *cap = need;
     return MGE_OK;
 }
 
 /* Node output v laid out by plan p: shape from the plan, data at its
- * offset in arena (views outside the arena get theirs when their node
- * runs). */
-static void plan_tensor(mge_tensor *t, const mge_graph *g, const mge_plan *p, int v, void *arena)
+ * offset in its device's arena (views outside the arena get theirs when
+ * their node runs). */
+static void plan_tensor(mge_tensor *t, const mge_graph *g, const mge_plan *p, int v, void *const *arena, int d)
 {
     memset(t, 0, sizeof *t);
     t->q.axis = -1;
@@ -309,7 +562,14 @@ static void plan_tensor(mge_tensor *t, const mge_graph *g, const mge_plan *p, in
     memcpy(t->dims, &p->dims[(size_t)v * MGE_MAX_DIMS], sizeof t->dims);
     t->nbytes = p->nbytes[v];
     if (p->offset[v] >= 0)
-        t->data = (char *)arena + p->offset[v];
+        t->data = (char *)arena[d] + p->offset[v];
+}
+
+static mge_status build_plan(mge_exec *e, const char *need, int64_t batch, int nout, const int *outs, mge_plan *p,
+                             mge_error *err)
+{
+    return mge_plan_build(e->g, need, batch, nout, outs, e->be, e->threads,
+                          e->is_placed ? e->placed.vdev : NULL, p, err);
 }
 
 /* The plan for batch, from the cache or built (then cached as most recent). */
@@ -324,7 +584,7 @@ static mge_status get_plan(mge_exec *e, int64_t batch, mge_plan **pp, mge_error 
             return MGE_OK;
         }
     mge_plan p;
-    mge_status s = mge_plan_build(e->g, e->run, batch, e->nout, e->outs, e->be, e->threads, &p, err);
+    mge_status s = build_plan(e, e->run, batch, e->nout, e->outs, &p, err);
     if (s)
         return s;
     if (e->nplans == PLAN_CACHE)
@@ -363,8 +623,58 @@ mge_status mge_exec_live_bytes(mge_exec *e, int64_t batch, size_t *live, mge_err
     return mge_plan_live(e->g, e->run, e->nout, e->outs, p, live, err);
 }
 
-/* ---------------------------------------------------------------- running */
+mge_status mge_exec_device_stats(mge_exec *e, mge_devstats *st, size_t *arena, size_t *lower_bound,
+                                 size_t *persistent, mge_error *err)
+{
+    mge_devstats z;
+    memset(&z, 0, sizeof z);
+    if (st)
+        *st = z;
+    if (arena)
+        *arena = 0;
+    if (lower_bound)
+        *lower_bound = 0;
+    if (persistent)
+        *persistent = 0;
+    if (!e->dc)
+        return MGE_OK;
+    if (st && e->dc->be->stats)
+        e->dc->be->stats(e->dc->dev, st);
+    if (persistent)
+        *persistent = e->dc->persistent;
+    if (arena || lower_bound) {
+        mge_plan *p;
+        mge_status s = plan_for(e, -1, &p, err);
+        if (s)
+            return s;
+        if (arena)
+            *arena = p->dev_arena[1];
+        if (lower_bound)
+            *lower_bound = p->dev_lower[1];
+    }
+    return MGE_OK;
+}
 
+mge_status mge_exec_sync_params(mge_exec *e, mge_error *err)
+{
+    devctx *dc = e->dc;
+    if (!dc)
+        return MGE_OK;
+    mge_status s = dc->be->sync(dc->dev, err);
+    for (int v = 0; v < dc->nvalues && !s; v++) {
+        if (!dc->home[v] || !dc->valid[v] || !dc->buf[v])
+            continue;
+        mge_tensor *d = e->src->values[v].data;
+        if (!d || !d->data || d->nbytes != dc->bytes[v])
+            continue;
+        s = dc->be->download(dc->dev, d->data, dc->buf[v], d->nbytes, err);
+    }
+    if (!s)
+        s = dc->be->sync(dc->dev, err);
+    return s;
+}
+
+/* ---------------------------------------------------------------- running */
 /* Checks inputs against their templates; the batch is what N stands for
  * (1 when no needed input has N). */
 static mge_status check_inputs(const mge_exec *e, const mge_tensor *const *inputs, int64_t *batch, mge_error *err)
@@ -451,19 +761,52 @@ static mge_status bind(mge_exec *e, const mge_plan *p, const mge_tensor *const *
             continue;
         }
         if (val->kind != MGE_VAL_NODE) {
-            const mge_tensor *d = val->data;
+            int sv = e->is_placed && e->placed.shadow_of[v] >= 0 ? e->placed.shadow_of[v] : v;
+            const mge_tensor *d = e->src->values[sv].data;
             if (!d || (!d->data && d->nbytes))
                 return mge_error_set(err, MGE_ERR_INVALID, "%s '%s' has no data (load weights or initialize it)",
                                      val->kind == MGE_VAL_PARAM ? "param" : val->kind == MGE_VAL_STATE ? "state"
                                                                                                        : "const",
                                      val->name);
             borrow(t, d);
+            if (value_dev(e, v)) {
+                mge_status s = store_get(e, sv, &t->data, err);
+                if (s)
+                    return s;
+            }
             continue;
         }
-        plan_tensor(t, g, p, v, e->arena);
+        plan_tensor(t, g, p, v, e->arena, value_dev(e, v));
     }
     for (int i = 0; i < e->nin; i++)
         borrow(&e->t[e->ins[i]], inputs[i]);
+    return MGE_OK;
+}
+
+/* A copy node: queued on the device; a copy down gets an event the host
+ * readers wait for. */
+static mge_status run_copy(mge_exec *e, const mge_node *n, mge_tensor *x, mge_tensor *y, mge_error *err)
+{
+    devctx *dc = e->dc;
+    if (y->nbytes != x->nbytes)
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: copy of %zu bytes into %zu", n->name, x->nbytes, y->nbytes);
+    y->layout = x->layout;
+    y->q = x->q;
+    y->q.scale = NULL;
+    y->q.nscale = 0;
+    if (!dc)
+        return MGE_OK;
+    int to = (int)mge_node_int(n, MGE_KEY_to, 0);
+    if (to)
+        return dc->be->upload(dc->dev, y->data, x->data, x->nbytes, err);
+    mge_status s = dc->be->download(dc->dev, y->data, x->data, x->nbytes, err);
+    if (s)
+        return s;
+    int v = n->out[0];
+    if (e->ev[v])
+        dc->be->event_free(dc->dev, e->ev[v]);
+    if (!(e->ev[v] = dc->be->event_record(dc->dev)))
+        return mge_error_set(err, MGE_ERR_NOMEM, "%s: cannot record an event", n->name);
     return MGE_OK;
 }
 
@@ -489,31 +832,78 @@ static mge_status run_node(mge_exec *e, const mge_plan *p, int i, mge_error *err
                                  in[0]->nbytes);
         return MGE_OK;
     }
+    int d = node_dev(e, i);
+    if (e->is_placed && n->op == MGE_OP_COPY) {
+        mge_status s = run_copy(e, n, in[0], out[0], err);
+        if (s)
+            mge_error_prefix(err, "%s", n->name);
+        return s;
+    }
+    if (e->ev && !d)
+        for (int k = 0; k < n->nin; k++) {
+            mge_event **ev = &e->ev[n->in[k]];
+            if (!*ev)
+                continue;
+            mge_status s = e->dc->be->event_wait(e->dc->dev, *ev, err);
+            e->dc->be->event_free(e->dc->dev, *ev);
+            *ev = NULL;
+            if (s)
+                return s;
+        }
     mge_dtype dt = n->nin > 0 ? in[0]->dtype : MGE_F32;
-    const mge_kernel *k = mge_backend_kernel(e->be, n->op, dt);
+    const mge_kernel *k;
+    if (d) {
+        mge_tdesc tin[64], tout[4];
+        for (int j = 0; j < n->nin; j++) {
+            tin[j].dtype = in[j]->dtype;
+            tin[j].ndim = in[j]->ndim;
+            memcpy(tin[j].dims, in[j]->dims, sizeof tin[j].dims);
+        }
+        for (int j = 0; j < n->nout; j++) {
+            tout[j].dtype = out[j]->dtype;
+            tout[j].ndim = out[j]->ndim;
+            memcpy(tout[j].dims, out[j]->dims, sizeof tout[j].dims);
+        }
+        k = e->dc->be->kernel(e->dc->dev, n, n->nin, tin, n->nout, tout);
+    } else {
+        k = mge_backend_kernel(e->be, n->op, dt);
+    }
     if (!k || !k->run)
-        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no %s kernel for %s on backend %s", n->name, oi->name,
-                             mge_dtype_name(dt), e->be->name);
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no %s kernel for %s on %s", n->name, oi->name,
+                             mge_dtype_name(dt), d ? e->dc->name : e->be->name);
     mge_kctx ctx;
     memset(&ctx, 0, sizeof ctx);
-    ctx.pool = e->pool;
     ctx.threads = e->threads;
-    ctx.ws = p->ws[i] ? e->ws : NULL;
+    ctx.ws = p->ws[i] ? e->ws[d] : NULL;
     ctx.ws_size = p->ws[i];
     ctx.training = e->training;
     ctx.rng = &e->rng;
-    mge_status s = k->run(&ctx, n, in, out, err);
-    for (int o = 0; o < n->nout; o++)
-        if (out[o]->q.scale)
-            e->qowned[n->out[o]] = 1;
+    mge_status s = d ? e->dc->be->launch(e->dc->dev, k, &ctx, n, in, out, err)
+                     : e->hif->launch(e->host, k, &ctx, n, in, out, err);
+    if (!d)
+        for (int o = 0; o < n->nout; o++)
+            if (out[o]->q.scale)
+                e->qowned[n->out[o]] = 1;
     if (s)
         mge_error_prefix(err, "%s", n->name);
     return s;
 }
 
+/* Per-device arenas of plan p (the scratch too). */
+static mge_status grow_all(mge_exec *e, const mge_plan *p, void **arenas, size_t *caps, mge_error *err)
+{
+    for (int d = 0; d < (e->dc ? 2 : 1); d++) {
+        mge_status s;
+        if ((s = grow(e, d, &arenas[d], &caps[d], p->dev_arena[d], "arena", err)) ||
+            (s = grow(e, d, &e->ws[d], &e->ws_cap[d], p->dev_ws[d], "kernel scratch", err)))
+            return s;
+    }
+    return MGE_OK;
+}
+
 /* Runs the preprocessed nodes once (see the top of the file): a plan of
  * their own at batch 1 (they do not depend on the batch) whose outputs are
- * the results the per-run nodes or the caller read, in an arena that lives
+ * the results the per-run nodes or the caller read, in arenas that live
  * as long as e. bind() has bound the params, state and consts they read. */
 static mge_status preprocess(mge_exec *e, mge_error *err)
 {
@@ -540,19 +930,18 @@ static mge_status preprocess(mge_exec *e, mge_error *err)
             }
         }
     }
-    if ((s = mge_plan_build(g, e->pre, 1, nf, front, e->be, e->threads, &pp, err)))
+    if ((s = build_plan(e, e->pre, 1, nf, front, &pp, err)))
         goto out;
     built = 1;
-    size_t pre_cap = 0;   /* drops what an earlier, failed attempt left */
-    if ((s = grow(&e->pre_arena, &pre_cap, pp.st.arena_bytes, "preprocessed weights", err)) ||
-        (s = grow(&e->ws, &e->ws_cap, pp.st.workspace_bytes, "kernel scratch", err)))
+    size_t pre_cap[2] = {0, 0};   /* drops what an earlier, failed attempt left */
+    if ((s = grow_all(e, &pp, e->pre_arena, pre_cap, err)))
         goto out;
     for (int i = 0; i < g->nnodes; i++) {
         if (!e->pre[i])
             continue;
         const mge_node *n = &g->nodes[i];
         for (int k = 0; k < n->nout; k++)
-            plan_tensor(&e->t[n->out[k]], g, &pp, n->out[k], e->pre_arena);
+            plan_tensor(&e->t[n->out[k]], g, &pp, n->out[k], e->pre_arena, value_dev(e, n->out[k]));
         if ((s = run_node(e, &pp, i, err)))
             goto out;
         for (int k = 0; k < n->nout; k++) {
@@ -562,6 +951,9 @@ static mge_status preprocess(mge_exec *e, mge_error *err)
             e->qowned[v] = 0;
         }
     }
+    /* the scratch is shared with the per-run nodes */
+    if (e->dc && (s = e->dc->be->sync(e->dc->dev, err)))
+        goto out;
     e->pre_done = 1;
 out:
     if (built)
@@ -594,23 +986,9 @@ static mge_status set_results(mge_exec *e, const mge_plan *p, mge_error *err)
     return MGE_OK;
 }
 
-mge_status mge_exec_run(mge_exec *e, const mge_tensor *const *inputs, mge_error *err)
+static mge_status run_all(mge_exec *e, mge_plan *p, mge_error *err)
 {
-    int64_t batch;
-    mge_plan *p;
     mge_status s;
-    for (int i = 0; i < e->nout; i++)
-        e->res[i] = NULL;
-    if ((s = check_inputs(e, inputs, &batch, err)) || (s = get_plan(e, batch, &p, err)))
-        return s;
-    if ((s = grow(&e->arena, &e->arena_cap, p->st.arena_bytes, "arena", err)) ||
-        (s = grow(&e->ws, &e->ws_cap, p->st.workspace_bytes, "kernel scratch", err)) ||
-        (s = bind(e, p, inputs, err)))
-        return s;
-    e->last_batch = batch;
-    /* our pool splits BLAS calls (lib/blas.c); set on every run in case the
-     * embedding program changed it since */
-    mge_blas_set_threads(1);
     if (e->pre && !e->pre_done && (s = preprocess(e, err)))
         return s;
     for (int i = 0; i < e->g->nnodes; i++) {
@@ -619,10 +997,47 @@ mge_status mge_exec_run(mge_exec *e, const mge_tensor *const *inputs, mge_error 
         if (e->hook)
             e->hook(e->hook_ud, i, 0);
         s = run_node(e, p, i, err);
+        /* a profiler times the node, not its launch */
+        if (!s && e->hook && e->dc && node_dev(e, i))
+            s = e->dc->be->sync(e->dc->dev, err);
         if (e->hook)
             e->hook(e->hook_ud, i, 1);
         if (s)
             return s;
     }
+    return MGE_OK;
+}
+
+mge_status mge_exec_run(mge_exec *e, const mge_tensor *const *inputs, mge_error *err)
+{
+    int64_t batch = 1;
+    mge_plan *p;
+    mge_status s;
+    for (int i = 0; i < e->nout; i++)
+        e->res[i] = NULL;
+    if ((s = check_inputs(e, inputs, &batch, err)) || (s = get_plan(e, batch, &p, err)))
+        return s;
+    if ((s = grow_all(e, p, e->arena, e->arena_cap, err)) || (s = bind(e, p, inputs, err)))
+        return s;
+    e->last_batch = batch;
+    if (e->hif->begin)
+        e->hif->begin(e->host);
+    if (e->dc && e->dc->be->begin)
+        e->dc->be->begin(e->dc->dev);
+    s = run_all(e, p, err);
+    if (e->dc) {
+        /* the results are on the host only once the queue has run */
+        mge_error serr;
+        mge_status ss = e->dc->be->sync(e->dc->dev, s ? &serr : err);
+        if (!s)
+            s = ss;
+        for (int v = 0; v < e->g->nvalues; v++)
+            if (e->ev[v]) {
+                e->dc->be->event_free(e->dc->dev, e->ev[v]);
+                e->ev[v] = NULL;
+            }
+    }
+    if (s)
+        return s;
     return set_results(e, p, err);
 }

@@ -4,6 +4,7 @@
  * transpose: dy transposed with the inverse permutation.
  * concat: each input's gradient is its slice of dy along the axis.
  * slice: slice_grad scatters dy back into zeros of x's shape.
+ * copy: dy, copied back to where x lives.
  * The gradient ops themselves (reshape_as, slice_grad) have no rule. */
 #include "internal.h"
 
@@ -84,6 +85,13 @@ mge_status mge_shape_grad(mge_graph *g, int node, const int *dy, const char *wan
             off += len;
         }
         return MGE_OK;
+    }
+    case MGE_OP_COPY: {
+        if (!want[0])
+            return MGE_OK;
+        mge_attr ca = {.key = MGE_KEY_to, .n = 1, .i = {attrs[0].i[0] ? 0 : 1}};
+        dx[0] = mge_grad_emit(g, base, MGE_OP_COPY, 1, &dy[0], 1, &ca, 1, NULL, err);
+        return dx[0] < 0 ? emit_fail(err) : MGE_OK;
     }
     case MGE_OP_SLICE: {
         if (!want[0])

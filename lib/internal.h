@@ -264,14 +264,20 @@ typedef struct mge_plan {
     int64_t *offset;         /* per value: arena offset, or -1 when not in the arena */
     int *alias;              /* per value: value whose buffer it shares (in-place/view), or -1 */
     size_t *ws;              /* per node: scratch bytes */
-    mge_plan_stats st;
+    size_t dev_arena[2];     /* per device (0 host, 1 the executor's device): arena bytes */
+    size_t dev_lower[2];     /* its lower bound */
+    size_t dev_ws[2];        /* the largest scratch of a node there */
+    mge_plan_stats st;       /* arena and lower bound summed over the devices */
 } mge_plan;
 
-/* Plans the nodes with need[i] != 0 at the given batch. ws_fn (may be NULL)
+/* Plans the nodes with need[i] != 0 at the given batch. be (may be NULL)
  * gives per-node scratch sizes. Graph outputs are planned in the arena like
- * any other value; inputs, params, state and consts are not. */
+ * any other value; inputs, params, state and consts are not. vdev (per
+ * value, NULL: all on the host) says which device's arena holds a value:
+ * one arena per device, planned alike. */
 mge_status mge_plan_build(const mge_graph *g, const char *need, int64_t batch, int nout, const int *outs,
-                          const mge_backend *be, int threads, mge_plan *p, mge_error *err);
+                          const mge_backend *be, int threads, const signed char *vdev, mge_plan *p,
+                          mge_error *err);
 void mge_plan_free(mge_plan *p);
 /* Planned arena bytes live while each needed node runs (live[nnodes]; 0 for
  * nodes that do not run); the largest entry is the plan's lower bound. */
@@ -281,6 +287,11 @@ mge_status mge_plan_live(const mge_graph *g, const char *need, int nout, const i
 /* ---------------------------------------------------------------- misc */
 
 char *mge_strdup(const char *s);
+/* mge_exec_create whose device and device-resident values are with's
+ * (with outlives the new executor): the trainer's eval executor reads the
+ * params its training executor updates on the device. */
+mge_status mge_exec_create_shared(const mge_graph *g, const mge_exec_opts *o, mge_exec *with, mge_exec **out,
+                                  mge_error *err);
 /* FNV-1a of a C string: name lookup and per-name RNG streams. */
 uint64_t mge_hash_str(const char *s);
 char *mge_strndup(const char *s, size_t n);

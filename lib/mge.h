@@ -400,6 +400,11 @@ typedef struct mge_exec_opts {
                                 once, on the first run, and keep their results; the caller
                                 promises not to change those values afterwards. Ignored when
                                 training. */
+    const char *device;      /* "cpu" (NULL), "sim", "cuda:0", ...: nodes the device has kernels
+                                for run there, the rest on the host, with explicit copies between
+                                (mge_exec_graph shows them). Params, state and consts the device
+                                reads are uploaded at the first run; a caller that changes one
+                                afterwards calls mge_exec_mark_changed. */
 } mge_exec_opts;
 
 mge_status mge_exec_create(const mge_graph *g, const mge_exec_opts *o, mge_exec **out, mge_error *err);
@@ -418,8 +423,51 @@ const mge_tensor *mge_exec_result(const mge_exec *e, int i);
 /* Plan figures for the last run's batch (or batch 1 before any run). */
 mge_status mge_exec_stats(mge_exec *e, int64_t batch, mge_plan_stats *st, mge_error *err);
 
+/* The graph the executor runs: the caller's graph on the cpu; on another
+ * device a placed copy of the needed nodes with copy nodes between devices
+ * (value indices of the caller's graph are kept; node indices are not).
+ * Node indices in hooks and mge_exec_live_bytes are this graph's. */
+const mge_graph *mge_exec_graph(const mge_exec *e);
+/* Where node i of mge_exec_graph runs: "cpu" or the device's backend name. */
+const char *mge_exec_node_device(const mge_exec *e, int node);
+/* Whether value v of mge_exec_graph lives on the device (not the host). */
+int mge_exec_value_on_device(const mge_exec *e, int v);
+/* The executor's device ("cpu", "sim", ...) and its description. */
+const char *mge_exec_device(const mge_exec *e);
+const char *mge_exec_device_info(const mge_exec *e);
+
+/* Counters of a device (copies are counted by the device they go to or come from). */
+typedef struct mge_devstats {
+    int64_t uploads, downloads, d2d;          /* copy calls */
+    int64_t upload_bytes, download_bytes, d2d_bytes;
+    int64_t launches;                         /* kernels queued */
+    size_t mem_in_use, mem_peak;              /* bytes the device allocated */
+} mge_devstats;
+/* The executor's device counters (all zero on the cpu), and the device's
+ * part of the plan: arena bytes on the device (arena, and the lower bound
+ * of what is live there at once) and persistent bytes (params, state and
+ * consts uploaded once). Any pointer may be NULL. */
+mge_status mge_exec_device_stats(mge_exec *e, mge_devstats *st, size_t *arena, size_t *lower_bound,
+                                 size_t *persistent, mge_error *err);
+/* Writes the values the device keeps and updates (trained params, moments,
+ * batchnorm statistics) back into the graph's host tensors; a no-op on the
+ * cpu. Call it before reading params after training steps. */
+mge_status mge_exec_sync_params(mge_exec *e, mge_error *err);
+/* The caller changed param/state/const value v of its graph (a learning
+ * rate, a reloaded weight): the next run uploads it again. */
+void mge_exec_mark_changed(mge_exec *e, int value);
+/* The device names this build knows: built in, plugins it knows of and
+ * plugins found on the search path ("cpu, sim, cuda"). */
+const char *mge_device_names(void);
+/* Whether spec ("sim", "cuda:1") names one of them. */
+int mge_device_known(const char *spec);
+/* Finds spec's backend (loading its plugin) and opens and closes the
+ * device: the error says which plugin was looked for where, or what the
+ * device's driver said. */
+mge_status mge_device_check(const char *spec, mge_error *err);
+
 /* Per-node hook (profiler, tracing): called before (phase 0) and after (phase 1)
- * each node. */
+ * each node (on a device, after the node has finished there). */
 typedef void (*mge_exec_hook)(void *ud, int node, int phase);
 /* Reseeds the generator of training-mode randomness (dropout). Training
  * reseeds it before every step from (seed, step), so a resumed run draws
@@ -753,6 +801,7 @@ typedef struct mge_train_opts {
     mge_optim_opts optim;
     int threads;             /* 0 = 1 */
     const char *backend;     /* NULL = "cpu" */
+    const char *device;      /* NULL = "cpu"; see mge_exec_opts */
     uint64_t seed;           /* training-mode randomness (dropout): reseeded from (seed, step) every step */
 } mge_train_opts;
 

@@ -238,6 +238,7 @@ mge_status mge_shape_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *ou
     case MGE_OP_SLICE: return slice_infer(n, &in[0], out, err);
     case MGE_OP_RESHAPE_AS: return reshape_as_infer(&in[0], &in[1], out, err);
     case MGE_OP_SLICE_GRAD: return slice_grad_infer(n, &in[0], &in[1], out, err);
+    case MGE_OP_COPY: *out = in[0]; return MGE_OK;
     }
     return mge_error_set(err, MGE_ERR_INVALID, "op %d is not a shape op", n->op);
 }

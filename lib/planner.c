@@ -192,7 +192,7 @@ static size_t node_ws(const mge_graph *g, const mge_node *n, const mge_plan *p, 
 }
 
 mge_status mge_plan_build(const mge_graph *g, const char *need, int64_t batch, int nout, const int *outs,
-                          const mge_backend *be, int threads, mge_plan *p, mge_error *err)
+                          const mge_backend *be, int threads, const signed char *vdev, mge_plan *p, mge_error *err)
 {
     const int nv = g->nvalues, nn = g->nnodes;
     const size_t nva = (size_t)(nv ? nv : 1), nna = (size_t)(nn ? nn : 1);
@@ -211,6 +211,7 @@ mge_status mge_plan_build(const mge_graph *g, const char *need, int64_t batch, i
     int *root = malloc(nva * sizeof *root);
     pbuf *b = malloc(nva * sizeof *b);
     int64_t *live = NULL;
+    pbuf *db = NULL;
     if (!p->ndims || !p->dims || !p->nbytes || !p->offset || !p->alias || !p->ws || !last || !bufof || !root || !b) {
         s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
         goto out;
@@ -285,41 +286,59 @@ mge_status mge_plan_build(const mge_graph *g, const char *need, int64_t batch, i
         p->ws[i] = (flags & MGE_OPF_ALIAS) ? 0 : node_ws(g, n, p, be, threads);
         if (p->ws[i] > p->st.workspace_bytes)
             p->st.workspace_bytes = p->ws[i];
+        int nd = vdev && n->nout > 0 ? vdev[n->out[0]] : 0;
+        if (p->ws[i] > p->dev_ws[nd])
+            p->dev_ws[nd] = p->ws[i];
         step++;
     }
 
-    /* Lower bound: the most bytes live at one step. */
+    /* Per device (one arena each; all on the host without vdev): the lower
+     * bound (the most bytes live at one step), then the offsets. */
     live = calloc((size_t)end_step + 2, sizeof *live);
-    if (!live) {
+    db = malloc(sizeof *db * (size_t)(nb ? nb : 1));
+    if (!live || !db) {
         s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
         goto out;
     }
     size_t total = 0;
-    for (int k = 0; k < nb; k++) {
-        if (b[k].size > (size_t)INT64_MAX - total) {
-            s = mge_error_set(err, MGE_ERR_SHAPE, "batch %lld: buffers beyond the address space", (long long)batch);
+    for (int d = 0; d < 2; d++) {
+        memset(live, 0, sizeof *live * ((size_t)end_step + 2));
+        int nd = 0;
+        for (int k = 0; k < nb; k++) {
+            if ((vdev ? vdev[b[k].root] : 0) != d)
+                continue;
+            if (b[k].size > (size_t)INT64_MAX - total) {
+                s = mge_error_set(err, MGE_ERR_SHAPE, "batch %lld: buffers beyond the address space",
+                                  (long long)batch);
+                goto out;
+            }
+            live[b[k].start] += (int64_t)b[k].size;
+            live[b[k].end + 1] -= (int64_t)b[k].size;
+            total += b[k].size;
+            db[nd++] = b[k];
+        }
+        int64_t run = 0, peak = 0;
+        for (int t = 0; t <= end_step; t++) {
+            run += live[t];
+            if (run > peak)
+                peak = run;
+        }
+        size_t arena;
+        if (!place_all(db, nd, &arena)) {
+            s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
             goto out;
         }
-        live[b[k].start] += (int64_t)b[k].size;
-        live[b[k].end + 1] -= (int64_t)b[k].size;
-        total += b[k].size;
-    }
-    int64_t run = 0, peak = 0;
-    for (int t = 0; t <= end_step; t++) {
-        run += live[t];
-        if (run > peak)
-            peak = run;
-    }
-    size_t arena;
-    if (!place_all(b, nb, &arena)) {
-        s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
-        goto out;
+        for (int k = 0, j = 0; k < nb; k++)
+            if ((vdev ? vdev[b[k].root] : 0) == d)
+                b[k].off = db[j++].off;
+        p->dev_arena[d] = arena;
+        p->dev_lower[d] = (size_t)peak;
     }
     for (int v = 0; v < nv; v++)
         if (bufof[v] >= 0)
             p->offset[v] = b[bufof[v]].off;
-    p->st.arena_bytes = arena;
-    p->st.lower_bound = (size_t)peak;
+    p->st.arena_bytes = p->dev_arena[0] + p->dev_arena[1];
+    p->st.lower_bound = p->dev_lower[0] + p->dev_lower[1];
     p->st.no_reuse_bytes = total;
     p->st.nbuffers = nb;
 out:
@@ -327,6 +346,7 @@ out:
     free(bufof);
     free(root);
     free(b);
+    free(db);
     free(live);
     if (s)
         mge_plan_free(p);
@@ -348,7 +368,7 @@ mge_status mge_plan_graph(const mge_graph *g, int64_t batch, int nout, const int
         return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
     mge_graph_needed(g, nout, outs, need, NULL);
     mge_plan p;
-    mge_status s = mge_plan_build(g, need, batch, nout, outs, mge_backend_cpu(), 1, &p, err);
+    mge_status s = mge_plan_build(g, need, batch, nout, outs, mge_backend_cpu(), 1, NULL, &p, err);
     free(need);
     if (s)
         return s;

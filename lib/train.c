@@ -23,8 +23,8 @@ void mge_trainer_free(mge_trainer *t)
 {
     if (!t)
         return;
+    mge_exec_free(t->eval);   /* it shares the training executor's device */
     mge_exec_free(t->train);
-    mge_exec_free(t->eval);
     mge_graph_free(t->g);
     free(t->ins);
     free(t->tr_map);
@@ -159,12 +159,14 @@ mge_status mge_trainer_create(const mge_graph *model, const mge_train_opts *o, m
     }
     memcpy(outs + no, updates, sizeof(int) * (size_t)nu);
     mge_exec_opts to = {.threads = o->threads, .backend = o->backend, .noutputs = no + nu, .outputs = outs,
-                        .training = 1};
+                        .training = 1, .device = o->device};
     if ((s = mge_exec_create(g, &to, &t->train, err)))
         goto fail;
-    mge_exec_opts eo = {.threads = o->threads, .backend = o->backend, .noutputs = no, .outputs = outs};
+    mge_exec_opts eo = {.threads = o->threads, .backend = o->backend, .noutputs = no, .outputs = outs,
+                        .device = o->device};
     t->ev_logits = t->tr_logits;
-    if ((s = mge_exec_create(g, &eo, &t->eval, err)))
+    /* on a device, eval reads the params training keeps there */
+    if ((s = mge_exec_create_shared(g, &eo, t->train, &t->eval, err)))
         goto fail;
     if ((s = map_inputs(t, t->train, &t->tr_map, err)) || (s = map_inputs(t, t->eval, &t->ev_map, err)))
         goto fail;
@@ -245,6 +247,7 @@ mge_status mge_trainer_step(mge_trainer *t, const mge_tensor *const *batch, doub
     mge_status s = mge_optim_set_hyper(t->g, t->hyper, lr, step, err);
     if (s)
         return s;
+    mge_exec_mark_changed(t->train, t->hyper);
     /* a generator per step: a resumed run draws the same dropout masks */
     uint64_t mix = t->seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(step + 1));
     mge_exec_set_seed(t->train, mix);
@@ -269,6 +272,10 @@ mge_status mge_trainer_stats(mge_trainer *t, int64_t batch, mge_plan_stats *st, 
 mge_status mge_trainer_export(const mge_trainer *t, const mge_graph *model, int with_opt, mge_graph **out,
                               mge_error *err)
 {
+    /* what the device updated comes back to the host first */
+    mge_status ss = mge_exec_sync_params(t->train, err);
+    if (ss)
+        return ss;
     mge_graph *c = mge_graph_clone(model, err);
     if (!c)
         return err ? err->code : MGE_ERR_NOMEM;

@@ -171,7 +171,7 @@ assert rows[0]["ratio"] == "1.000", rows' "$T/r.csv"
     done
     run --separate-stderr "$MGE_BENCH" "$MLP" --device cuda:0
     assert_failure 1
-    [[ "$stderr" == *"no CUDA backend"* ]]
+    [[ "$stderr" == *"no plugin libmge-cuda.so"* ]]
     run --separate-stderr "$MGE_BENCH" "$T/nosuch.mgt" --iters 2
     assert_failure 1
     [[ "$stderr" == "mge-bench: $T/nosuch.mgt: error: "* ]]

@@ -137,7 +137,7 @@ all_tools_reject() {
         assert_failure 2
         run --separate-stderr "$MGE_BIN/$tool" --device cuda:0
         assert_failure 1
-        [[ "$stderr" == *"no CUDA backend"* ]]
+        [[ "$stderr" == *"no plugin libmge-cuda.so"* ]]
         run --separate-stderr "$MGE_BIN/$tool" --version
         assert_success
         assert_output "$tool (mge) 0.1.0"

@@ -262,7 +262,7 @@ assert all(e.get("tid", 0) == 0 for e in ev)' "$T/t1.json" "$T/r.json"
     assert_output --partial "bad.npy"
     run "$MGE_PROF" "$T/mlp.mgt" --device cuda
     assert_failure 1
-    assert_output --partial "no CUDA backend"
+    assert_output --partial "no plugin libmge-cuda.so"
     run "$MGE_PROF" --device cuda:0
     assert_failure 1
 }

@@ -291,7 +291,7 @@ open(sys.argv[1], "wb").write(b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little"
     assert_failure 2
     run "$MGE_RUN" --device cuda
     assert_failure 1
-    assert_output --partial "no CUDA backend"
+    assert_output --partial "no plugin libmge-cuda.so"
     run "$MGE_RUN" --device gpu
     assert_failure 2
 }

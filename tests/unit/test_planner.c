@@ -33,7 +33,7 @@ static int input(mge_graph *g, const char *name, int ndim, const int64_t *dims)
 static int plan(const mge_graph *g, int64_t batch, mge_plan *p, char *need)
 {
     mge_graph_needed(g, g->noutputs, g->outputs, need, NULL);
-    mge_status s = mge_plan_build(g, need, batch, g->noutputs, g->outputs, mge_backend_cpu(), 1, p, &err);
+    mge_status s = mge_plan_build(g, need, batch, g->noutputs, g->outputs, mge_backend_cpu(), 1, NULL, p, &err);
     CHECK_OK(s, err);
     return s == MGE_OK;
 }
