@@ -81,10 +81,20 @@ $(B)/tests/%: tests/unit/%.c tests/unit/unit.h $(B)/libmge.a
 -include $(DEPS)
 
 # ------------------------------------------------------------------ tests
-check: all $(UNIT_BIN)
-	@PYTHON=$(PYTHON) tests/run-all $(CURDIR)/$(BINDIR) $(UNIT_BIN)
+# Device plugins the tests load through MGE_BACKEND_PATH: one without
+# kernels, one built for another backend ABI (refused by name).
+TEST_PLUGINS := $(B)/plugins/libmge-testnull.so $(B)/plugins/libmge-badabi.so
+$(B)/plugins/libmge-testnull.so: tests/plugins/testnull.c kernels/backend.h lib/internal.h lib/mge.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALLCFLAGS) -shared -o $@ $< $(ALLLDFLAGS)
+$(B)/plugins/libmge-badabi.so: tests/plugins/testnull.c kernels/backend.h lib/internal.h lib/mge.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALLCFLAGS) -DBAD_ABI -shared -o $@ $< $(ALLLDFLAGS)
 
-unit: $(UNIT_BIN)
+check: all $(UNIT_BIN) $(TEST_PLUGINS)
+	@MGE_TEST_PLUGINS=$(CURDIR)/$(B)/plugins PYTHON=$(PYTHON) tests/run-all $(CURDIR)/$(BINDIR) $(UNIT_BIN)
+
+unit: $(UNIT_BIN) $(TEST_PLUGINS)
 	@fail=0; for t in $(UNIT_BIN); do $$t || fail=1; done; test $$fail = 0
 
 # ------------------------------------------------------------------ fuzzing

@@ -76,6 +76,7 @@ typedef struct config {
     bench_inputs in;
     double first_ms;
     size_t arena;
+    size_t dev_arena, dev_persistent, dev_peak;   /* on the device; 0 on the cpu */
     double *ms;            /* timed runs */
     int n, cap;
     stats st;
@@ -390,6 +391,13 @@ static int setup(config *c, const model_ent *me, const opts *o)
         return -1;
     }
     c->arena = ps.arena_bytes;
+    mge_devstats ds;
+    if (mge_exec_device_stats(c->t ? mge_trainer_exec(c->t) : c->e, &ds, &c->dev_arena, NULL, &c->dev_persistent,
+                              &err)) {
+        cli_mge_error(where, &err);
+        return -1;
+    }
+    c->dev_peak = ds.mem_peak;
     cli_note(where, "threads %d, batch %lld: first run %.3f ms, arena %zu bytes", c->threads, (long long)c->in.batch,
              c->first_ms, c->arena);
     return 0;
@@ -569,8 +577,9 @@ static void report_json(mge_buf *b, const opts *o, const config *cs, int nc, con
     mge_buf_printf(b, "{\n  \"tool\": \"mge-bench\",\n  \"version\": \"%s\",\n  \"machine\": {\"cpu\": ",
                    MGE_VERSION_STRING);
     cli_json_str(b, cpu);
-    mge_buf_printf(b, ", \"cores\": %ld},\n  \"config\": {\"device\": \"cpu\", \"train\": %s, \"warmup\": %ld, ", cores,
-                   o->train ? "true" : "false", o->warmup);
+    mge_buf_printf(b, ", \"cores\": %ld},\n  \"config\": {\"device\": ", cores);
+    cli_json_str(b, o->co.device ? o->co.device : "cpu");
+    mge_buf_printf(b, ", \"train\": %s, \"warmup\": %ld, ", o->train ? "true" : "false", o->warmup);
     if (o->duration > 0)
         mge_buf_printf(b, "\"iters\": null, \"duration_s\": %g, ", o->duration);
     else
@@ -601,7 +610,10 @@ static void report_json(mge_buf *b, const opts *o, const config *cs, int nc, con
                 mge_buf_printf(b, ", \"%s\": ", k[j]);
             json_num(b, v[j]);
         }
-        mge_buf_printf(b, ", \"peak_rss_bytes\": %zu, \"arena_bytes\": %zu, \"runs\": %d}", rss, c->arena, c->n);
+        mge_buf_printf(b,
+                       ", \"peak_rss_bytes\": %zu, \"arena_bytes\": %zu, \"device_arena_bytes\": %zu, "
+                       "\"device_persistent_bytes\": %zu, \"device_peak_bytes\": %zu, \"runs\": %d}",
+                       rss, c->arena, c->dev_arena, c->dev_persistent, c->dev_peak, c->n);
     }
     mge_buf_printf(b, "\n  ]\n}\n");
 }
@@ -647,14 +659,16 @@ static void human_bytes(char *buf, size_t n, size_t v)
         snprintf(buf, n, "%zu B", v);
 }
 
-enum { NCOL = 16 };
+enum { NCOL = 17 };
 
 /* The text table and --md: the same cells, aligned or between pipes. */
 static void report_table(mge_buf *b, const opts *o, const config *cs, int nc, const model_ent *ms, size_t rss)
 {
     static const char *head[NCOL] = {"model",  "threads", "batch",  "load ms",   "first ms",  "min ms",
                                       "mean ms", "p50 ms", "p90 ms", "p99 ms",    "max ms",    "stddev ms",
-                                      "samples/s", "peak RSS", "arena", "ratio"};
+                                      "samples/s", "peak RSS", "arena", "ratio", "device peak"};
+    /* the device's own memory, when there is one */
+    int ncol = o->co.device && strcmp(o->co.device, "cpu") != 0 ? NCOL : NCOL - 1;
     char(*cell)[NCOL][96] = calloc((size_t)nc + 1, sizeof *cell);
     if (!cell) {
         b->failed = 1;
@@ -679,12 +693,13 @@ static void report_table(mge_buf *b, const opts *o, const config *cs, int nc, co
         human_bytes(r[13], 96, rss);
         human_bytes(r[14], 96, c->arena);
         snprintf(r[15], 96, "%.2fx", c->st.mean / cs[0].st.mean);
-        for (int j = 0; j < NCOL; j++)
+        human_bytes(r[16], 96, c->dev_peak);
+        for (int j = 0; j < ncol; j++)
             if ((int)strlen(r[j]) > width[j])
                 width[j] = (int)strlen(r[j]);
     }
     for (int i = 0; i <= nc; i++) {
-        for (int j = 0; j < NCOL; j++) {
+        for (int j = 0; j < ncol; j++) {
             /* the model name left-aligned, numbers right-aligned */
             int w = j == 0 ? -width[j] : width[j];
             if (o->fmt == FMT_MD)
@@ -694,7 +709,7 @@ static void report_table(mge_buf *b, const opts *o, const config *cs, int nc, co
         }
         mge_buf_printf(b, o->fmt == FMT_MD ? "|\n" : "\n");
         if (i == 0 && o->fmt == FMT_MD) {
-            for (int j = 0; j < NCOL; j++) {
+            for (int j = 0; j < ncol; j++) {
                 mge_buf_printf(b, "| ");
                 for (int k = 0; k < width[j] - (j > 0); k++)
                     mge_buf_put(b, "-", 1);
