@@ -28,7 +28,7 @@ SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-r
 OPT      := -O1
 else ifeq ($(SANITIZE),thread)
 # ThreadSanitizer: data races between the pool's threads (OpenBLAS is not
-# instrumented, so races inside it go unseen; lib/blas.c says why the
+# instrumented, so races inside it go unseen; kernels/cpu/cpu_blas.c says why the
 # concurrent single-threaded calls mge makes are safe)
 B        := build/tsan
 SANFLAGS := -fsanitize=thread -fno-omit-frame-pointer
@@ -62,6 +62,13 @@ $(B)/%.o: %.c
 # per element (errno for negative inputs) and cannot vectorize sqrt loops;
 # the optimize("no-math-errno") function attribute does not stop it.
 $(B)/kernels/cpu/%.o: ALLCFLAGS += -fno-math-errno
+
+# where installed device plugins live (lib/device.c looks there after the
+# directory of libmge or the tool)
+$(B)/lib/device.o: ALLCFLAGS += -DMGE_LIBDIR='"$(PREFIX)/lib"'
+# device plugins built here and installed into $(PREFIX)/lib/mge (the cuda
+# backend will be one); the test plugins are not installed
+PLUGINS :=
 
 $(B)/libmge.a: $(LIB_OBJ)
 	@rm -f $@
@@ -151,6 +158,8 @@ install: all
 	install -m 755 $(B)/libmge.so $(DESTDIR)$(PREFIX)/lib/libmge.so.0
 	ln -sf libmge.so.0 $(DESTDIR)$(PREFIX)/lib/libmge.so
 	install -m 644 lib/mge.h lib/ops.def $(DESTDIR)$(PREFIX)/include/mge/
+	install -d $(DESTDIR)$(PREFIX)/lib/mge
+	$(if $(PLUGINS),install -m 755 $(PLUGINS) $(DESTDIR)$(PREFIX)/lib/mge/)
 	$(if $(MAN1),install -m 644 $(MAN1) $(DESTDIR)$(PREFIX)/share/man/man1/)
 	$(if $(MAN5),install -m 644 $(MAN5) $(DESTDIR)$(PREFIX)/share/man/man5/)
 	$(if $(MAN7),install -m 644 $(MAN7) $(DESTDIR)$(PREFIX)/share/man/man7/)

@@ -45,7 +45,7 @@ void cli_init(const char *prog, char **argv)
     cli_argv = argv;
     /* Before any work: OpenBLAS's kernel choice is fixed when it loads, so a
      * CPU it misjudged is fixed by running again with OPENBLAS_CORETYPE set
-     * (lib/blas.c). A user's own OPENBLAS_CORETYPE is respected. */
+     * (kernels/cpu/cpu_blas.c). A user's own OPENBLAS_CORETYPE is respected. */
     if (!getenv("OPENBLAS_CORETYPE")) {
         const char *core = mge_blas_better_coretype();
         if (core && setenv("OPENBLAS_CORETYPE", core, 1) == 0)

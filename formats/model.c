@@ -100,6 +100,8 @@ mge_status mge_file_slurp(const char *path, void **buf, size_t *n, int *mapped, 
     return s;
 }
 
+static void release_mapping(mge_hostbuf *b);
+
 void mge_file_unslurp(void *buf, size_t n, int mapped)
 {
     if (!buf)
@@ -108,6 +110,12 @@ void mge_file_unslurp(void *buf, size_t n, int mapped)
         munmap(buf, n);
     else
         free(buf);
+}
+
+static void release_mapping(mge_hostbuf *b)
+{
+    mge_file_unslurp(b->p, b->n, 1);
+    free(b);
 }
 
 /* Bytes that are clearly some other kind of file get a message saying so
@@ -163,8 +171,18 @@ mge_status mge_model_load(const char *path, mge_graph **g, mge_error *err)
     s = load_mem(buf, n, dir ? dir : ".", mapped, g, err);
     free(dir);
     if (s == MGE_OK && mapped && mge_file_is_mge(buf, n)) {
-        (*g)->mapping = buf; /* the weights may point into it */
-        (*g)->mapping_size = n;
+        /* the weights may point into it */
+        mge_hostbuf *hb = malloc(sizeof *hb);
+        if (!hb) {
+            mge_graph_free(*g);
+            *g = NULL;
+            mge_file_unslurp(buf, n, mapped);
+            return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+        }
+        hb->p = buf;
+        hb->n = n;
+        hb->release = release_mapping;
+        (*g)->mapping = hb;
         return MGE_OK;
     }
     mge_file_unslurp(buf, n, mapped);

@@ -80,6 +80,9 @@ typedef struct mge_backend_iface {
     void (*begin)(mge_device *dev);
     /* optional: profilers' per-thread hook on the device's worker threads */
     void (*set_task_hook)(mge_device *dev, mge_exec_task_hook fn, void *ud);
+    /* optional: the channel block c of the blocked NCHWc layout its conv
+     * kernels run fastest in (0: none), for mge-opt's layout pass */
+    int (*nchwc_block)(void);
 
     /* optional (NULL: none): state prepared once per node from its
      * persistent inputs (weights packed at load), released with the executor */

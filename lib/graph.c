@@ -106,7 +106,7 @@ void mge_graph_free(mge_graph *g)
         free(((names *)g->names)->slot);
     free(g->names);
     if (g->mapping)
-        mge_file_unslurp(g->mapping, g->mapping_size, 1);
+        g->mapping->release(g->mapping);
     free(g);
 }
 

@@ -238,7 +238,7 @@ void mge_cpu_register_blocked(mge_backend *b);
 void mge_cpu_register_qgemm(mge_backend *b);   /* qconv2d, qlinear (cpu_qgemm.c) */
 void mge_cpu_register_quant(mge_backend *b);   /* quantize, dequantize, qadd, qs8 pools (cpu_quant.c) */
 
-/* lib/isa.c: the vector ISA kernels and passes may use (cpuid, capped by
+/* kernels/cpu/cpu_isa.c: the vector ISA kernels and passes may use (cpuid, capped by
  * MGE_CPU_ISA=baseline|avx2|avx2-vnni|avx512), and the int8 kernels' own
  * level: AVX2 (vpmaddubsw), AVX-VNNI (256-bit vpdpbusd), AVX-512 VNNI. */
 enum { MGE_ISA_BASE = 0, MGE_ISA_AVX2 = 1, MGE_ISA_AVX512 = 2 };
@@ -249,7 +249,7 @@ const char *mge_cpu_int8_name(int level);   /* "portable", "avx2", "avx-vnni", "
 
 /* OpenBLAS thread count. The executor sets it to 1: our pool is the only
  * one, and kernels call OpenBLAS from pool tasks, each on its own block
- * (several threads inside OpenBLAS at once; see lib/blas.c). */
+ * (several threads inside OpenBLAS at once; see kernels/cpu/cpu_blas.c). */
 void mge_blas_set_threads(int n);
 
 /* ---------------------------------------------------------------- planner */

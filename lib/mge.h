@@ -255,6 +255,15 @@ typedef struct mge_meta {
     char *value;                 /* text; numbers are stored as their text */
 } mge_meta;
 
+/* A host buffer of bytes tensors may borrow (a mapped model file): the
+ * graph that owns one releases it through release, so the core needs no
+ * knowledge of where it came from. */
+typedef struct mge_hostbuf {
+    void *p;
+    size_t n;
+    void (*release)(struct mge_hostbuf *b);   /* frees p and b */
+} mge_hostbuf;
+
 typedef struct mge_graph {
     int nvalues, cap_values;
     mge_value *values;
@@ -267,8 +276,7 @@ typedef struct mge_graph {
     int nmeta;
     mge_meta *meta;
     void *names;                 /* name -> value index hash (private) */
-    void *mapping;               /* mmapped .mge the tensors may point into (private) */
-    size_t mapping_size;
+    struct mge_hostbuf *mapping; /* the host buffer (an mmapped .mge) the tensors may point into, owned */
 } mge_graph;
 
 mge_graph *mge_graph_new(void);

@@ -28,7 +28,7 @@
  * winograd_weight_nchwc node (see wino_tile).
  * The measured gain is in the report of the change (resnet18/mobilenet_v2).
  * Graphs with a loss are left alone (the blocked ops have no gradient). */
-#include "internal.h"
+#include "backend.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,9 +44,10 @@
  * only regions with a depthwise conv convert (plan_round). */
 static int layout_block(void)
 {
-    /* the kernels' ISA (lib/isa.c), so MGE_CPU_ISA caps both alike */
-    int isa = mge_cpu_isa();
-    return isa >= MGE_ISA_AVX512 ? 16 : isa >= MGE_ISA_AVX2 ? 8 : 0;
+    /* the cpu backend's answer (from the ISA its kernels use), so
+     * MGE_CPU_ISA caps both alike */
+    const mge_backend_iface *cpu = mge_backend_cpu_iface();
+    return cpu->nchwc_block ? cpu->nchwc_block() : 0;
 }
 
 static int has_f32_data(const mge_value *v)

@@ -434,9 +434,7 @@ mge_status mge_pass_rb_finish(mge_graph *g, mge_graph *c, const int *remap, int 
         src->init = NULL;
     }
     c->mapping = g->mapping;
-    c->mapping_size = g->mapping_size;
     g->mapping = NULL;
-    g->mapping_size = 0;
     mge_graph_free(g);
     return MGE_OK;
 }

@@ -51,7 +51,7 @@
 #define CPU_VZEROUPPER() ((void)0)
 #endif
 
-/* MGE_CPU_ISA=baseline forces the portable loops (tests use it); see lib/isa.c. */
+/* MGE_CPU_ISA=baseline forces the portable loops (tests use it); see kernels/cpu/cpu_isa.c. */
 static inline int cpu_isa_avx2(void)
 {
     return CPU_X86 && mge_cpu_isa() >= MGE_ISA_AVX2;

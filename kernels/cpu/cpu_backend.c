@@ -141,13 +141,19 @@ static void cpu_stats(mge_device *d, mge_devstats *out)
 static void cpu_begin(mge_device *d)
 {
     (void)d;
-    /* our pool splits BLAS calls (lib/blas.c) */
+    /* our pool splits BLAS calls (kernels/cpu/cpu_blas.c) */
     mge_blas_set_threads(1);
 }
 
 static void cpu_set_task_hook(mge_device *d, mge_exec_task_hook fn, void *ud)
 {
     mge_pool_set_hook(d->pool, fn, ud);
+}
+
+static int cpu_nchwc_block(void)
+{
+    int isa = mge_cpu_isa();
+    return isa >= MGE_ISA_AVX512 ? 16 : isa >= MGE_ISA_AVX2 ? 8 : 0;
 }
 
 static const mge_backend_iface cpu_iface = {
@@ -172,6 +178,7 @@ static const mge_backend_iface cpu_iface = {
     .stats = cpu_stats,
     .begin = cpu_begin,
     .set_task_hook = cpu_set_task_hook,
+    .nchwc_block = cpu_nchwc_block,
 };
 
 const mge_backend_iface *mge_backend_cpu_iface(void)

@@ -54,7 +54,7 @@ typedef int32_t blk_i16 __attribute__((vector_size(64)));
 #define BLK_M8(v) ((__m256)(v))
 #endif
 
-/* MGE_CPU_ISA=avx2 keeps AVX-512 off (to test the AVX2 path); lib/isa.c */
+/* MGE_CPU_ISA=avx2 keeps AVX-512 off (to test the AVX2 path); kernels/cpu/cpu_isa.c */
 static int blk_isa_avx512(void)
 {
     return BLK_VEC && mge_cpu_isa() >= MGE_ISA_AVX512;

@@ -221,7 +221,7 @@ static void dw_task(void *a, int64_t p0, int64_t p1, int thread)
 
 /* ---------------------------------------------------------------- gemm blocks
  *
- * OpenBLAS runs single-threaded (lib/blas.c); every BLAS call here is cut
+ * OpenBLAS runs single-threaded (kernels/cpu/cpu_blas.c); every BLAS call here is cut
  * into blocks of rows or columns of C, one cblas call per block, and the
  * blocks run as tasks on our pool. The cut depends on the shape alone,
  * never on the thread count: OpenBLAS 0.3.21 does not compute an element

@@ -21,7 +21,7 @@
  * each, cut into blocks of rows or columns of the result.
  * Every cut depends on the shapes alone and every result element is summed
  * by one task in a fixed order, so results are bit-identical for any
- * --threads (OpenBLAS runs single-threaded inside pool tasks, lib/blas.c). */
+ * --threads (OpenBLAS runs single-threaded inside pool tasks, kernels/cpu/cpu_blas.c). */
 #include "cpu_conv_rows.h"
 
 #include <cblas.h>

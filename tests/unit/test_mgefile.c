@@ -899,14 +899,14 @@ static void test_model_load(void)
     mge_graph *r = NULL;
     CHECK_OK(mge_model_load(path, &r, &err), err);
     if (r) {
-        CHECK(r->mapping != NULL && r->mapping_size == b.n);
+        CHECK(r->mapping != NULL && r->mapping->n == b.n);
         int borrowed = 0;
         for (int v = 0; v < r->nvalues; v++) {
             const mge_tensor *t = r->values[v].data;
             if (t && !(t->flags & MGE_TENSOR_OWNED)) {
                 borrowed++;
-                CHECK((char *)t->data >= (char *)r->mapping &&
-                      (char *)t->data + t->nbytes <= (char *)r->mapping + r->mapping_size);
+                CHECK((char *)t->data >= (char *)r->mapping->p &&
+                      (char *)t->data + t->nbytes <= (char *)r->mapping->p + r->mapping->n);
             }
         }
         CHECK(borrowed > 0);

@@ -1,11 +1,11 @@
-/* test_pool.c — lib/pool.c under load: every task of every run runs
+/* test_pool.c — kernels/cpu/cpu_pool_threads.c under load: every task of every run runs
  * exactly once and on a valid thread, runs come back to back (a worker
  * still draining or arriving late for one run must not take or skip a
  * task of the next), tasks of uneven length and tasks that stall, nested
  * runs (serial), the profiler hook bracketed in pairs, and many pools
  * created and freed. Also built with -fsanitize=thread by hand:
  *   clang -std=c11 -O1 -g -fsanitize=thread -Ilib tests/unit/test_pool.c \
- *         lib/pool.c -lpthread -o /tmp/test_pool_tsan */
+ *         kernels/cpu/cpu_pool_threads.c -lpthread -o /tmp/test_pool_tsan */
 #include "unit.h"
 
 #include "internal.h"

@@ -1,6 +1,6 @@
-/* blas.c — OpenBLAS runs single-threaded inside our pool.
+/* cpu_blas.c — OpenBLAS runs single-threaded inside our pool.
  *
- * mge has one thread pool (lib/pool.c). OpenBLAS's own workers would spin
+ * mge has one thread pool (kernels/cpu/cpu_pool_threads.c). OpenBLAS's own workers would spin
  * after every call and compete with it for the cores, so OpenBLAS is set to
  * one thread and the kernels split each BLAS call into blocks that run as
  * pool tasks (kernels/cpu/cpu_gemm.c): several threads may be inside

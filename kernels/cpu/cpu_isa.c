@@ -1,4 +1,4 @@
-/* isa.c — which vector ISA the kernels and the layout pass may use: the
+/* cpu_isa.c — which vector ISA the kernels and the layout pass may use: the
  * CPU's (by cpuid), capped by MGE_CPU_ISA so tests and benchmarks can force
  * the portable, AVX2 or non-VNNI paths on any machine. One decision for
  * every caller, so a pass never plans for kernels that will not run.

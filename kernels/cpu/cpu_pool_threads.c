@@ -1,4 +1,4 @@
-/* pool.c — the one thread pool: persistent workers, the caller is thread 0.
+/* cpu_pool_threads.c — the one thread pool: persistent workers, the caller is thread 0.
  *
  * A run publishes (fn, arg, ntasks), then opens a claim word holding its
  * run number and the next task index, and bumps a generation number to
