@@ -103,3 +103,26 @@ NET
         echo "stderr: $stderr"; return 1; }
     [ -z "$(ls -A "$T/out")" ]
 }
+
+@test "kill -9 mid-write leaves the old output intact and at most a .OUT.XXXXXX beside it (as the man pages say)" {
+    echo "old" > "$T/out.npy"
+    mkfifo "$T/fifo"
+    "$MGE_RUN" "$M" -o "$T/out.npy" < "$T/fifo" &
+    pid=$!
+    # one step, then a writer that keeps the pipe open until it is killed
+    (cat "$T/x.npy"; exec sleep 20) > "$T/fifo" &
+    wpid=$!
+    for i in $(seq 100); do
+        [ -n "$(ls -A "$T" | grep '^\.out\.npy\.')" ] && break
+        sleep 0.1
+    done
+    kill -KILL $pid
+    st=0
+    wait $pid || st=$?
+    kill $wpid 2> /dev/null || true
+    wait $wpid 2> /dev/null || true
+    [ "$st" -eq 137 ]
+    [ "$(cat "$T/out.npy")" = "old" ]
+    left=$(ls -A "$T" | grep '^\.out' || true)
+    [[ "$left" =~ ^\.out\.npy\.[A-Za-z0-9]{6}$ ]] || { echo "left: '$left'"; return 1; }
+}
