@@ -279,8 +279,9 @@ static int calibrate(mge_graph *g, const qopts *o, const char *where, double *lo
         goto done;
     }
     if (o->batches > c->nbatches)
-        cli_warn(cw, "--batches %lld: the data has only %lld batches of %lld, all used", (long long)o->batches,
-                 (long long)c->nbatches, (long long)o->batch_size);
+        cli_warn(cw, "--batches %lld: the data has only %lld batch%s (%lld samples at --batch-size %lld), all used",
+                 (long long)o->batches, (long long)c->nbatches, c->nbatches == 1 ? "" : "es", (long long)c->samples,
+                 (long long)o->batch_size);
     for (int v = 0; v < g->nvalues; v++)
         lo[v] = hi[v] = NAN;
     for (int k = 0; k < c->nobs; k++) {

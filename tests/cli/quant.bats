@@ -546,7 +546,7 @@ for o in d["outputs"]:
     assert_success
     [[ "$stderr" == *"x.npy: warning: --normalize has no effect: the calibration data has no u8 images"* ]] || {
         echo "$stderr"; return 1; }
-    [[ "$stderr" == *"x.npy: warning: --batches 5: the data has only 1 batches of 32, all used"* ]] || {
+    [[ "$stderr" == *"x.npy: warning: --batches 5: the data has only 1 batch (16 samples at --batch-size 32), all used"* ]] || {
         echo "$stderr"; return 1; }
     # every layer skipped: --per-tensor and --int8-outputs have nothing to act on
     run --separate-stderr "$MGE_QUANT" "$T/mlp.mge" --calib "$T/x.npy" --skip fc1,fc2 --per-tensor --int8-outputs \
