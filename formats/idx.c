@@ -59,6 +59,9 @@ static mge_status gunzip(const void *buf, size_t n, size_t limit, void **out, si
     if (n >= 18) {
         const unsigned char *t = in + n - 4;
         cap = (size_t)t[0] | (size_t)t[1] << 8 | (size_t)t[2] << 16 | (size_t)t[3] << 24;
+        /* a corrupt trailer must not cause a huge allocation: deflate expands at most ~1032:1 */
+        if (n < SIZE_MAX / 1100 && cap > n * 1100)
+            cap = n * 1100;
         if (cap > limit)
             cap = limit;
     }
