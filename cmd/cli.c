@@ -233,11 +233,11 @@ int cli_common_opt(int c, const char *arg, cli_common *co, void (*help)(void))
         return 1;
     case CLI_OPT_VERSION:
         printf("%s (mge) %s\n", cli_prog, MGE_VERSION_STRING);
-        exit(fflush(stdout) ? 1 : 0);
+        exit(cli_stdout_flush() ? 1 : 0);
     case CLI_OPT_HELP:
     case 'h':
         help();
-        exit(fflush(stdout) ? 1 : 0);
+        exit(cli_stdout_flush() ? 1 : 0);
     case 'q':
         cli_verbose = -1;
         return 1;
@@ -355,18 +355,14 @@ int cli_out_commit(cli_out *o)
 {
     if (!o->f)
         return -1;
+    errno = 0;
     if (!o->path) {
-        int bad = fflush(stdout) != 0 || ferror(stdout);
         o->f = NULL;
-        if (bad) {
-            cli_error("<stdout>", "write failed: %s", strerror(errno));
-            return -1;
-        }
-        return 0;
+        return cli_stdout_flush();
     }
     if (o->slot < 0) { /* written in place */
         int bad = fflush(o->f) != 0 || ferror(o->f);
-        int e = errno;
+        int e = errno ? errno : EIO;
         if (fclose(o->f) != 0 && !bad) {
             bad = 1;
             e = errno;
@@ -377,7 +373,7 @@ int cli_out_commit(cli_out *o)
         return bad ? -1 : 0;
     }
     int bad = fflush(o->f) != 0 || ferror(o->f);
-    int e = errno;
+    int e = errno ? errno : EIO;
     if (!bad && fsync(fileno(o->f)) != 0 && errno != EINVAL) {
         bad = 1;
         e = errno;
@@ -430,6 +426,17 @@ int cli_write_buf(const char *path, const mge_buf *b, int binary, int force)
         return -1;
     }
     return cli_out_commit(&o);
+}
+
+int cli_stdout_flush(void)
+{
+    errno = 0;
+    /* ferror too: a printf that failed earlier may have left nothing to flush */
+    if (fflush(stdout) == 0 && !ferror(stdout))
+        return 0;
+    int e = errno ? errno : EIO;
+    cli_error("<stdout>", "write failed: %s", strerror(e));
+    return -1;
 }
 
 int cli_model_load(const char *path, mge_graph **g)

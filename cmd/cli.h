@@ -82,6 +82,10 @@ int cli_out_commit(cli_out *o);
 void cli_out_abort(cli_out *o);
 /* The whole thing in one go. */
 int cli_write_buf(const char *path, const mge_buf *b, int binary, int force);
+/* After text printed with printf: flushes stdout; on a write error (a full
+ * disk, a closed pipe) prints "<stdout>: error: write failed: ..." and
+ * returns -1. */
+int cli_stdout_flush(void);
 
 /* Reads a whole input ("-" = stdin). Prints and returns -1 on failure. */
 int cli_slurp(const char *path, void **buf, size_t *n, int *mapped);

@@ -461,7 +461,7 @@ int main(int argc, char **argv)
     cli_check_device(co.device);
     if (list) {
         list_passes();
-        return fflush(stdout) ? 1 : 0;
+        return cli_stdout_flush() ? 1 : 0;
     }
     if (passes && (!*passes || passes[0] == ',' || passes[strlen(passes) - 1] == ',' || strstr(passes, ",,")))
         cli_usage("--passes: empty pass name in '%s'", passes);

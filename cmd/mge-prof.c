@@ -646,10 +646,8 @@ int main(int argc, char **argv)
             goto done;
     } else {
         print_text(&r, rows, nrows, &tot);
-        if (fflush(stdout)) {
-            cli_error("<stdout>", "write failed");
+        if (cli_stdout_flush())
             goto done;
-        }
     }
     rc = 0;
 done:

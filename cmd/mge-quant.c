@@ -233,8 +233,20 @@ static int calibrate(mge_graph *g, const qopts *o, const char *where, double *lo
     for (int i = 0; i < c->nin; i++)
         c->inputs[i] = mge_exec_input(e, i);
     const char *cw = cli_name(o->calib);
-    if (mge_dataset_load(o->calib, &c->ds, &err) ||
-        mge_dataset_bind(&c->ds, g, c->nin, c->inputs, &o->dopts, &err)) {
+    if (mge_dataset_load(o->calib, &c->ds, &err)) {
+        cli_mge_error(cw, &err);
+        goto done;
+    }
+    /* before bind, which turns u8 into the inputs' float dtype */
+    if (o->dopts.normalize) {
+        int u8 = 0;
+        for (int i = 0; i < c->ds.n; i++)
+            u8 += c->ds.t[i].dtype == MGE_U8;
+        if (!u8)
+            cli_warn(cw, "--normalize has no effect: the calibration data has no u8 images (float data is used as "
+                         "it is)");
+    }
+    if (mge_dataset_bind(&c->ds, g, c->nin, c->inputs, &o->dopts, &err)) {
         cli_mge_error(cw, &err);
         goto done;
     }
@@ -268,6 +280,10 @@ static int calibrate(mge_graph *g, const qopts *o, const char *where, double *lo
         cli_error(cw, "empty calibration set");
         goto done;
     }
+    if (o->batches > c->nbatches)
+        cli_warn(cw, "--batches %lld: the data has only %lld batch%s (%lld samples at --batch-size %lld), all used",
+                 (long long)o->batches, (long long)c->nbatches, c->nbatches == 1 ? "" : "es", (long long)c->samples,
+                 (long long)o->batch_size);
     for (int v = 0; v < g->nvalues; v++)
         lo[v] = hi[v] = NAN;
     for (int k = 0; k < c->nobs; k++) {
@@ -593,6 +609,47 @@ static int split_skip(qopts *o, const char *arg)
     return 0;
 }
 
+/* Params with a value, by their dtype: what --dtype f16/bf16 converted. */
+typedef struct wcount {
+    int f32, f16, bf16;
+} wcount;
+
+static wcount count_weights(const mge_graph *g)
+{
+    wcount c = {0, 0, 0};
+    for (int v = 0; v < g->nvalues; v++) {
+        const mge_value *x = &g->values[v];
+        if (x->kind != MGE_VAL_PARAM || !x->data)
+            continue;
+        c.f32 += x->dtype == MGE_F32;
+        c.f16 += x->dtype == MGE_F16;
+        c.bf16 += x->dtype == MGE_BF16;
+    }
+    return c;
+}
+
+/* Says what --dtype did, and warns when it could do nothing. */
+static void half_report(const wcount *b, const wcount *a, mge_dtype dt, const char *where)
+{
+    const char *name = mge_dtype_name(dt), *other = dt == MGE_F16 ? "bf16" : "f16";
+    int from32 = b->f32 - a->f32;
+    int fromh = dt == MGE_F16 ? b->bf16 - a->bf16 : b->f16 - a->f16;
+    int had = dt == MGE_F16 ? b->f16 : b->bf16;
+    if (from32 + fromh == 0) {
+        if (had)
+            cli_warn(where, "--dtype %s: nothing to convert: the weights are already %s", name, name);
+        else
+            cli_warn(where, "--dtype %s: nothing to convert: no conv2d or linear weight is f32 or %s", name, other);
+        return;
+    }
+    if (from32)
+        cli_note(where, "%d f32 weights stored as %s", from32, name);
+    if (fromh)
+        cli_note(where, "%d %s weights converted to %s (through f32: %s)", fromh, other, name,
+                 dt == MGE_BF16 ? "bf16 keeps 8 significant bits of f16's 11"
+                                : "exact where f16 is normal, above 6.1e-5");
+}
+
 static double model_bytes(const mge_graph *g)
 {
     mge_buf b = {0};
@@ -629,7 +686,7 @@ int main(int argc, char **argv)
     o.percentile = 99.99;
     o.batch_size = 32;
     o.dtype = MGE_QS8;
-    int method_given = 0, percentile_given = 0;
+    int method_given = 0, percentile_given = 0, batch_size_given = 0;
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, ":o:fqvh", longs, NULL)) != -1) {
@@ -649,7 +706,10 @@ int main(int argc, char **argv)
             break;
         case OPT_PER_TENSOR: o.q.per_tensor = 1; break;
         case OPT_BATCHES: o.batches = cli_long("--batches", optarg, 1, 1L << 40); break;
-        case OPT_BATCH_SIZE: o.batch_size = cli_long("--batch-size", optarg, 1, 1L << 20); break;
+        case OPT_BATCH_SIZE:
+            o.batch_size = cli_long("--batch-size", optarg, 1, 1L << 20);
+            batch_size_given = 1;
+            break;
         case OPT_NORMALIZE: {
             double m, s;
             cli_double_pair("--normalize", optarg, &m, &s);
@@ -690,10 +750,16 @@ int main(int argc, char **argv)
     cli_check_device(co.device);
     if (percentile_given && o.method != MGE_CALIB_PERCENTILE)
         cli_usage("--percentile only applies to --method percentile");
-    if (o.dtype != MGE_QS8 && (o.calib || method_given || o.skip || o.report || o.q.per_tensor || o.batches))
-        cli_usage("--dtype %s stores weights only: --calib, --method, --skip, --report, --per-tensor and --batches "
-                  "apply to int8",
-                  mge_dtype_name(o.dtype));
+    if (o.dtype != MGE_QS8) {
+        /* every option of calibration and the int8 rewrite, named when given */
+        const char *int8_only = o.calib ? "--calib" : method_given ? "--method" : percentile_given ? "--percentile"
+                              : o.skip ? "--skip" : o.report ? "--report" : o.q.per_tensor ? "--per-tensor"
+                              : o.batches ? "--batches" : batch_size_given ? "--batch-size"
+                              : o.dopts.normalize ? "--normalize" : o.q.int8_outputs ? "--int8-outputs" : NULL;
+        if (int8_only)
+            cli_usage("%s applies to int8 only: --dtype %s stores the weights without calibration", int8_only,
+                      mge_dtype_name(o.dtype));
+    }
     if (o.dtype == MGE_QS8 && !o.calib)
         cli_usage("no calibration data: give --calib DATA");
     const char *in = optind < argc ? argv[optind] : "-";
@@ -736,6 +802,7 @@ int main(int argc, char **argv)
     loss_save(g, &loss);
     if (o.dtype != MGE_QS8) {
         /* the inference model, as for int8, with its weights in f16/bf16 */
+        wcount before = count_weights(g);
         if (mge_passes_run_list(&g, o.dtype == MGE_F16 ? "strip-training,fold-bn,fold-scale,cse,fold-constants,dce,"
                                                          "f16-weights"
                                                        : "strip-training,fold-bn,fold-scale,cse,fold-constants,dce,"
@@ -746,6 +813,8 @@ int main(int argc, char **argv)
         }
         qg = g;
         g = NULL;
+        wcount after = count_weights(qg);
+        half_report(&before, &after, o.dtype, where);
         loss_restore(qg, &loss, where);
     } else {
         /* plain ops, every intermediate a named value (an -O2 model works) */
@@ -755,6 +824,15 @@ int main(int argc, char **argv)
             cli_mge_error(where, &err);
             goto done;
         }
+        int quantizable = 0;
+        for (int i = 0; i < g->nnodes; i++) {
+            int op = g->nodes[i].op;
+            quantizable += op == MGE_OP_CONV2D || op == MGE_OP_LINEAR || op == MGE_OP_ADD;
+        }
+        /* still calibrated: the data is checked against the model, and --report compares the outputs */
+        if (!quantizable)
+            cli_warn(where, "nothing to quantize: the model has no conv2d, linear or add, so it stays f32 "
+                            "(--dtype f16 or bf16 stores weights in half precision)");
         lo = malloc(sizeof(double) * ((size_t)g->nvalues + 1));
         hi = malloc(sizeof(double) * ((size_t)g->nvalues + 1));
         if (!lo || !hi) {
@@ -781,9 +859,18 @@ int main(int argc, char **argv)
             int op = qg->nodes[i].op;
             nq += op == MGE_OP_QCONV2D || op == MGE_OP_QLINEAR || op == MGE_OP_QADD;
         }
-        if (!nq)
-            cli_warn(where, "no node was quantized (the model has no conv2d, linear or add that calibration "
-                            "reached)");
+        if (!nq && quantizable)
+            cli_warn(where, "no node was quantized (each conv2d, linear and add is in --skip or was not reached "
+                            "by calibration)");
+        int nqw = 0, nqout = 0;
+        for (int i = 0; i < qg->nnodes; i++)
+            nqw += qg->nodes[i].op == MGE_OP_QCONV2D || qg->nodes[i].op == MGE_OP_QLINEAR;
+        for (int i = 0; i < qg->noutputs; i++)
+            nqout += qg->values[qg->outputs[i]].dtype == MGE_QS8;
+        if (o.q.per_tensor && !nqw)
+            cli_warn(where, "--per-tensor has no effect: no conv2d or linear weight was quantized");
+        if (o.q.int8_outputs && !nqout)
+            cli_warn(where, "--int8-outputs has no effect: no model output is written by an int8 node");
         loss_restore(qg, &loss, where);
     }
     /* serialized once: the report's size is the file's */

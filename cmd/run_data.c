@@ -90,10 +90,8 @@ int run_data(const char *spec, int64_t batch, const mge_data_opts *dopts, mge_gr
     if (lab_k >= 0)
         printf("accuracy %.4f (%lld of %lld)\n", seen ? (double)correct / (double)seen : 0.0, (long long)correct,
                (long long)seen);
-    if (fflush(stdout)) {
-        cli_error("<stdout>", "write failed: %s", strerror(errno));
+    if (cli_stdout_flush())
         goto done;
-    }
     rc = 0;
 done:
     mge_loader_free(l);

@@ -3,6 +3,7 @@
  * dataset_archive.c), binding arrays to model inputs, validation splits.
  * The loader (batches, shuffling, prefetch) is lib/loader.c. */
 #include "internal.h"
+#include "unpack.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -314,8 +315,9 @@ static mge_status load_stream(const unsigned char *p, size_t n, const char *what
     return mge_dataset_check(ds, what, err);
 }
 
-static mge_status load_content(const char *path, const unsigned char *p, size_t n, const char *what, mge_dataset *ds,
-                               mge_error *err)
+/* packed: the file's size before a gzip layer was undone (unpack.h's limit is relative to it) */
+static mge_status load_content(const char *path, const unsigned char *p, size_t n, uint64_t packed, const char *what,
+                               mge_dataset *ds, mge_error *err)
 {
     mge_status s;
     if (n == 0)
@@ -334,7 +336,7 @@ static mge_status load_content(const char *path, const unsigned char *p, size_t 
         return load_stream(p, n, what, ds, err);
     if (mge_npz_is_zip(p, n) && ends_with(path, ".npz")) {
         mge_tlist l = {0};
-        s = mge_npz_read_mem(p, n, &l, err);
+        s = mge_npz_read_packed(p, n, packed, &l, err);
         if (s)
             mge_error_prefix(err, "%s", what);
         for (int i = 0; i < l.n && !s; i++)
@@ -342,7 +344,7 @@ static mge_status load_content(const char *path, const unsigned char *p, size_t 
         mge_tlist_free(&l);
         return s ? s : mge_dataset_check(ds, what, err);
     }
-    return mge_dataset_load_archive_mem(p, n, what, ds, err);
+    return mge_dataset_load_archive_packed(p, n, packed, what, ds, err);
 }
 
 static mge_status load_file(const char *path, mge_dataset *ds, mge_error *err)
@@ -357,7 +359,7 @@ static mge_status load_file(const char *path, mge_dataset *ds, mge_error *err)
     const unsigned char *p = buf;
     n = fn;
     if (mge_is_gzip(buf, n)) {
-        s = mge_gunzip_mem(buf, n, 0, &raw, &rn, err);
+        s = mge_gunzip_data(buf, n, &raw, &rn, err);
         if (s)
             mge_error_prefix(err, "%s", what);
         p = raw;
@@ -368,7 +370,7 @@ static mge_status load_file(const char *path, mge_dataset *ds, mge_error *err)
         char *inner = NULL;
         if (raw && ends_with(path, ".gz"))
             inner = mge_strndup(path, strlen(path) - 3);
-        s = load_content(inner ? inner : path, p, n, what, ds, err);
+        s = load_content(inner ? inner : path, p, n, fn, what, ds, err);
         free(inner);
     }
     free(raw);

@@ -3,8 +3,12 @@
  *
  * NAME.npy is array NAME; DIR/ANY.npy are shards of array DIR, joined along
  * axis 0 in sorted member-name order so that 000.npy, 001.npy, ... (and tar
- * files written in any order) give one well-defined array. */
+ * files written in any order) give one well-defined array. Names that
+ * climb out ("..", absolute, "C:") and members that are not regular files
+ * or directories (links, devices, FIFOs) are refused by name, hidden or
+ * not; the members' bytes are bounded (unpack.h). */
 #include "internal.h"
+#include "unpack.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -41,44 +45,20 @@ static int member_cmp(const void *a, const void *b)
     return c ? c : strcmp(x->path, y->path);
 }
 
-static mge_status read_data(struct archive *a, const char *what, const char *path, unsigned char **out, size_t *n,
-                            mge_error *err)
-{
-    size_t cap = 0, len = 0;
-    unsigned char *p = NULL;
-    for (;;) {
-        if (len == cap) {
-            size_t ncap = cap ? cap * 2 : 65536;
-            unsigned char *np = ncap > cap ? realloc(p, ncap) : NULL;
-            if (!np) {
-                free(p);
-                return mge_error_set(err, MGE_ERR_NOMEM, "%s: member '%.200s': out of memory", what, path);
-            }
-            p = np;
-            cap = ncap;
-        }
-        la_ssize_t k = archive_read_data(a, p + len, cap - len);
-        if (k < 0) {
-            const char *m = archive_error_string(a);
-            free(p);
-            return mge_error_set(err, MGE_ERR_FORMAT, "%s: member '%.200s': %s", what, path, m ? m : "read error");
-        }
-        if (k == 0)
-            break;
-        len += (size_t)k;
-    }
-    *out = p;
-    *n = len;
-    return MGE_OK;
-}
-
 /* Reads one member into ms, or skips it (directories, hidden files). */
-static mge_status read_member(struct archive *a, struct archive_entry *e, const char *what, members *ms,
+static mge_status read_member(mge_unpack *u, struct archive_entry *e, const char *what, members *ms,
                               mge_error *err)
 {
     const char *path = archive_entry_pathname(e);
     if (!path)
         path = "";
+    const char *why = mge_unpack_bad_name(path);
+    if (why)
+        return mge_error_set(err, MGE_ERR_FORMAT, "%s: member '%.200s' is refused: its name is %s", what, path, why);
+    char kind[256];
+    if ((why = mge_unpack_bad_type(e, kind, sizeof kind)))
+        return mge_error_set(err, MGE_ERR_FORMAT, "%s: member '%.200s' is refused: it is %s, not a regular file",
+                             what, path, why);
     while (path[0] == '.' && path[1] == '/')
         path += 2;
     if (archive_entry_filetype(e) == AE_IFDIR || !*path)
@@ -88,8 +68,6 @@ static mge_status read_member(struct archive *a, struct archive_entry *e, const 
     /* macOS archivers add resource forks: not data */
     if (base[0] == '.' || strncmp(path, "__MACOSX/", 9) == 0)
         return MGE_OK;
-    if (archive_entry_filetype(e) != AE_IFREG)
-        return mge_error_set(err, MGE_ERR_FORMAT, "%s: member '%.200s' is not a regular file", what, path);
     size_t pl = strlen(path);
     if (pl <= 4 || strcmp(path + pl - 4, ".npy") != 0 || base[0] == '.' || strcmp(base, ".npy") == 0)
         return mge_error_set(err, MGE_ERR_FORMAT, "%s: member '%.200s' is not an .npy array", what, path);
@@ -106,7 +84,9 @@ static mge_status read_member(struct archive *a, struct archive_entry *e, const 
     }
     unsigned char *data = NULL;
     size_t n = 0, used = 0;
-    mge_status s = read_data(a, what, path, &data, &n, err);
+    mge_status s = mge_unpack_read(u, e, path, &data, &n, err);
+    if (s)
+        mge_error_prefix(err, "%s", what);
     if (!s) {
         s = mge_npy_read_mem(data, n, &used, &m.t, err);
         if (s == MGE_ERR_EOF)
@@ -207,6 +187,12 @@ static mge_status build(members *ms, const char *what, mge_dataset *ds, mge_erro
 
 mge_status mge_dataset_load_archive_mem(const void *buf, size_t n, const char *what, mge_dataset *ds, mge_error *err)
 {
+    return mge_dataset_load_archive_packed(buf, n, n, what, ds, err);
+}
+
+mge_status mge_dataset_load_archive_packed(const void *buf, size_t n, uint64_t packed, const char *what,
+                                           mge_dataset *ds, mge_error *err)
+{
     memset(ds, 0, sizeof *ds);
     struct archive *a = archive_read_new();
     if (!a)
@@ -215,6 +201,7 @@ mge_status mge_dataset_load_archive_mem(const void *buf, size_t n, const char *w
     archive_read_support_format_zip_seekable(a);
     archive_read_support_filter_all(a);
     members ms = {0};
+    mge_unpack u = {a, packed ? packed : 1, 0};
     mge_status s = MGE_OK;
     if (archive_read_open_memory(a, buf, n) != ARCHIVE_OK) {
         const char *m = archive_error_string(a);
@@ -232,7 +219,7 @@ mge_status mge_dataset_load_archive_mem(const void *buf, size_t n, const char *w
             s = mge_error_set(err, MGE_ERR_FORMAT, "%s: %s", what, m ? m : "corrupt archive");
             goto done;
         }
-        if ((s = read_member(a, e, what, &ms, err)))
+        if ((s = read_member(&u, e, what, &ms, err)))
             goto done;
     }
     if (!(s = build(&ms, what, ds, err)))

@@ -3,8 +3,11 @@
  *
  * Layout: 0x00 0x00, a dtype byte, an ndim byte, ndim big-endian u32 dims,
  * then the elements big-endian in C order. The header's claims are checked
- * against the bytes present before anything is allocated from them. */
+ * against the bytes present before anything is allocated from them; a
+ * gzipped file inflates to no more than its header claims, and that claim
+ * must be within mge_unpack_limit of the compressed size (unpack.h). */
 #include "internal.h"
+#include "unpack.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -38,10 +41,13 @@ int mge_idx_is_idx(const void *buf, size_t n)
     return n >= 4 && p[0] == 0 && p[1] == 0 && idx_elsize(p[2]) && p[3] >= 1;
 }
 
-mge_status mge_gunzip_mem(const void *buf, size_t n, size_t limit, void **out, size_t *outn, mge_error *err)
+/* Inflates at most limit bytes (limit >= 1); *over says the stream held more. */
+static mge_status gunzip(const void *buf, size_t n, size_t limit, void **out, size_t *outn, int *over,
+                         mge_error *err)
 {
     *out = NULL;
     *outn = 0;
+    *over = 0;
     z_stream z;
     memset(&z, 0, sizeof z);
     if (inflateInit2(&z, 15 + 16) != Z_OK)
@@ -56,7 +62,7 @@ mge_status mge_gunzip_mem(const void *buf, size_t n, size_t limit, void **out, s
         /* a corrupt trailer must not cause a huge allocation: deflate expands at most ~1032:1 */
         if (n < SIZE_MAX / 1100 && cap > n * 1100)
             cap = n * 1100;
-        if (limit && cap > limit)
+        if (cap > limit)
             cap = limit;
     }
     if (cap < 4096)
@@ -66,11 +72,12 @@ mge_status mge_gunzip_mem(const void *buf, size_t n, size_t limit, void **out, s
     for (;;) {
         if (len == cap || !p) {
             size_t ncap = !p ? cap : cap * 2;
-            if (ncap < cap || (limit && len >= limit)) {
-                s = mge_error_set(err, MGE_ERR_FORMAT, "gzip: more than %zu bytes of output", limit);
+            if (ncap < cap || len > limit) {
+                *over = 1;
+                s = MGE_ERR_FORMAT;
                 break;
             }
-            if (limit && ncap > limit + 1)
+            if (ncap > limit + 1)
                 ncap = limit + 1; /* one byte more tells "over the limit" from "exactly" */
             unsigned char *np = realloc(p, ncap);
             if (!np) {
@@ -110,8 +117,10 @@ mge_status mge_gunzip_mem(const void *buf, size_t n, size_t limit, void **out, s
         }
     }
     inflateEnd(&z);
-    if (!s && limit && len > limit)
-        s = mge_error_set(err, MGE_ERR_FORMAT, "gzip: more than %zu bytes of output", limit);
+    if (!s && len > limit) {
+        *over = 1;
+        s = MGE_ERR_FORMAT;
+    }
     if (s) {
         free(p);
         return s;
@@ -119,6 +128,41 @@ mge_status mge_gunzip_mem(const void *buf, size_t n, size_t limit, void **out, s
     *out = p;
     *outn = len;
     return MGE_OK;
+}
+
+mge_status mge_gunzip_mem(const void *buf, size_t n, size_t limit, void **out, size_t *outn, mge_error *err)
+{
+    uint64_t lim = mge_unpack_limit(n);
+    if (lim > SIZE_MAX - 1)
+        lim = SIZE_MAX - 1;
+    int asked = limit && limit < lim;
+    if (asked)
+        lim = limit;
+    int over;
+    mge_status s = gunzip(buf, n, (size_t)lim, out, outn, &over, err);
+    if (over)
+        mge_error_set(err, MGE_ERR_FORMAT, "gzip: %zu compressed bytes inflate to more than %llu bytes (%s)", n,
+                      (unsigned long long)lim, asked ? "the limit given" : MGE_UNPACK_RULE);
+    return s;
+}
+
+/* The first up to cap inflated bytes of a gzip stream into p (no error for
+ * a stream that is longer or damaged further on: the full read says so). */
+static size_t gunzip_head(const void *buf, size_t n, unsigned char *p, size_t cap)
+{
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (inflateInit2(&z, 15 + 16) != Z_OK)
+        return 0;
+    z.next_in = (unsigned char *)buf;
+    z.avail_in = n > (1u << 30) ? 1u << 30 : (uInt)n;
+    z.next_out = p;
+    z.avail_out = (uInt)cap;
+    while (z.avail_out && inflate(&z, Z_NO_FLUSH) == Z_OK)
+        ;
+    size_t got = cap - z.avail_out;
+    inflateEnd(&z);
+    return got;
 }
 
 static uint32_t be32(const unsigned char *p)
@@ -210,6 +254,53 @@ static mge_status idx_parse(const unsigned char *p, size_t n, mge_tensor *t, mge
     return MGE_OK;
 }
 
+/* The file size an IDX header claims (header and data), in sh its shape;
+ * 0 when the header is incomplete or malformed (the parse says why). */
+static uint64_t idx_claim(const unsigned char *p, size_t n, char *sh, size_t shn)
+{
+    if (!mge_idx_is_idx(p, n) || p[3] > MGE_MAX_DIMS || n < 4 + 4 * (size_t)p[3])
+        return 0;
+    int ndim = p[3];
+    int64_t dims[MGE_MAX_DIMS];
+    for (int i = 0; i < ndim; i++)
+        dims[i] = be32(p + 4 + 4 * (size_t)i);
+    mge_dtype dt = p[2] == IDX_U8 ? MGE_U8 : p[2] == IDX_I8 ? MGE_I8 : p[2] == IDX_I16 || p[2] == IDX_I32 ? MGE_I32
+                                                                                                          : MGE_F32;
+    mge_shape_str(dt, ndim, dims, sh, shn);
+    int64_t numel;
+    mge_error e;
+    if (mge_shape_numel(ndim, dims, dt, &numel, NULL, &e) != MGE_OK)
+        return UINT64_MAX;
+    /* numel <= 2^48 and at most 8 bytes an element: no overflow */
+    return 4 + 4 * (uint64_t)ndim + (uint64_t)numel * (uint64_t)idx_elsize(p[2]);
+}
+
+mge_status mge_gunzip_data(const void *buf, size_t n, void **out, size_t *outn, mge_error *err)
+{
+    unsigned char head[4 + 4 * MGE_MAX_DIMS];
+    char sh[128];
+    uint64_t claim = idx_claim(head, gunzip_head(buf, n, head, sizeof head), sh, sizeof sh);
+    if (!claim)
+        return mge_gunzip_mem(buf, n, 0, out, outn, err);
+    uint64_t lim = mge_unpack_limit(n);
+    if (claim > lim || claim > SIZE_MAX - 1) {
+        *out = NULL;
+        *outn = 0;
+        if (claim == UINT64_MAX)
+            return mge_error_set(err, MGE_ERR_FORMAT, "IDX: shape %s is too large", sh);
+        return mge_error_set(err, MGE_ERR_FORMAT,
+                             "IDX: the header claims %s, %llu bytes, more than the %llu bytes that %zu compressed "
+                             "bytes may inflate to (%s; gunzip a genuine file first)",
+                             sh, (unsigned long long)claim, (unsigned long long)lim, n, MGE_UNPACK_RULE);
+    }
+    int over;
+    mge_status s = gunzip(buf, n, (size_t)claim, out, outn, &over, err);
+    if (over)
+        mge_error_set(err, MGE_ERR_FORMAT, "IDX: the data inflates to more than the %llu bytes its header claims (%s)",
+                      (unsigned long long)claim, sh);
+    return s;
+}
+
 mge_status mge_idx_read_mem(const void *buf, size_t n, mge_tensor *t, mge_error *err)
 {
     memset(t, 0, sizeof *t);
@@ -217,7 +308,7 @@ mge_status mge_idx_read_mem(const void *buf, size_t n, mge_tensor *t, mge_error 
         return idx_parse(buf, n, t, err);
     void *raw;
     size_t rn;
-    mge_status s = mge_gunzip_mem(buf, n, 0, &raw, &rn, err);
+    mge_status s = mge_gunzip_data(buf, n, &raw, &rn, err);
     if (!s)
         s = idx_parse(raw, rn, t, err);
     free(raw);

@@ -8,6 +8,7 @@
  * the signature, the version, a CRC32, or the rule that padding is zero, so
  * a single changed byte is always detected. */
 #include "mgefile.h"
+#include "unpack.h"
 
 #include <limits.h>
 #include <stdarg.h>
@@ -734,6 +735,19 @@ static int read_tensors(rd *r, const gtab *t, mge_graph *g, int borrow, size_t d
     for (uint32_t i = 0; ok && i < cnt; i++)
         ok = read_tdir_entry(r, t, i ? es[i - 1].value : UINT32_MAX, &es[i]);
     ok = ok && close_section(r);
+    /* all compressed tensors together, before any is allocated: each one's
+     * 1032:1 alone would let a small file take the machine's memory */
+    uint64_t zraw = 0, zstored = 0;
+    for (uint32_t i = 0; ok && i < cnt; i++)
+        if (es[i].comp == MGEF_COMP_ZLIB) {
+            zraw = zraw > UINT64_MAX - es[i].raw ? UINT64_MAX : zraw + es[i].raw;
+            zstored = zstored > UINT64_MAX - es[i].stored ? UINT64_MAX : zstored + es[i].stored;
+        }
+    if (ok && zraw > mge_unpack_limit(zstored))
+        ok = ferr(r, "the compressed tensors declare %llu bytes, more than the %llu bytes that their %llu compressed "
+                  "bytes may inflate to (%s)",
+                  (unsigned long long)zraw, (unsigned long long)mge_unpack_limit(zstored),
+                  (unsigned long long)zstored, MGE_UNPACK_RULE);
     if (ok && align_up(r->pos) != data_off)
         ok = ferr(r, "malformed file: tensor data starts at %zu, the header says %zu", align_up(r->pos), data_off);
     ok = ok && zero_pad(r, r->pos, data_off);

@@ -6,6 +6,7 @@
  * through the public graph API — so reading a file and writing it again gives
  * the same bytes. */
 #include "mgefile.h"
+#include "unpack.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -404,6 +405,36 @@ static mge_status prepare_tensor(const wctx *w, wtensor *wt, mge_error *err)
     return MGE_OK;
 }
 
+/* The reader refuses compressed tensors that together inflate beyond
+ * mge_unpack_limit of their compressed bytes (a file it cannot tell from a
+ * zip bomb): the most compressed ones are stored as they are until the rest
+ * pass, so whatever is written can be read. */
+static void keep_readable(wtensor *ts, int nt)
+{
+    for (;;) {
+        uint64_t raw = 0, stored = 0;
+        int worst = -1;
+        for (int i = 0; i < nt; i++) {
+            if (ts[i].comp != MGEF_COMP_ZLIB)
+                continue;
+            raw += ts[i].raw;
+            stored += ts[i].stored;
+            if (worst < 0 || (double)ts[i].raw / (double)ts[i].stored >
+                                 (double)ts[worst].raw / (double)ts[worst].stored)
+                worst = i;
+        }
+        if (worst < 0 || raw <= mge_unpack_limit(stored))
+            return;
+        wtensor *w = &ts[worst];
+        free(w->owned);
+        w->owned = NULL;
+        w->bytes = w->t->data;
+        w->stored = w->raw;
+        w->comp = MGEF_COMP_NONE;
+        w->crc = mge_file_crc32(w->bytes, w->stored);
+    }
+}
+
 static void write_tdir(const wctx *w, const wtensor *ts, int nt, mge_buf *b)
 {
     size_t start;
@@ -466,6 +497,7 @@ mge_status mge_file_write(const mge_graph *g, const mge_write_opts *o, mge_buf *
             if (s)
                 goto done;
         }
+    keep_readable(ts, nt);
 
     /* header; data offset and file size are patched once known */
     mge_buf_put(b, MGEF_SIG, MGEF_SIG_LEN);

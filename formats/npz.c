@@ -5,9 +5,12 @@
  * directory is authoritative); stdin and other non-seekable inputs with the
  * streaming one, which walks the local headers. Entry names lose their .npy
  * suffix; a name that appears twice is an error, as is an entry that is not
- * .npy. The writer stores entries uncompressed (like np.savez), in the
+ * .npy, and so are names that climb out ("..", absolute, "C:") and entries
+ * that are links, devices or FIFOs; the entries' bytes are bounded
+ * (unpack.h). The writer stores entries uncompressed (like np.savez), in the
  * list's order, with a fixed timestamp, so the same list gives the same bytes. */
 #include "internal.h"
+#include "unpack.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -23,44 +26,10 @@
 #define NPZ_DOS_DATE ((20u << 9) | (1u << 5) | 1u)
 #define NPZ_DOS_TIME (12u << 11)
 
-/* Reads the current entry's data, growing the buffer as bytes arrive. */
-static mge_status read_entry(struct archive *a, const char *name, unsigned char **out, size_t *n, mge_error *err)
+/* packed: the input's compressed size, 0 for a pipe */
+static mge_status read_archive(struct archive *a, uint64_t packed, mge_tlist *out, mge_error *err)
 {
-    size_t cap = 0, len = 0;
-    unsigned char *p = NULL;
-    for (;;) {
-        if (len == cap) {
-            size_t ncap = cap ? cap * 2 : 65536;
-            if (ncap < cap) {
-                free(p);
-                return mge_error_set(err, MGE_ERR_NOMEM, "npz entry '%s' is too large", name);
-            }
-            unsigned char *np = realloc(p, ncap);
-            if (!np) {
-                free(p);
-                return mge_error_set(err, MGE_ERR_NOMEM, "npz entry '%s': out of memory", name);
-            }
-            p = np;
-            cap = ncap;
-        }
-        la_ssize_t k = archive_read_data(a, p + len, cap - len);
-        if (k < 0) {
-            mge_error_set(err, MGE_ERR_FORMAT, "npz entry '%s': %s", name,
-                          archive_error_string(a) ? archive_error_string(a) : "read error");
-            free(p);
-            return MGE_ERR_FORMAT;
-        }
-        if (k == 0)
-            break;
-        len += (size_t)k;
-    }
-    *out = p;
-    *n = len;
-    return MGE_OK;
-}
-
-static mge_status read_archive(struct archive *a, mge_tlist *out, mge_error *err)
-{
+    mge_unpack u = {a, packed, 0};
     mge_tlist l = {0};
     mge_status s = MGE_OK;
     struct archive_entry *e;
@@ -73,9 +42,16 @@ static mge_status read_archive(struct archive *a, mge_tlist *out, mge_error *err
                               archive_error_string(a) ? archive_error_string(a) : "not a zip archive");
             goto done;
         }
+        const char *path = archive_entry_pathname(e);
+        const char *why = path ? mge_unpack_bad_name(path) : NULL;
+        char kind[256];
+        if (why || (why = mge_unpack_bad_type(e, kind, sizeof kind))) {
+            s = mge_error_set(err, MGE_ERR_FORMAT, "npz entry '%.200s' is refused: %s %s", path ? path : "",
+                              why == kind ? "it is" : "its name is", why);
+            goto done;
+        }
         if (archive_entry_filetype(e) == AE_IFDIR)
             continue;
-        const char *path = archive_entry_pathname(e);
         size_t pl = path ? strlen(path) : 0;
         if (pl <= 4 || strcmp(path + pl - 4, ".npy") != 0) {
             s = mge_error_set(err, MGE_ERR_FORMAT, "npz entry '%.200s' is not an .npy array", path ? path : "");
@@ -95,7 +71,8 @@ static mge_status read_archive(struct archive *a, mge_tlist *out, mge_error *err
         size_t n = 0, used = 0;
         mge_tensor t;
         memset(&t, 0, sizeof t);
-        if ((s = read_entry(a, name, &data, &n, err))) {
+        if ((s = mge_unpack_read(&u, e, path, &data, &n, err))) {
+            mge_error_prefix(err, "npz");
             free(name);
             goto done;
         }
@@ -171,12 +148,17 @@ mge_status mge_npz_read_path(const char *path, mge_tlist *out, mge_error *err)
     if (r != ARCHIVE_OK)
         s = open_fail(a, is_stdin ? "stdin" : path, err);
     else
-        s = read_archive(a, out, err);
+        s = read_archive(a, seekable ? (uint64_t)st.st_size : 0, out, err);
     archive_read_free(a);
     return s;
 }
 
 mge_status mge_npz_read_mem(const void *buf, size_t n, mge_tlist *out, mge_error *err)
+{
+    return mge_npz_read_packed(buf, n, n, out, err);
+}
+
+mge_status mge_npz_read_packed(const void *buf, size_t n, uint64_t packed, mge_tlist *out, mge_error *err)
 {
     if (empty_zip(buf, n))
         return MGE_OK;
@@ -189,7 +171,7 @@ mge_status mge_npz_read_mem(const void *buf, size_t n, mge_tlist *out, mge_error
     if (archive_read_open_memory(a, buf, n) != ARCHIVE_OK)
         s = open_fail(a, "npz", err);
     else
-        s = read_archive(a, out, err);
+        s = read_archive(a, packed ? packed : 1, out, err);
     archive_read_free(a);
     return s;
 }

@@ -610,7 +610,10 @@ typedef struct mge_dataset {
  *                  of array DIR (DIR may itself contain '/'), concatenated along
  *                  axis 0 in sorted member-name order. Members that are not
  *                  .npy are errors, except directories and hidden files (".x",
- *                  "__MACOSX/"). A name given both ways is an error.
+ *                  "__MACOSX/"). A name given both ways is an error. Names
+ *                  with "..", absolute or drive names, and members that are
+ *                  links, devices or FIFOs are refused, hidden or not.
+ *   Compressed data inflates within the bounds of formats/unpack.h.
  *
  * Errors name the file: missing file, unknown format, arrays with different
  * sample counts (except unbound streams), an empty dataset (0 samples, or
@@ -696,7 +699,8 @@ mge_status mge_idx_read_mem(const void *buf, size_t n, mge_tensor *t, mge_error 
 mge_status mge_idx_read_path(const char *path, mge_tensor *t, mge_error *err);
 int mge_idx_is_idx(const void *buf, size_t n);   /* magic: 0, 0, a known dtype, ndim >= 1 */
 /* Decompresses gzip (one or more members) in buf[0..n) into a malloc'ed
- * *out of *outn bytes; fails beyond limit bytes of output (0 = no limit). */
+ * *out of *outn bytes; fails beyond limit bytes of output (0: none given)
+ * and always beyond 100 * n or 256 MiB, whichever is more (formats/unpack.h). */
 mge_status mge_gunzip_mem(const void *buf, size_t n, size_t limit, void **out, size_t *outn, mge_error *err);
 int mge_is_gzip(const void *buf, size_t n);
 

@@ -12,9 +12,16 @@
  * model is first run (mge_exec_opts.preprocess), not per inference. Params that are graph outputs or
  * the loss, have no data, or are not f32 are left alone, so a second run
  * changes nothing. The result is for inference: the optimizer trains f32
- * params only. With nothing to convert, *g is left untouched. */
+ * params only. With nothing to convert, *g is left untouched.
+ *
+ * Weights already stored in the other half type (an -O3 model, whose
+ * weights are f16, given to bf16-weights) are converted to this one in
+ * place, through f32: read only by such casts, their readers do not change.
+ * bf16 to f16 fails on a value beyond f16's range (65504) rather than store
+ * an infinity. */
 #include "internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +69,70 @@ static mge_status to_half(const mge_tensor *t, mge_dtype dt, mge_tensor **out, m
     return MGE_OK;
 }
 
+/* Params in the other half type that only casts to f32 read: re-stored as dt.
+ * All are converted before any is replaced, so a failure changes nothing. */
+static mge_status rehalf(mge_graph *g, mge_dtype dt, const char *pinned, int *changed, mge_error *err)
+{
+    mge_dtype from = dt == MGE_F16 ? MGE_BF16 : MGE_F16;
+    size_t nv = (size_t)g->nvalues + 1;
+    char *ok = calloc(nv, 1);   /* 1: read, and only by casts to f32 */
+    mge_tensor **nt = calloc(nv, sizeof *nt);
+    mge_status s = MGE_OK;
+    if (!ok || !nt) {
+        s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < g->nnodes; i++)
+        for (int k = 0; k < g->nodes[i].nin; k++) {
+            int v = g->nodes[i].in[k];
+            int cast32 = g->nodes[i].op == MGE_OP_CAST && mge_node_int(&g->nodes[i], MGE_KEY_dtype, -1) == MGE_F32;
+            ok[v] = cast32 && ok[v] != 2 ? 1 : 2;
+        }
+    for (int v = 0; v < g->nvalues && !s; v++) {
+        const mge_value *val = &g->values[v];
+        if (ok[v] != 1 || pinned[v] || val->kind != MGE_VAL_PARAM || val->dtype != from || !val->data ||
+            val->data->dtype != from)
+            continue;
+        if (!(nt[v] = calloc(1, sizeof *nt[v]))) {
+            s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+            break;
+        }
+        if ((s = mge_tensor_alloc(nt[v], dt, val->ndim, val->dims, err)))
+            break;
+        int64_t n = mge_tensor_numel(nt[v]);
+        const uint16_t *src = val->data->data;
+        uint16_t *dst = nt[v]->data;
+        for (int64_t i = 0; i < n && !s; i++) {
+            float f = from == MGE_F16 ? mge_f16_to_f32(src[i]) : mge_bf16_to_f32(src[i]);
+            dst[i] = dt == MGE_F16 ? mge_f32_to_f16(f) : mge_f32_to_bf16(f);
+            if (dt == MGE_F16 && isfinite(f) && isinf(mge_f16_to_f32(dst[i])))
+                s = mge_error_set(err, MGE_ERR_INVALID,
+                                  "'%s' holds %g, beyond f16's range (65504): store the f32 model's weights as f16 "
+                                  "instead",
+                                  val->name, (double)f);
+        }
+    }
+    for (int v = 0; v < g->nvalues && !s; v++)
+        if (nt[v]) {
+            mge_value *val = &g->values[v];
+            mge_tensor_free(val->data);
+            free(val->data);
+            val->data = nt[v];
+            val->dtype = dt;
+            nt[v] = NULL;
+            *changed = 1;
+        }
+done:
+    for (size_t v = 0; nt && v < nv; v++)
+        if (nt[v]) {
+            mge_tensor_free(nt[v]);
+            free(nt[v]);
+        }
+    free(nt);
+    free(ok);
+    return s;
+}
+
 static mge_status half_weights(mge_graph **gp, mge_dtype dt, int *changed, mge_error *err)
 {
     mge_graph *g = *gp;
@@ -83,6 +154,8 @@ static mge_status half_weights(mge_graph **gp, mge_dtype dt, int *changed, mge_e
         pinned[g->outputs[i]] = 1;
     if (g->loss >= 0)
         pinned[g->loss] = 1;
+    if ((s = rehalf(g, dt, pinned, changed, err)))
+        goto done;
     int nconv = 0;
     for (int i = 0; i < g->nnodes; i++) {
         const mge_node *n = &g->nodes[i];

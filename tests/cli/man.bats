@@ -31,3 +31,13 @@ setup() {
         done
     done
 }
+
+@test "every page of a tool that writes output files says what kill -9 leaves behind" {
+    # the wording of mge-train(1): at most a stray .OUT.XXXXXX, which may be deleted
+    for tool in mge-run mge-dump mge-opt mge-train mge-bench mge-prof mge-quant; do
+        page="$MAN1/$tool.1"
+        grep -q 'kill \\-9' "$page" || { echo "$tool: no kill -9"; return 1; }
+        grep -qE '^\.BI? \. ?[A-Z][A-Za-z.]* ?\.XXXXXX' "$page" || { echo "$tool: no .OUT.XXXXXX"; return 1; }
+        grep -q "which may be deleted" "$page" || { echo "$tool: no 'which may be deleted'"; return 1; }
+    done
+}

@@ -478,10 +478,11 @@ for o in d["outputs"]:
 }
 
 @test "--dtype: int8-only options and unknown types are usage errors" {
-    for extra in "--calib x.npy" "--method minmax" "--skip fc2" "--report r.json" "--per-tensor" "--batches 2"; do
+    for extra in "--calib x.npy" "--method minmax" "--percentile 99" "--skip fc2" "--report r.json" "--per-tensor" \
+        "--batches 2" "--batch-size 8" "--normalize 0.5,0.5" "--int8-outputs"; do
         run "$MGE_QUANT" --dtype f16 $extra "$M" -o "$T/h.mge"
         assert_failure 2
-        assert_output --partial "apply to int8"
+        assert_output --partial "${extra%% *} applies to int8 only: --dtype f16 stores the weights"
     done
     run "$MGE_QUANT" --dtype f32 "$M"
     assert_failure 2
@@ -490,6 +491,82 @@ for o in d["outputs"]:
     # --dtype int8 is the default
     "$MGE_QUANT" --dtype int8 "$M" --calib "$FM/t10k" --batches 2 -o "$T/q.mge"
     cmp "$T/q.mge" "$Q"
+}
+
+@test "--dtype bf16 converts an -O3 model's f16 weights, and says so with -v" {
+    "$MGE_OPT" -O3 "$M" -o "$T/o3.mge"
+    run "$MGE_DUMP" "$T/o3.mge"
+    assert_output --regexp "# by dtype: f16 [0-9]+ bytes"
+    run --separate-stderr "$MGE_QUANT" --dtype bf16 -v "$T/o3.mge" -o "$T/b.mge"
+    assert_success
+    [[ "$stderr" == *"o3.mge: note: "*" f16 weights converted to bf16"* ]] || { echo "$stderr"; return 1; }
+    run "$MGE_DUMP" "$T/b.mge"
+    assert_output --regexp "# by dtype: bf16 [0-9]+ bytes"
+    refute_output --regexp "param .* : f16\["
+    "$MGE_RUN" "$M" --data "$FM/t10k" --batch 1000 -o "$T/f.npy"
+    "$MGE_RUN" "$T/b.mge" --data "$FM/t10k" --batch 1000 -o "$T/b.npy"
+    run outputs_close "$T/f.npy" "$T/b.npy" 0.05 0.95
+    echo "$output"
+    assert_success
+    # and back: bf16 weights to f16
+    run --separate-stderr "$MGE_QUANT" --dtype f16 -v "$T/b.mge" -o "$T/h.mge"
+    assert_success
+    [[ "$stderr" == *"note: "*" bf16 weights converted to f16"* ]] || { echo "$stderr"; return 1; }
+    run "$MGE_DUMP" "$T/h.mge"
+    assert_output --regexp "# by dtype: f16 [0-9]+ bytes"
+}
+
+@test "--dtype with nothing to convert warns and writes the model" {
+    "$MGE_OPT" -O3 "$M" -o "$T/o3.mge"
+    run --separate-stderr "$MGE_QUANT" --dtype f16 "$T/o3.mge" -o "$T/h.mge"
+    assert_success
+    [[ "$stderr" == *"o3.mge: warning: --dtype f16: nothing to convert: the weights are already f16"* ]] || {
+        echo "$stderr"; return 1; }
+    run "$MGE_DUMP" "$T/h.mge"
+    assert_output --regexp "# by dtype: f16 [0-9]+ bytes"
+    printf 'input x : f32[N,4]\ny = relu(x)\noutput y\n' > "$T/relu.mgt"
+    run --separate-stderr "$MGE_QUANT" --dtype bf16 "$T/relu.mgt" -o "$T/r.mge"
+    assert_success
+    [[ "$stderr" == *"relu.mgt: warning: --dtype bf16: nothing to convert: no conv2d or linear weight"* ]] || {
+        echo "$stderr"; return 1; }
+    [ -s "$T/r.mge" ]
+    # an int8 model is refused, as for int8
+    run --separate-stderr "$MGE_QUANT" --dtype f16 "$Q" -o "$T/x.mge"
+    assert_failure 1
+    [[ "$stderr" == *"already quantized"* ]]
+    [ ! -e "$T/x.mge" ]
+}
+
+@test "int8 options that cannot apply to the model or data warn" {
+    write_mlp
+    "$MGE_OPT" "$T/mlp.mgt" -o "$T/mlp.mge"
+    npys "$T/x.npy" f32:16x4:rand
+    # float data: --normalize is for u8 images; 16 samples are 1 batch of 32
+    run --separate-stderr "$MGE_QUANT" "$T/mlp.mge" --calib "$T/x.npy" --normalize 0.5,0.5 --batches 5 -o "$T/q.mge"
+    assert_success
+    [[ "$stderr" == *"x.npy: warning: --normalize has no effect: the calibration data has no u8 images"* ]] || {
+        echo "$stderr"; return 1; }
+    [[ "$stderr" == *"x.npy: warning: --batches 5: the data has only 1 batch (16 samples at --batch-size 32), all used"* ]] || {
+        echo "$stderr"; return 1; }
+    # every layer skipped: --per-tensor and --int8-outputs have nothing to act on
+    run --separate-stderr "$MGE_QUANT" "$T/mlp.mge" --calib "$T/x.npy" --skip fc1,fc2 --per-tensor --int8-outputs \
+        -o "$T/q.mge"
+    assert_success
+    [[ "$stderr" == *"warning: --per-tensor has no effect: no conv2d or linear weight was quantized"* ]] || {
+        echo "$stderr"; return 1; }
+    [[ "$stderr" == *"warning: --int8-outputs has no effect: no model output is written by an int8 node"* ]] || {
+        echo "$stderr"; return 1; }
+    # nothing a quantizer could act on: said once, up front
+    printf 'input x : f32[N,4]\ny = relu(x)\noutput y\n' > "$T/relu.mgt"
+    run --separate-stderr "$MGE_QUANT" "$T/relu.mgt" --calib "$T/x.npy" -o "$T/r.mge"
+    assert_success
+    [[ "$stderr" == *"relu.mgt: warning: nothing to quantize: the model has no conv2d, linear or add"* ]] || {
+        echo "$stderr"; return 1; }
+    [ "$(grep -c warning <<< "$stderr")" -eq 1 ]
+    # -q silences them
+    run --separate-stderr "$MGE_QUANT" -q "$T/mlp.mge" --calib "$T/x.npy" --normalize 0.5,0.5 -o "$T/q.mge"
+    assert_success
+    [ -z "$stderr" ]
 }
 
 # ---------------------------------------------------------------- usage errors (2)

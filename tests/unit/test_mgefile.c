@@ -792,6 +792,95 @@ static void test_zlib_bomb_claim(void)
     mge_graph_free(g);
 }
 
+/* Within deflate's 1032:1 for the tensor, but beyond what mge inflates for
+ * a file of that size (unpack.h): refused before anything is allocated,
+ * naming both sizes. */
+static void test_zlib_total_claim(void)
+{
+    mge_graph *g = mge_graph_new();
+    int64_t d[1] = {1 << 20};
+    int v = mge_graph_add_value(g, "z", MGE_VAL_STATE, MGE_F32, 1, d, &err);
+    mge_value *val = &g->values[v];
+    val->data = calloc(1, sizeof *val->data);
+    CHECK_OK(mge_tensor_alloc(val->data, MGE_F32, 1, d, &err), err);
+    /* one random byte in four: compresses to roughly a third */
+    unsigned char *p = val->data->data;
+    uint32_t x = 12345;
+    for (size_t k = 0; k < val->data->nbytes; k += 4) {
+        x = x * 1103515245u + 12345u;
+        p[k] = (unsigned char)(x >> 24);
+    }
+    mge_buf b;
+    if (!write_graph(g, 1, 0, &b)) {
+        mge_graph_free(g);
+        return;
+    }
+    const unsigned char *q = (const unsigned char *)b.p;
+    size_t pos = 36;
+    for (int s = 0; s < 2; s++)
+        pos += 16 + (size_t)rd32(q + pos + 4);
+    size_t ent = pos + 16;
+    CHECK(q[ent + 7] == 1);
+    uint64_t stored = rd32(q + ent + 8 + 8 + 12 + 8) | (uint64_t)rd32(q + ent + 8 + 8 + 12 + 12) << 32;
+    /* 2^27 elements, 512 MiB: under 1032 times the stored bytes, over 100 times and over 256 MiB */
+    uint64_t n = (uint64_t)1 << 27;
+    CHECK_MSG(n * 4 < 1032 * stored && n * 4 > 100 * stored, "stored %llu", (unsigned long long)stored);
+    unsigned char nb[8];
+    wr64(nb, n);
+    size_t vat = find_str(q, b.n, "z");
+    unsigned char *c = malloc(b.n);
+    memcpy(c, b.p, b.n);
+    memcpy(c + vat + 4 + 1 + 3, nb, 8);
+    memcpy(c + ent + 8, nb, 8);
+    wr64(c + ent + 8 + 8 + 12 + 16, n * 4);
+    fix_crcs(c, b.n);
+    mge_graph *r = NULL;
+    mge_error e = {0};
+    CHECK(read_copy(c, b.n, &r, &e) == MGE_ERR_FORMAT && !r);
+    char want[160];
+    snprintf(want, sizeof want, "the compressed tensors declare %llu bytes, more than the 268435456 bytes that their "
+             "%llu compressed bytes may inflate to", (unsigned long long)(n * 4), (unsigned long long)stored);
+    CHECK_MSG(strstr(e.msg, want), "%s", e.msg);
+    free(c);
+    mge_buf_free(&b);
+    mge_graph_free(g);
+}
+
+/* A model whose zero tensors would compress beyond that limit is written
+ * with them uncompressed, so the reader takes what the writer wrote. */
+static void test_zlib_writer_stays_readable(void)
+{
+    mge_graph *g = mge_graph_new();
+    int64_t big[1] = {70 << 20}, small[1] = {4096};   /* 280 MiB and 16 KiB of zeros */
+    int vb = mge_graph_add_value(g, "big", MGE_VAL_STATE, MGE_F32, 1, big, &err);
+    int vs = mge_graph_add_value(g, "small", MGE_VAL_STATE, MGE_F32, 1, small, &err);
+    for (int i = 0; i < 2; i++) {
+        mge_value *val = &g->values[i ? vs : vb];
+        val->data = calloc(1, sizeof *val->data);   /* calloc: untouched pages cost no memory */
+        CHECK_OK(mge_tensor_alloc(val->data, MGE_F32, 1, i ? small : big, &err), err);
+    }
+    mge_buf b;
+    if (!write_graph(g, 1, 0, &b)) {
+        mge_graph_free(g);
+        return;
+    }
+    const unsigned char *q = (const unsigned char *)b.p;
+    size_t pos = 36;
+    for (int s = 0; s < 2; s++)
+        pos += 16 + (size_t)rd32(q + pos + 4);
+    size_t ent = pos + 16;                    /* "big": stored as it is */
+    CHECK(q[ent + 7] == 0);
+    CHECK(q[ent + 8 + 8 + 12 + 8 + 8 + 8 + 4 + 7] == 1); /* "small" still compressed */
+    CHECK(b.n > ((size_t)70 << 22));
+    mge_graph *r = NULL;
+    CHECK_OK(mge_file_read(b.p, b.n, 1, &r, &err), err);
+    if (r)
+        CHECK(r->values[mge_graph_find(r, "big")].data->nbytes == ((size_t)70 << 22));
+    mge_graph_free(r);
+    mge_buf_free(&b);
+    mge_graph_free(g);
+}
+
 static void test_no_state(void)
 {
     mge_graph *g = small_model();
@@ -1069,6 +1158,8 @@ int main(void)
     RUN(test_hostile_edits);
     RUN(test_directory_edits);
     RUN(test_zlib_bomb_claim);
+    RUN(test_zlib_total_claim);
+    RUN(test_zlib_writer_stays_readable);
     RUN(test_no_state);
     RUN(test_borrow);
     RUN(test_model_load);

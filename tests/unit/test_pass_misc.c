@@ -447,6 +447,91 @@ static void test_f16_shared_and_skipped(void)
     }
 }
 
+/* Weights already in the other half type are converted in place, through
+ * f32; bf16 beyond f16's range is refused and leaves the graph as it was. */
+static void test_half_to_half(void)
+{
+    mge_graph *g = parse(f16_net);
+    if (!g)
+        return;
+    mge_error err;
+    mge_error_clear(&err);
+    int changed = 0;
+    CHECK_OK(run_pass(&g, "f16-weights", &changed, &err), err);
+    int w = mge_graph_find(g, "conv1.weight");
+    CHECK(w >= 0 && g->values[w].dtype == MGE_F16);
+    if (w < 0) {
+        mge_graph_free(g);
+        return;
+    }
+    uint16_t h5 = ((const uint16_t *)g->values[w].data->data)[5];
+    int nnodes = g->nnodes;
+    outs half = run_graph(g);
+    changed = 0;
+    CHECK_OK(run_pass(&g, "bf16-weights", &changed, &err), err);
+    CHECK(changed == 1);
+    CHECK(g->nnodes == nnodes && count_op(g, MGE_OP_CAST) == 4);
+    const char *names[] = {"conv1.weight", "conv1.bias", "fc.weight", "fc.bias"};
+    for (int i = 0; i < 4; i++) {
+        int p = mge_graph_find(g, names[i]);
+        CHECK_MSG(p >= 0 && g->values[p].dtype == MGE_BF16 && g->values[p].data->dtype == MGE_BF16, "%s", names[i]);
+    }
+    w = mge_graph_find(g, "conv1.weight");
+    CHECK(((const uint16_t *)g->values[w].data->data)[5] == mge_f32_to_bf16(mge_f16_to_f32(h5)));
+    CHECK_OK(mge_graph_validate(g, &err), err);
+    outs bf = run_graph(g);
+    /* bf16's 8 bits: close in norm (elements near 0 may differ more) */
+    double dd = 0, nn = 0;
+    for (int i = 0; i < bf.n && i < half.n; i++)
+        for (int64_t k = 0; k < bf.cnt[i] && k < half.cnt[i]; k++) {
+            dd += (bf.v[i][k] - half.v[i][k]) * (bf.v[i][k] - half.v[i][k]);
+            nn += half.v[i][k] * half.v[i][k];
+        }
+    CHECK_MSG(nn > 0 && sqrt(dd / nn) <= 1e-2 && dd > 0, "relative difference %g", nn > 0 ? sqrt(dd / nn) : -1.0);
+    outs_free(&half);
+    outs_free(&bf);
+    check_noop(g, "bf16-weights");
+    mge_graph_free(g);
+
+    /* bf16 holding 1e6: no f16 can store it */
+    g = parse("input x : f32[N,4]\n"
+              "param w : bf16[4,4] init=uniform(0.5)\n"
+              "wc = cast(w, dtype=f32)\n"
+              "y = linear(x, wc, out=4, bias=false)\n"
+              "output y\n");
+    if (!g)
+        return;
+    w = mge_graph_find(g, "w");
+    CHECK(w >= 0 && g->values[w].data);
+    if (w < 0 || !g->values[w].data) {
+        mge_graph_free(g);
+        return;
+    }
+    ((uint16_t *)g->values[w].data->data)[3] = mge_f32_to_bf16(1e6f);
+    mge_buf b0 = bytes_of(g);
+    mge_graph *before = g;
+    CHECK(run_pass(&g, "f16-weights", &changed, &err) == MGE_ERR_INVALID);
+    CHECK_MSG(strstr(err.msg, "'w' holds") && strstr(err.msg, "beyond f16's range"), "%s", err.msg);
+    CHECK(g == before && g->values[w].dtype == MGE_BF16);
+    mge_buf b1 = bytes_of(g);
+    CHECK(b0.n == b1.n && memcmp(b0.p, b1.p, b0.n) == 0);
+    mge_buf_free(&b0);
+    mge_buf_free(&b1);
+    /* a half param that something other than a cast reads keeps its type */
+    mge_graph_free(g);
+    g = parse("input x : f16[N,4]\n"
+              "param w : bf16[4] init=uniform(0.5)\n"
+              "wc = cast(w, dtype=f16)\n"
+              "y = add(x, wc)\n"
+              "param v : f16[4] init=uniform(0.5)\n"
+              "z = mul(y, v)\n"
+              "output z\n");
+    if (g) {
+        check_noop(g, "bf16-weights");
+        mge_graph_free(g);
+    }
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -457,6 +542,7 @@ int main(int argc, char **argv)
     RUN(test_fold_inference);
     RUN(test_fold_noop);
     RUN(test_f16_weights);
+    RUN(test_half_to_half);
     RUN(test_f16_shared_and_skipped);
     return unit_rerun_baseline(argv, "test_pass_misc", unit_done());
 }
