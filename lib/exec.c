@@ -58,6 +58,8 @@ struct mge_exec {
     mge_placed placed;
     int is_placed;
     mge_event **ev;          /* per value: a pending copy down, or NULL */
+    void **prep;             /* per node: the device's prepared state, or NULL */
+    int prep_done;
     mge_devinfo hinfo;
     int threads;
     int training;
@@ -212,6 +214,11 @@ void mge_exec_free(mge_exec *e)
             if (e->ev[v])
                 e->dc->be->event_free(e->dc->dev, e->ev[v]);
     free(e->ev);
+    if (e->prep && e->dc && e->dc->be->release)
+        for (int i = 0; i < e->g->nnodes; i++)
+            if (e->prep[i])
+                e->dc->be->release(e->dc->dev, e->prep[i]);
+    free(e->prep);
     for (int d = 0; d < 2; d++) {
         const mge_backend_iface *be = d ? (e->dc ? e->dc->be : NULL) : e->hif;
         mge_device *dev = d ? (e->dc ? e->dc->dev : NULL) : e->host;
@@ -878,6 +885,7 @@ static mge_status run_node(mge_exec *e, const mge_plan *p, int i, mge_error *err
     ctx.ws_size = p->ws[i];
     ctx.training = e->training;
     ctx.rng = &e->rng;
+    ctx.prepared = e->prep ? e->prep[i] : NULL;
     mge_status s = d ? e->dc->be->launch(e->dc->dev, k, &ctx, n, in, out, err)
                      : e->hif->launch(e->host, k, &ctx, n, in, out, err);
     if (!d)
@@ -986,10 +994,38 @@ static mge_status set_results(mge_exec *e, const mge_plan *p, mge_error *err)
     return MGE_OK;
 }
 
+/* The device's per-node state, made once from the bound inputs (the
+ * weights are in device memory by now) and kept until the executor goes. */
+static mge_status prepare_nodes(mge_exec *e, mge_error *err)
+{
+    const mge_backend_iface *be = e->dc->be;
+    e->prep_done = 1;
+    if (!be->prepare)
+        return MGE_OK;
+    if (!(e->prep = calloc((size_t)(e->g->nnodes ? e->g->nnodes : 1), sizeof *e->prep)))
+        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < e->g->nnodes; i++) {
+        const mge_node *n = &e->g->nodes[i];
+        if (!e->run[i] || !node_dev(e, i) || n->op == MGE_OP_COPY || n->nin > 64)
+            continue;
+        mge_tensor *in[64];
+        for (int k = 0; k < n->nin; k++)
+            in[k] = &e->t[n->in[k]];
+        mge_status s = be->prepare(e->dc->dev, n, in, &e->prep[i], err);
+        if (s) {
+            mge_error_prefix(err, "%s", n->name);
+            return s;
+        }
+    }
+    return MGE_OK;
+}
+
 static mge_status run_all(mge_exec *e, mge_plan *p, mge_error *err)
 {
     mge_status s;
     if (e->pre && !e->pre_done && (s = preprocess(e, err)))
+        return s;
+    if (e->dc && !e->prep_done && (s = prepare_nodes(e, err)))
         return s;
     for (int i = 0; i < e->g->nnodes; i++) {
         if (!e->run[i])

@@ -173,6 +173,7 @@ typedef struct mge_kctx {
     size_t ws_size;
     int training;
     mge_rng *rng;            /* dropout in training */
+    void *prepared;          /* what the device's prepare() made for this node, or NULL */
 } mge_kctx;
 
 /* in[i]/out[i] have concrete shapes and data; out[0] may alias in[0] when the

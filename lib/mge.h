@@ -449,6 +449,7 @@ typedef struct mge_devstats {
     int64_t uploads, downloads, d2d;          /* copy calls */
     int64_t upload_bytes, download_bytes, d2d_bytes;
     int64_t launches;                         /* kernels queued */
+    int64_t prepared;                         /* nodes given prepared state (weights packed once) */
     size_t mem_in_use, mem_peak;              /* bytes the device allocated */
 } mge_devstats;
 /* The executor's device counters (all zero on the cpu), and the device's

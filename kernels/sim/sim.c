@@ -8,6 +8,10 @@
  * goes on while they run and only sync and events order the two. Its
  * kernels are the cpu (or ref) ones, run serially on its buffers.
  *
+ * Nodes with weights (conv2d, linear and their fused forms) get prepared
+ * state once, as a GPU backend would pack weights at load: a record of the
+ * weight buffer each launch checks it is given.
+ *
  * Which ops it claims comes from MGE_SIM_OPS: "all", "none", "default"
  * (everything except the pooling ops and softmax/log_softmax, forward and
  * gradient, so every model exercises fallback and copies), or a
@@ -106,6 +110,16 @@ static mge_status parse_claims(unsigned char *c, mge_error *err)
             p++;
     }
     return MGE_OK;
+}
+
+/* What prepare keeps: the weight buffer it saw. */
+typedef struct prep {
+    const void *weight;
+} prep;
+
+static int has_weights(int op)
+{
+    return op == MGE_OP_CONV2D || op == MGE_OP_LINEAR || op == MGE_OP_FUSED_CONV2D || op == MGE_OP_FUSED_LINEAR;
 }
 
 /* ---------------------------------------------------------------- the queue */
@@ -391,6 +405,9 @@ static mge_status sim_launch(mge_device *d, const mge_kernel *k, const mge_kctx 
 {
     if (n->nin > 64 || n->nout > 4)
         return mge_error_set(err, MGE_ERR_INVALID, "%s: too many inputs or outputs for sim", n->name);
+    const prep *pp = ctx->prepared;
+    if (has_weights(n->op) && n->nin >= 2 && (!pp || pp->weight != in[1]->data))
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: launched without the state prepare() made for it", n->name);
     job *j = calloc(1, sizeof *j);
     if (!j)
         return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
@@ -415,6 +432,32 @@ static mge_status sim_launch(mge_device *d, const mge_kernel *k, const mge_kctx 
     pthread_mutex_unlock(&d->mu);
     submit(d, j);
     return MGE_OK;
+}
+
+static mge_status sim_prepare(mge_device *d, const mge_node *n, mge_tensor *const *in, void **state, mge_error *err)
+{
+    *state = NULL;
+    if (!has_weights(n->op) || n->nin < 2)
+        return MGE_OK;
+    prep *p = malloc(sizeof *p);
+    if (!p)
+        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+    p->weight = in[1]->data;
+    *state = p;
+    pthread_mutex_lock(&d->mu);
+    d->st.prepared++;
+    pthread_mutex_unlock(&d->mu);
+    return MGE_OK;
+}
+
+static void sim_release(mge_device *d, void *state)
+{
+    if (!state)
+        return;
+    free(state);
+    pthread_mutex_lock(&d->mu);
+    d->st.prepared--;
+    pthread_mutex_unlock(&d->mu);
 }
 
 static void sim_stats(mge_device *d, mge_devstats *out)
@@ -444,6 +487,8 @@ static const mge_backend_iface sim_iface = {
     .kernel = sim_kernel,
     .launch = sim_launch,
     .stats = sim_stats,
+    .prepare = sim_prepare,
+    .release = sim_release,
 };
 
 const mge_backend_iface *mge_backend_sim_iface(void)

@@ -2,7 +2,8 @@
  * apart from the host (a kernel waits for the host to go on), its memory
  * starts as NaN, asynchronous failures surface at sync, events order a
  * download; placement and copies in an executor on sim; device-resident
- * params and mark_changed; the plugin loader's errors. */
+ * params and mark_changed; prepared state made once per node; the plugin
+ * loader's errors. */
 #include "backend.h"
 #include "place.h"
 #include "unit_graph.h"
@@ -183,6 +184,8 @@ static void test_exec_on_sim(void)
     run_one(es, &x, &y2);
     CHECK_OK(mge_exec_device_stats(es, &st, NULL, NULL, NULL, &err), err);
     CHECK_MSG(st.uploads == 4 + 2 + 2, "weights went up again: %lld uploads", (long long)st.uploads);
+    /* conv and linear were prepared once (sim checks each launch gets its state) */
+    CHECK_MSG(st.prepared == 2, "%lld prepared", (long long)st.prepared);
     CHECK(memcmp(y2.data, ysim.data, y2.nbytes) == 0);
     mge_tensor_free(&y2);
 
