@@ -598,9 +598,16 @@ static int gen_fused_elemwise(pcase *c)
     in[0] = pc_in_inplace(c, c->variant % 2, MGE_F32, nd, d, -2, 2);
     int nin = 1;
     for (int k = 0; k < nops; k++) {
-        do   /* exp of exp amplifies a rounding of the first by e^x: not a parity question */
-            list[k] = ops[pr(c, 0, (int64_t)(sizeof ops / sizeof ops[0]) - 1)];
-        while (k && list[k] == MGE_OP_EXP && list[k - 1] == MGE_OP_EXP);
+        /* exp of exp amplifies a rounding of the first by e^x, and log,
+         * sqrt and pow of a result that may be a tiny negative (gelu(-6)
+         * is -6e-9 on ref, -0 on cpu) jump from NaN to -inf or 0: neither
+         * is a parity question, so those come first or not at all */
+        int64_t o;
+        do
+            o = ops[pr(c, 0, (int64_t)(sizeof ops / sizeof ops[0]) - 1)];
+        while (k && ((o == MGE_OP_EXP && list[k - 1] == MGE_OP_EXP) || o == MGE_OP_LOG || o == MGE_OP_SQRT ||
+                     o == MGE_OP_POW));
+        list[k] = o;
         if (!mge_fused_binary_ok(list[k]))
             continue;
         int ne = pc_bshape(c, nd, d, ed);
