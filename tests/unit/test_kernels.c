@@ -587,7 +587,9 @@ static void test_coverage(void)
     for (int op = 0; op < MGE_NOPS; op++) {
         /* training kernels are compared with ref where they are written:
          * gradients and optimizers in test_grad_*.c and test_optim.c, the
-         * forward ops training made fast (loss, bias reductions) likewise */
+         * forward ops training made fast (loss, bias reductions) likewise;
+         * test_parity.c compares every op x dtype with a cpu kernel, these
+         * and the ones after them in ops.def included */
         if (op >= MGE_OP_CONV2D_GRAD_INPUT || op == MGE_OP_CROSS_ENTROPY || op == MGE_OP_SUM || op == MGE_OP_MEAN)
             continue;
         if (c->k[op][MGE_F32].run && c->k[op][MGE_F32].run != r->k[op][MGE_F32].run)
