@@ -840,7 +840,8 @@ static mge_status run_node(mge_exec *e, const mge_plan *p, int i, mge_error *err
         return MGE_OK;
     }
     int d = node_dev(e, i);
-    if (e->is_placed && n->op == MGE_OP_COPY) {
+    /* the copies placement made; a copy node of the caller's graph is an op like any other */
+    if (e->is_placed && e->placed.src_node[i] < 0) {
         mge_status s = run_copy(e, n, in[0], out[0], err);
         if (s)
             mge_error_prefix(err, "%s", n->name);

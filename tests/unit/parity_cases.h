@@ -794,6 +794,15 @@ static int gen_transpose(pcase *c)
     return pc_out(c, pc_un(c, MGE_OP_TRANSPOSE, pc_in(c, c->dt, nd, d, pc_lo(c->dt), 100), 1, at));
 }
 
+/* copy, in either direction: on the host (and within a device) the bytes */
+static int gen_copy(pcase *c)
+{
+    int64_t d[4];
+    int nd = pshape(c, 0, 4, 9, d);
+    mge_attr at[1] = {A(MGE_KEY_to, c->variant & 1)};
+    return pc_out(c, pc_un(c, MGE_OP_COPY, pc_in(c, c->dt, nd, d, pc_lo(c->dt), 100), 1, at));
+}
+
 static int gen_concat(pcase *c)
 {
     int64_t d[4];

@@ -54,7 +54,7 @@ static float *F(mge_tensor *t)
     return (float *)t->data;
 }
 
-static mge_kctx ctx0 = {NULL, 1, NULL, 0, 0, NULL};
+static mge_kctx ctx0 = {.threads = 1};
 
 /* Runs the ref kernel of n (dtype of in[0]); the status, err filled. */
 static mge_status runk(const mge_kctx *ctx, mge_node *n, mge_tensor **in, mge_tensor **out, mge_error *err)
