@@ -31,7 +31,8 @@ typedef enum mge_status {
     MGE_ERR_SHAPE,       /* shapes or dtypes that do not fit */
     MGE_ERR_UNSUPPORTED, /* valid but not implemented (dtype, version, ...) */
     MGE_ERR_EOF,         /* clean end of a stream: zero bytes before a record */
-    MGE_ERR_MISMATCH     /* a comparison (--check, --verify) failed */
+    MGE_ERR_MISMATCH,    /* a comparison (--check, --verify) failed */
+    MGE_ERR_NONFINITE    /* NaN or inf where finite numbers belong (a diverging training step) */
 } mge_status;
 
 typedef struct mge_error {
@@ -754,6 +755,7 @@ typedef struct mge_train_opts {
     int threads;             /* 0 = 1 */
     const char *backend;     /* NULL = "cpu" */
     uint64_t seed;           /* training-mode randomness (dropout): reseeded from (seed, step) every step */
+    int guard;               /* keep only finite steps: see mge_trainer_step */
 } mge_train_opts;
 
 typedef struct mge_train_result {
@@ -774,7 +776,18 @@ int mge_trainer_input(const mge_trainer *t, int i);
 /* Classes of a cross_entropy loss (logits' last dim), or 0. */
 int64_t mge_trainer_classes(const mge_trainer *t);
 /* One step: forward, backward, update with learning rate lr; step is the
- * 1-based number of this update (Adam's bias correction, SGD's first step). */
+ * 1-based number of this update (Adam's bias correction, SGD's first step).
+ * With opts.guard, a step whose loss is not finite, or whose update leaves a
+ * param or a state value other than the optimizer moments non-finite, is
+ * undone: it fails with MGE_ERR_NONFINITE ("step S: the update made
+ * parameter P non-finite ...", the first such value in parameter order) and
+ * the trainer holds the params and state of the step before, as after any
+ * other failed step. The check reads the update norms the update nodes
+ * output (a norm is finite when the update is) and scans a tensor only when
+ * its norm is not finite, plus the non-optimizer state (running statistics)
+ * every step; undoing needs one copy of the params and state a step writes,
+ * taken before each step. guard also refuses, at create, a model whose
+ * params or state are already non-finite (MGE_ERR_NONFINITE). */
 mge_status mge_trainer_step(mge_trainer *t, const mge_tensor *const *batch, double lr, int64_t step,
                             mge_train_result *r, mge_error *err);
 /* Forward only in eval mode (dropout off, batchnorm running statistics). */
@@ -789,7 +802,9 @@ mge_exec *mge_trainer_exec(mge_trainer *t);
 /* The training graph (forward + backward + update), for inspection. */
 const mge_graph *mge_trainer_graph(const mge_trainer *t);
 /* A copy of model with the trained params and state; with_opt also adds the
- * optimizer state so that mge_trainer_create on the result resumes. */
+ * optimizer state so that mge_trainer_create on the result resumes. A param
+ * or state value it would write that holds NaN or inf fails with
+ * MGE_ERR_NONFINITE naming it (nothing is exported). */
 mge_status mge_trainer_export(const mge_trainer *t, const mge_graph *model, int with_opt, mge_graph **out,
                               mge_error *err);
 /* Rows of f32 logits [N,C] whose argmax (first on ties) equals the i32/i64
