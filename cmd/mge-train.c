@@ -639,19 +639,47 @@ static void log_failed(const opts *o, tr_report *rep, int64_t step, int64_t star
     rep->err_said = 1;
 }
 
-/* A step came back non-finite (the trainer's guard undid it): the trainer
- * holds step - 1, which is written to OUT when this run got past its start
- * and OUT is a file. */
-static void diverged(const opts *o, const mge_optim_opts *oc, const mge_trainer *t, const mge_graph *model,
-                     tr_report *rep, const mge_error *e, int64_t step, int64_t start_step, int64_t last_ckpt, int64_t bpe)
+/* Steps from+1 .. to again, on the batches they had: the guard went back to
+ * its snapshot after step from, and the steps are deterministic. */
+static mge_status replay(mge_trainer *t, mge_loader *loader, const mge_sched *sched, int64_t bpe, int64_t from,
+                         int64_t to, mge_error *err)
+{
+    int64_t epoch = from / bpe;
+    mge_status s = mge_loader_start(loader, epoch, from % bpe, err);
+    for (int64_t st = from + 1; !s && st <= to;) {
+        const mge_tensor *const *batch;
+        mge_train_result r;
+        if ((s = mge_loader_next(loader, &batch, err)) == MGE_ERR_EOF)
+            s = mge_loader_start(loader, ++epoch, 0, err);
+        else if (!s && !(s = mge_trainer_step(t, batch, mge_sched_lr(sched, st), st, &r, err)))
+            st++;
+    }
+    return s;
+}
+
+/* A step came back non-finite and the guard undid it: step - 1 is the last
+ * good one. OUT gets it when this run got past its start and OUT is a file
+ * (the steps since the guard's snapshot run again to get there). */
+static void diverged(const opts *o, const mge_optim_opts *oc, mge_trainer *t, const mge_graph *model, tr_report *rep,
+                     mge_loader *loader, const mge_sched *sched, const mge_error *e, int64_t step, int64_t start_step,
+                     int64_t last_ckpt, int64_t bpe)
 {
     const char *where = cli_name(o->net), *hint = " (try a lower --lr, or --clip-norm)";
-    int64_t good = step - 1;
+    int64_t good = step - 1, held = mge_trainer_good_step(t);
     char b[1200];
-    if (good > start_step && strcmp(o->out, "-") != 0 && !tr_report_flush(rep) &&
-        save(o, oc, t, model, good, good / bpe, !o->no_state) == 0) {
-        cli_error(where, "%s; the output, %s, holds the weights of step %lld%s", e->msg, o->out, (long long)good, hint);
-        return;
+    mge_error re;
+    mge_error_clear(&re);
+    if (good > start_step && strcmp(o->out, "-") != 0 && held >= start_step && !tr_report_flush(rep)) {
+        if (held < good && replay(t, loader, sched, bpe, held, good, &re)) {
+            kept(o, start_step, last_ckpt, b, sizeof b);
+            cli_error(where, "%s; going back to step %lld failed (%s); %s", e->msg, (long long)good, re.msg, b);
+            return;
+        }
+        if (save(o, oc, t, model, good, good / bpe, !o->no_state) == 0) {
+            cli_error(where, "%s; the output, %s, holds the weights of step %lld%s", e->msg, o->out, (long long)good,
+                      hint);
+            return;
+        }
     }
     kept(o, start_step, last_ckpt, b, sizeof b);
     cli_error(where, "%s; %s%s", e->msg, b, hint);
@@ -913,7 +941,7 @@ int main(int argc, char **argv)
         if ((s = mge_trainer_step(t, batch, lr, step, &r, &err))) {
             tr_report_clear(&rep);
             if (s == MGE_ERR_NONFINITE)
-                diverged(&o, &to.optim, t, model, &rep, &err, step, start_step, last_ckpt, bpe);
+                diverged(&o, &to.optim, t, model, &rep, loader, &sched, &err, step, start_step, last_ckpt, bpe);
             else
                 cli_mge_error(where, &err);
             goto done;

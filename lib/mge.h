@@ -756,6 +756,7 @@ typedef struct mge_train_opts {
     const char *backend;     /* NULL = "cpu" */
     uint64_t seed;           /* training-mode randomness (dropout): reseeded from (seed, step) every step */
     int guard;               /* keep only finite steps: see mge_trainer_step */
+    int64_t guard_every;     /* guard: snapshot every that many steps (0: spaced by time, see mge_trainer_step) */
 } mge_train_opts;
 
 typedef struct mge_train_result {
@@ -778,18 +779,26 @@ int64_t mge_trainer_classes(const mge_trainer *t);
 /* One step: forward, backward, update with learning rate lr; step is the
  * 1-based number of this update (Adam's bias correction, SGD's first step).
  * With opts.guard, a step whose loss is not finite, or whose update leaves a
- * param or a state value other than the optimizer moments non-finite, is
- * undone: it fails with MGE_ERR_NONFINITE ("step S: the update made
- * parameter P non-finite ...", the first such value in parameter order) and
- * the trainer holds the params and state of the step before, as after any
- * other failed step. The check reads the update norms the update nodes
- * output (a norm is finite when the update is) and scans a tensor only when
- * its norm is not finite, plus the non-optimizer state (running statistics)
- * every step; undoing needs one copy of the params and state a step writes,
- * taken before each step. guard also refuses, at create, a model whose
+ * param or a state value other than the optimizer moments non-finite, fails
+ * with MGE_ERR_NONFINITE ("step S: the update made parameter P non-finite
+ * ...", the first such value in parameter order). After a failed step, of
+ * this kind or any other, the trainer holds the params and state of the
+ * step mge_trainer_good_step names: a snapshot taken before this or an
+ * earlier step. The snapshot (one copy of the params and state a step writes) is
+ * renewed when the steps since the last one took about 200 times as long as
+ * copying it, or every opts.guard_every steps; to continue from the step
+ * just before the failure, run the steps after the good one again with the
+ * same batches (they give the same bits). The check reads the update norms
+ * the update nodes output (finite when the update is) and scans a tensor
+ * only behind a non-finite norm, plus the non-optimizer state (running
+ * statistics) every step. guard also refuses, at create, a model whose
  * params or state are already non-finite (MGE_ERR_NONFINITE). */
 mge_status mge_trainer_step(mge_trainer *t, const mge_tensor *const *batch, double lr, int64_t step,
                             mge_train_result *r, mge_error *err);
+/* With the guard, after a failed step: the step number (as passed to
+ * mge_trainer_step; the state after it) whose params and state the trainer
+ * holds; -1 without the guard or before the first step. */
+int64_t mge_trainer_good_step(const mge_trainer *t);
 /* Forward only in eval mode (dropout off, batchnorm running statistics). */
 mge_status mge_trainer_eval(mge_trainer *t, const mge_tensor *const *batch, mge_train_result *r, mge_error *err);
 /* Plan figures of the training step at batch (arena against its lower bound). */

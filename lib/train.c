@@ -8,13 +8,23 @@
  * param without reading it, and only a non-finite one (a real NaN or inf,
  * or a norm too big for f32) costs a scan. The running statistics are
  * scanned every step (they are small); the optimizer moments are checked
- * when exported. Undoing a step restores a copy of everything a step writes,
- * taken before it runs. */
+ * when exported.
+ *
+ * Undoing a step restores a snapshot of everything a step writes. Copying
+ * params and moments every step would cost about as much as the optimizer
+ * update itself, a large part of the step for dense layers at small
+ * batches, so a snapshot is taken only when the steps since the last one
+ * took GUARD_RATIO times as long as copying it (or every guard_every
+ * steps): the copies stay near 1/GUARD_RATIO of the training time, and a
+ * caller that needs the step just before a failure runs the few steps since
+ * the snapshot again, which gives the same bits (steps are deterministic). */
 #include "internal.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define GUARD_RATIO 200
 
 struct mge_trainer {
     mge_graph *g;            /* the training graph (owned) */
@@ -30,9 +40,13 @@ struct mge_trainer {
     int nupd, *upd;          /* updated params (value indices), in update order */
     int upd_res;             /* train executor result index of upd[0]'s update norm */
     int guard;
+    int64_t guard_every;     /* > 0: a snapshot every that many steps; 0: by time */
     int nsnap, *snap_v;      /* guard: values a step writes (updated params, state, hyper) */
     size_t *snap_off;
-    unsigned char *snap;     /* their bytes as before the step */
+    unsigned char *snap;     /* their bytes after step snap_step */
+    int have_snap;
+    int64_t snap_step, since;/* steps kept since the snapshot */
+    double t_copy, t_since;  /* seconds: the last snapshot's copy, the steps kept since */
     int nscan, *scan_v;      /* guard: state values scanned after each step (not the moments) */
 };
 
@@ -139,6 +153,9 @@ static mge_status guard_init(mge_trainer *t, mge_error *err)
     t->snap_off[t->nsnap] = off;
     if (!(t->snap = malloc(off ? off : 1)))
         return mge_error_set(err, MGE_ERR_NOMEM, "out of memory: %zu bytes to keep the last good step (guard)", off);
+    /* touched now, so the first copy's time (which spaces the snapshots)
+     * is not that of faulting the pages in */
+    memset(t->snap, 0, off);
     return MGE_OK;
 }
 
@@ -257,6 +274,8 @@ mge_status mge_trainer_create(const mge_graph *model, const mge_train_opts *o, m
         return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
     t->seed = o->seed;
     t->guard = o->guard;
+    t->guard_every = o->guard_every > 0 ? o->guard_every : 0;
+    t->snap_step = -1;
     t->logits = t->labels = -1;
     t->tr_logits = t->ev_logits = -1;
     if (!(t->g = mge_graph_clone(model, err))) {
@@ -412,8 +431,18 @@ static mge_status run(mge_trainer *t, mge_exec *e, const int *map, const mge_ten
 mge_status mge_trainer_step(mge_trainer *t, const mge_tensor *const *batch, double lr, int64_t step,
                             mge_train_result *r, mge_error *err)
 {
-    if (t->guard)
+    double t0 = t->guard ? mge_now() : 0;
+    if (t->guard && (!t->have_snap || (t->guard_every ? t->since >= t->guard_every
+                                                       : t->t_since >= GUARD_RATIO * t->t_copy))) {
         guard_save(t);
+        t->have_snap = 1;
+        t->snap_step = step - 1;
+        t->since = 0;
+        t->t_since = 0;
+        double t1 = mge_now();
+        t->t_copy = t1 - t0;
+        t0 = t1;
+    }
     mge_status s = mge_optim_set_hyper(t->g, t->hyper, lr, step, err);
     if (s)
         return s;
@@ -423,11 +452,24 @@ mge_status mge_trainer_step(mge_trainer *t, const mge_tensor *const *batch, doub
     s = run(t, t->train, t->tr_map, batch, err);
     if (!s)
         s = collect(t, t->train, t->tr_logits, batch, r, err);
-    if (!s && t->guard)
+    if (!t->guard)
+        return s;
+    if (!s)
         s = guard_check(t, step, r, err);
-    if (s && t->guard)
+    if (s) {
         guard_restore(t);
-    return s;
+        t->since = 0;
+        t->t_since = 0;
+        return s;
+    }
+    t->since++;
+    t->t_since += mge_now() - t0;
+    return MGE_OK;
+}
+
+int64_t mge_trainer_good_step(const mge_trainer *t)
+{
+    return t->guard && t->have_snap ? t->snap_step : -1;
 }
 
 mge_status mge_trainer_eval(mge_trainer *t, const mge_tensor *const *batch, mge_train_result *r, mge_error *err)

@@ -269,3 +269,18 @@ assert len(ep) == 2 and all("val_loss" in e and e["val_loss"] is None for e in e
     run "$MGE_TRAIN" "$T/small.mgt" --data "$T/small.npz" --steps 2 --momentum 1 --dampening 1 --lr 0 -o "$T/o.mge"
     assert_success
 }
+
+@test "going back to the last good step gives the bits of a run that stopped there" {
+    need_numpy
+    # five ordinary samples, then inputs of 1e30 at a rate that jumps to 1e18 after step 5
+    py 'r = np.random.default_rng(1); x = r.standard_normal((8, 1, 28, 28)).astype(np.float32); x[5:] = 1e30
+np.savez(sys.argv[1], x=x, label=np.arange(8, dtype=np.int32))' "$T/late.npz"
+    opts=(--batch 1 --no-shuffle --momentum 0.9 --lr 0.01 --schedule step:5:1e20 --seed 2)
+    run "$MGE_TRAIN" "$SAMPLES/mlp.mgt" --data "$T/late.npz" "${opts[@]}" --steps 8 -o "$T/a.mge"
+    assert_failure 1
+    assert_output --regexp "step 6: the (update made parameter fc1.weight non-finite|loss is)"
+    assert_output --partial "holds the weights of step 5"
+    "$MGE_TRAIN" "$SAMPLES/mlp.mgt" --data "$T/late.npz" "${opts[@]}" --steps 5 -o "$T/b.mge"
+    # the same bytes: weights, momentum buffers, metadata
+    cmp "$T/a.mge" "$T/b.mge"
+}

@@ -1,8 +1,9 @@
 /* test_train_guard.c — the trainer's guard (mge_train_opts.guard): a step
  * that overflows or gives a non-finite loss is undone exactly, params and
- * state included; a finite step whose update norm overflows f32 is kept; a
- * model that is already non-finite is refused; export never writes NaN or
- * inf, guard or not. */
+ * state included; with sparser snapshots the trainer goes back to the
+ * snapshot and replaying the steps since gives the same bits; a finite step
+ * whose update norm overflows f32 is kept; a model that is already
+ * non-finite is refused; export never writes NaN or inf, guard or not. */
 #include <math.h>
 
 #include "internal.h"
@@ -45,6 +46,7 @@ static const char *bn_src = "input x : f32[N,4]\n"
                             "output fc2\n"
                             "minimize loss\n";
 
+/* guard: 0 off, else snapshots every guard steps (-1: by time) */
 static mge_trainer *trainer(const mge_graph *g, mge_optim_kind kind, double momentum, int guard)
 {
     mge_train_opts o;
@@ -52,7 +54,8 @@ static mge_trainer *trainer(const mge_graph *g, mge_optim_kind kind, double mome
     mge_optim_defaults(kind, &o.optim);
     o.optim.momentum = momentum;
     o.threads = 2;
-    o.guard = guard;
+    o.guard = guard != 0;
+    o.guard_every = guard > 0 ? guard : 0;
     mge_trainer *t = NULL;
     CHECK_OK(mge_trainer_create(g, &o, &t, &err), err);
     return t;
@@ -122,7 +125,7 @@ static void test_overflow_undone(void)
     mge_graph *g = parse(mlp_src);
     if (!g)
         return;
-    mge_trainer *t = trainer(g, MGE_OPTIM_SGD, 0.9, 1);
+    mge_trainer *t = trainer(g, MGE_OPTIM_SGD, 0.9, 1);   /* a snapshot before every step */
     mge_train_result r;
     CHECK_OK(step(t, 1, 0.01, 1, &r), err);
     CHECK_OK(step(t, 1, 0.01, 2, &r), err);
@@ -141,6 +144,47 @@ static void test_overflow_undone(void)
     mge_graph_free(before);
     mge_graph_free(after);
     mge_trainer_free(t);
+    mge_graph_free(g);
+}
+
+/* Snapshots every 3 steps: a failure at step 5 goes back to step 3, and
+ * running step 4 again gives what a trainer that never failed has. The
+ * same by time (guard_every 0), wherever its snapshot fell. */
+static void test_replay(void)
+{
+    mge_graph *g = parse(bn_src);
+    if (!g)
+        return;
+    for (int every = 3; every >= -1; every -= 4) {
+        mge_trainer *a = trainer(g, MGE_OPTIM_ADAM, 0, every), *ref = trainer(g, MGE_OPTIM_ADAM, 0, 0);
+        mge_train_result r;
+        for (int k = 1; k <= 4; k++) {
+            CHECK_OK(step(a, 1 + 0.1 * k, 0.01, k, &r), err);
+            CHECK_OK(step(ref, 1 + 0.1 * k, 0.01, k, &r), err);
+        }
+        mge_tensor x, y;
+        batch(1, &x, &y);
+        ((float *)x.data)[0] = INFINITY;
+        const mge_tensor *b[2] = {&x, &y};
+        CHECK(mge_trainer_step(a, b, 0.01, 5, &r, &err) == MGE_ERR_NONFINITE);
+        mge_tensor_free(&x);
+        mge_tensor_free(&y);
+        int64_t good = mge_trainer_good_step(a);
+        if (every > 0)
+            CHECK_MSG(good == 3, "good step %lld", (long long)good);
+        CHECK_MSG(good >= 0 && good <= 4, "good step %lld", (long long)good);
+        for (int64_t k = good + 1; k <= 4; k++)
+            CHECK_OK(step(a, 1 + 0.1 * (double)k, 0.01, k, &r), err);
+        mge_graph *ga = NULL, *gr = NULL;
+        CHECK_OK(mge_trainer_export(a, g, 1, &ga, &err), err);
+        CHECK_OK(mge_trainer_export(ref, g, 1, &gr, &err), err);
+        CHECK(ga && gr && same_values(ga, gr));
+        CHECK(mge_trainer_good_step(ref) == -1);
+        mge_graph_free(ga);
+        mge_graph_free(gr);
+        mge_trainer_free(a);
+        mge_trainer_free(ref);
+    }
     mge_graph_free(g);
 }
 
@@ -280,6 +324,7 @@ int main(int argc, char **argv)
     (void)argc;
     RUN(test_overflow_undone);
     RUN(test_nan_loss_undone);
+    RUN(test_replay);
     RUN(test_big_finite_update_kept);
     RUN(test_export_refuses);
     RUN(test_export_moments);
