@@ -59,7 +59,8 @@ static void help(void)
            "  -h, --help            show this help and exit\n"
            "      --version         show the version and exit\n"
            "\n"
-           "Exit status: 0 success, 1 failure, 2 usage error.\n",
+           "A step that makes a parameter NaN or inf stops the run; OUT then holds the step before it.\n"
+           "Exit status: 0 success, 1 failure, 2 usage error (also a number out of range).\n",
            cli_prog);
 }
 
@@ -131,6 +132,8 @@ static double num_arg(const char *flag, const char *shown, const char *s, const 
     double v = strtod(s, &end);
     if (!*s || *end || isnan(v) || isspace((unsigned char)*s))
         cli_usage("%s %s: not a number", flag, shown);
+    if ((v != 0 && (float)v == 0) || (errno == ERANGE && fabs(v) < 1))
+        cli_usage("%s %s: too small: as f32 it would be 0", flag, shown);
     if (errno == ERANGE || !in_range(v, r))
         cli_usage("%s %s: out of range: expected %s in %s", flag, shown, shown == s ? "a number" : "numbers",
                   range_str(r, b, sizeof b));
