@@ -1,6 +1,7 @@
 /* mge-train — train a model (text or .mge) on a dataset and write the
  * trained .mge: forward, backward and optimizer update run as one planned
  * graph (lib/train.c); checkpoints are atomic and resumable. */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -58,7 +59,8 @@ static void help(void)
            "  -h, --help            show this help and exit\n"
            "      --version         show the version and exit\n"
            "\n"
-           "Exit status: 0 success, 1 failure, 2 usage error.\n",
+           "A step that makes a parameter NaN or inf stops the run; OUT then holds the step before it.\n"
+           "Exit status: 0 success, 1 failure, 2 usage error (also a number out of range).\n",
            cli_prog);
 }
 
@@ -86,6 +88,90 @@ typedef struct opts {
     int seed_given;
     cli_common co;
 } opts;
+
+/* ---------------------------------------------------------------- numeric options
+ * Every number is checked before any work: finite and in the range the
+ * training step can use. Learning rates travel to the update nodes as f32,
+ * and the step count as f32 too (exact up to 2^24). */
+
+#define F32_MAX 3.4028234663852886e38
+#define MAX_STEPS ((int64_t)1 << 24)
+
+typedef struct range {
+    double lo, hi;
+    int lo_open, hi_open;
+    const char *why;   /* appended to the message, or "" */
+} range;
+
+static const range R_LR = {0, F32_MAX, 0, 0, " (learning rates are stored as f32)"};
+static const range R_UNIT = {0, 1, 0, 0, ""};
+static const range R_BETA = {0, 1, 0, 1, ""};
+static const range R_NONNEG = {0, F32_MAX, 0, 0, " (a finite f32 >= 0)"};
+static const range R_POS = {0, F32_MAX, 1, 0, " (a finite f32 > 0)"};
+
+static int in_range(double v, const range *r)
+{
+    if (!isfinite(v) || (r->lo_open ? v <= r->lo : v < r->lo) || (r->hi_open ? v >= r->hi : v > r->hi))
+        return 0;
+    /* a positive value that f32 rounds to 0 would silently be 0 */
+    return !(v != 0 && (float)v == 0);
+}
+
+static const char *range_str(const range *r, char *b, size_t n)
+{
+    snprintf(b, n, "%c%g, %g%c%s", r->lo_open ? '(' : '[', r->lo, r->hi, r->hi_open ? ')' : ']', r->why);
+    return b;
+}
+
+/* The number s of option flag, in r; anything else is a usage error naming
+ * the flag and its value (whole, for a pair: shown). */
+static double num_arg(const char *flag, const char *shown, const char *s, const range *r)
+{
+    char *end, b[96];
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || isnan(v) || isspace((unsigned char)*s))
+        cli_usage("%s %s: not a number", flag, shown);
+    if ((v != 0 && (float)v == 0) || (errno == ERANGE && fabs(v) < 1))
+        cli_usage("%s %s: too small: as f32 it would be 0", flag, shown);
+    if (errno == ERANGE || !in_range(v, r))
+        cli_usage("%s %s: out of range: expected %s in %s", flag, shown, shown == s ? "a number" : "numbers",
+                  range_str(r, b, sizeof b));
+    return v;
+}
+
+static double num_opt(const char *flag, const char *s, const range *r)
+{
+    return num_arg(flag, s, s, r);
+}
+
+/* A whole number of option flag in [lo, hi]. */
+static int64_t int_opt(const char *flag, const char *s, int64_t lo, int64_t hi)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (!*s || *end || isspace((unsigned char)*s))
+        cli_usage("%s %s: not a whole number", flag, s);
+    if (errno == ERANGE || v < lo || v > hi)
+        cli_usage("%s %s: out of range: expected a whole number in [%lld, %lld]", flag, s, (long long)lo,
+                  (long long)hi);
+    return (int64_t)v;
+}
+
+/* "A,B" for --betas and --normalize. */
+static void num_pair(const char *flag, const char *s, const range *ra, const range *rb, double *a, double *b)
+{
+    const char *comma = strchr(s, ',');
+    char first[64];
+    size_t n = comma ? (size_t)(comma - s) : 0;
+    if (!comma || n == 0 || n >= sizeof first)
+        cli_usage("%s %s: expected two numbers separated by a comma", flag, s);
+    memcpy(first, s, n);
+    first[n] = 0;
+    *a = num_arg(flag, s, first, ra);
+    *b = num_arg(flag, s, comma + 1, rb);
+}
 
 static void parse_args(int argc, char **argv, opts *o)
 {
@@ -135,28 +221,28 @@ static void parse_args(int argc, char **argv, opts *o)
         case 'o': o->out = optarg; break;
         case OPT_DATA: o->data = optarg; break;
         case OPT_VAL: o->val = optarg; break;
-        case OPT_VAL_SPLIT:
-            o->val_split = cli_double("--val-split", optarg, 0);
-            if (!(o->val_split > 0 && o->val_split < 1))
-                cli_usage("--val-split %s: expected a fraction between 0 and 1", optarg);
+        case OPT_VAL_SPLIT: {
+            static const range frac = {0, 1, 1, 1, " (a fraction)"};
+            o->val_split = num_opt("--val-split", optarg, &frac);
             break;
+        }
         case OPT_BATCH:
-            o->batch = cli_long("--batch", optarg, 1, 1L << 24);
+            o->batch = int_opt("--batch", optarg, 1, MAX_STEPS);
             o->g_batch = 1;
             break;
         case OPT_DROP_LAST: o->drop_last = 1; break;
         case OPT_NO_SHUFFLE: o->shuffle = 0; break;
-        case OPT_NORMALIZE:
-            cli_double_pair("--normalize", optarg, &m, &s);
-            if (!(s > 0))
-                cli_usage("--normalize %s: the standard deviation must be positive", optarg);
+        case OPT_NORMALIZE: {
+            static const range mean = {-F32_MAX, F32_MAX, 0, 0, " (a finite f32)"};
+            num_pair("--normalize", optarg, &mean, &R_POS, &m, &s);
             o->normalize = 1;
             o->mean = (float)m;
             o->std = (float)s;
             break;
+        }
         case OPT_NO_PREFETCH: o->prefetch = 0; break;
-        case OPT_EPOCHS: o->epochs = cli_long("--epochs", optarg, 1, 1L << 30); break;
-        case OPT_STEPS: o->steps = cli_long("--steps", optarg, 1, 1L << 40); break;
+        case OPT_EPOCHS: o->epochs = int_opt("--epochs", optarg, 1, MAX_STEPS); break;
+        case OPT_STEPS: o->steps = int_opt("--steps", optarg, 1, MAX_STEPS); break;
         case OPT_OPTIMIZER:
             if (strcmp(optarg, "sgd") == 0)
                 o->kind = MGE_OPTIM_SGD;
@@ -169,30 +255,28 @@ static void parse_args(int argc, char **argv, opts *o)
             o->kind_given = 1;
             break;
         case OPT_LR:
-            o->lr = cli_double("--lr", optarg, 0);
+            o->lr = num_opt("--lr", optarg, &R_LR);
             o->g_lr = 1;
             break;
         case OPT_MOMENTUM:
-            o->momentum = cli_double("--momentum", optarg, 0);
+            o->momentum = num_opt("--momentum", optarg, &R_UNIT);
             o->g_momentum = 1;
             break;
         case OPT_DAMPENING:
-            o->dampening = cli_double("--dampening", optarg, 0);
+            o->dampening = num_opt("--dampening", optarg, &R_UNIT);
             o->g_dampening = 1;
             break;
         case OPT_NESTEROV: o->nesterov = o->g_nesterov = 1; break;
         case OPT_BETAS:
-            cli_double_pair("--betas", optarg, &o->beta1, &o->beta2);
-            if (!(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1))
-                cli_usage("--betas %s: each beta must be in [0, 1)", optarg);
+            num_pair("--betas", optarg, &R_BETA, &R_BETA, &o->beta1, &o->beta2);
             o->g_betas = 1;
             break;
         case OPT_EPS:
-            o->eps = cli_double("--eps", optarg, 0);
+            o->eps = num_opt("--eps", optarg, &R_NONNEG);
             o->g_eps = 1;
             break;
         case OPT_WD:
-            o->wd = cli_double("--weight-decay", optarg, 0);
+            o->wd = num_opt("--weight-decay", optarg, &R_NONNEG);
             o->g_wd = 1;
             break;
         case OPT_SCHEDULE:
@@ -200,13 +284,11 @@ static void parse_args(int argc, char **argv, opts *o)
             o->g_schedule = 1;
             break;
         case OPT_WARMUP:
-            o->warmup = cli_long("--warmup", optarg, 0, 1L << 40);
+            o->warmup = int_opt("--warmup", optarg, 0, MAX_STEPS);
             o->g_warmup = 1;
             break;
         case OPT_CLIP:
-            o->clip = cli_double("--clip-norm", optarg, 0);
-            if (!(o->clip > 0))
-                cli_usage("--clip-norm %s: expected a positive number", optarg);
+            o->clip = num_opt("--clip-norm", optarg, &R_POS);
             o->g_clip = 1;
             break;
         case OPT_SEED:
@@ -215,7 +297,7 @@ static void parse_args(int argc, char **argv, opts *o)
             break;
         case OPT_WEIGHTS: o->weights = optarg; break;
         case OPT_RESUME: o->resume = optarg; break;
-        case OPT_CKPT: o->ckpt_every = cli_long("--checkpoint-every", optarg, 1, 1L << 40); break;
+        case OPT_CKPT: o->ckpt_every = int_opt("--checkpoint-every", optarg, 1, MAX_STEPS); break;
         case OPT_NO_STATE: o->no_state = 1; break;
         case OPT_LOG: {
             size_t n = strlen(optarg);
@@ -330,6 +412,30 @@ static int check_arch(const mge_graph *net, const mge_graph *ck, const char *whe
     return 0;
 }
 
+/* Values a checkpoint supplied (those given as options passed num_opt):
+ * a damaged or hand-edited one must not reach the optimizer. */
+static int check_ck_values(const opts *o, const char *where)
+{
+    const struct { const char *key; double v; const range *r; int use; } hp[] = {
+        {"train.lr", o->lr, &R_LR, o->g_lr},
+        {"train.momentum", o->momentum, &R_UNIT, o->kind == MGE_OPTIM_SGD && o->g_momentum},
+        {"train.dampening", o->dampening, &R_UNIT, o->kind == MGE_OPTIM_SGD && o->g_dampening},
+        {"train.beta1", o->beta1, &R_BETA, o->kind != MGE_OPTIM_SGD && o->g_betas},
+        {"train.beta2", o->beta2, &R_BETA, o->kind != MGE_OPTIM_SGD && o->g_betas},
+        {"train.eps", o->eps, &R_NONNEG, o->kind != MGE_OPTIM_SGD && o->g_eps},
+        {"train.weight_decay", o->wd, &R_NONNEG, o->g_wd},
+        {"train.clip_norm", o->clip, &R_NONNEG, o->g_clip},   /* 0: no clipping */
+    };
+    char b[96];
+    for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++)
+        if (hp[i].use && !in_range(hp[i].v, hp[i].r)) {
+            cli_error(where, "the checkpoint's %s = %g is out of range: expected a number in %s", hp[i].key, hp[i].v,
+                      range_str(hp[i].r, b, sizeof b));
+            return -1;
+        }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- data */
 
 static int load_data(const char *spec, const mge_graph *g, const opts *o, mge_dataset *ds)
@@ -379,7 +485,10 @@ static int save(const opts *o, const mge_optim_opts *oc, const mge_trainer *t, c
     mge_error_clear(&err);
     mge_graph *out = NULL;
     if (mge_trainer_export(t, model, with_state, &out, &err)) {
-        cli_mge_error(cli_name(o->out), &err);
+        if (err.code == MGE_ERR_NONFINITE)
+            cli_error(cli_name(o->out), "%s at step %lld; not written", err.msg, (long long)step);
+        else
+            cli_mge_error(cli_name(o->out), &err);
         return -1;
     }
     char b[64];
@@ -430,13 +539,16 @@ write:;
 
 /* ---------------------------------------------------------------- validation */
 
-static int validate(mge_trainer *t, const mge_dataset *val, const opts *o, double *loss, double *acc)
+/* Loss and accuracy over val into es. A non-finite loss stays in es as it
+ * is (has_val says there was a validation), so the summary and the log
+ * show it. */
+static int validate(mge_trainer *t, const mge_dataset *val, const opts *o, tr_epoch *es)
 {
     mge_error err;
     mge_error_clear(&err);
     mge_loader *l = NULL;
-    *loss = NAN;
-    *acc = -1;
+    es->val_loss = NAN;
+    es->val_acc = -1;
     if (mge_loader_create(val, o->batch, 0, 0, 0, 0, &l, &err) || mge_loader_start(l, 0, 0, &err)) {
         cli_mge_error("validation", &err);
         mge_loader_free(l);
@@ -464,10 +576,116 @@ static int validate(mge_trainer *t, const mge_dataset *val, const opts *o, doubl
     }
     mge_loader_free(l);
     if (n > 0) {
-        *loss = lsum / (double)n;
-        *acc = have_acc ? (double)correct / (double)n : -1;
+        es->has_val = 1;
+        es->val_loss = lsum / (double)n;
+        es->val_acc = have_acc ? (double)correct / (double)n : -1;
+    }
+    /* the data is finite (checked at load): the model overflows on it.
+     * Said once; the summaries and the log show every epoch's value. */
+    static int warned;
+    if (es->has_val && !isfinite(es->val_loss) && !warned++)
+        cli_warn(cli_name(o->val ? o->val : o->data), "the validation loss is %s after epoch %lld: the model's "
+                 "outputs over the validation data are not finite", isnan(es->val_loss) ? "NaN" : "infinite",
+                 (long long)es->epoch);
+    return 0;
+}
+
+/* A NaN or inf in the (bound, in-memory) data would make every loss over
+ * it non-finite: an error before training, naming the array and sample. */
+static int check_data_finite(const mge_dataset *ds, const char *what, const char *where)
+{
+    for (int a = 0; a < ds->n; a++) {
+        const mge_tensor *x = &ds->t[a];
+        if (!mge_dtype_is_float(x->dtype) || !x->data)
+            continue;
+        int64_t n = mge_tensor_numel(x), per = x->dims[0] > 0 ? n / x->dims[0] : 1, bad = -1;
+        double v = 0;
+        if (x->dtype == MGE_F32) {
+            const float *f = x->data;
+            for (int64_t i = 0; i < n && bad < 0; i++)
+                if (!isfinite(f[i]))
+                    bad = i, v = f[i];
+        } else {
+            for (int64_t i = 0; i < n && bad < 0; i++)
+                if (!isfinite(v = cli_tensor_value(x, i)))
+                    bad = i;
+        }
+        if (bad >= 0) {
+            cli_error(where, "the %s data holds %s in '%s' (sample %lld): the loss over it would not be finite; "
+                      "fix or drop that sample", what, isnan(v) ? "NaN" : v > 0 ? "inf" : "-inf",
+                      ds->names && ds->names[a] ? ds->names[a] : "?", (long long)(bad / (per ? per : 1)));
+            return -1;
+        }
     }
     return 0;
+}
+
+/* ---------------------------------------------------------------- stopping */
+
+/* What OUT holds when the run stops at a failure: the checkpoint this run
+ * wrote last, or nothing new. */
+static void kept(const opts *o, int64_t start_step, int64_t last_ckpt, char *b, size_t n)
+{
+    if (o->ckpt_every && last_ckpt > start_step)
+        snprintf(b, n, "%s holds the last checkpoint (step %lld)", o->out, (long long)last_ckpt);
+    else
+        snprintf(b, n, "nothing written");
+}
+
+static void log_failed(const opts *o, tr_report *rep, int64_t step, int64_t start_step, int64_t last_ckpt)
+{
+    char b[1200];
+    kept(o, start_step, last_ckpt, b, sizeof b);
+    tr_report_clear(rep);
+    cli_error(o->log, "writing the log failed: %s; stopping after step %lld: %s", strerror(rep->err), (long long)step,
+              b);
+    rep->err_said = 1;
+}
+
+/* Steps from+1 .. to again, on the batches they had: the guard went back to
+ * its snapshot after step from, and the steps are deterministic. */
+static mge_status replay(mge_trainer *t, mge_loader *loader, const mge_sched *sched, int64_t bpe, int64_t from,
+                         int64_t to, mge_error *err)
+{
+    int64_t epoch = from / bpe;
+    mge_status s = mge_loader_start(loader, epoch, from % bpe, err);
+    for (int64_t st = from + 1; !s && st <= to;) {
+        const mge_tensor *const *batch;
+        mge_train_result r;
+        if ((s = mge_loader_next(loader, &batch, err)) == MGE_ERR_EOF)
+            s = mge_loader_start(loader, ++epoch, 0, err);
+        else if (!s && !(s = mge_trainer_step(t, batch, mge_sched_lr(sched, st), st, &r, err)))
+            st++;
+    }
+    return s;
+}
+
+/* A step came back non-finite and the guard undid it: step - 1 is the last
+ * good one. OUT gets it when this run got past its start and OUT is a file
+ * (the steps since the guard's snapshot run again to get there). */
+static void diverged(const opts *o, const mge_optim_opts *oc, mge_trainer *t, const mge_graph *model, tr_report *rep,
+                     mge_loader *loader, const mge_sched *sched, const mge_error *e, int64_t step, int64_t start_step,
+                     int64_t last_ckpt, int64_t bpe)
+{
+    const char *where = cli_name(o->net), *hint = " (try a lower --lr, or --clip-norm)";
+    int64_t good = step - 1, held = mge_trainer_good_step(t);
+    char b[1200];
+    mge_error re;
+    mge_error_clear(&re);
+    if (good > start_step && strcmp(o->out, "-") != 0 && held >= start_step && !tr_report_flush(rep)) {
+        if (held < good && replay(t, loader, sched, bpe, held, good, &re)) {
+            kept(o, start_step, last_ckpt, b, sizeof b);
+            cli_error(where, "%s; going back to step %lld failed (%s); %s", e->msg, (long long)good, re.msg, b);
+            return;
+        }
+        if (save(o, oc, t, model, good, good / bpe, !o->no_state) == 0) {
+            cli_error(where, "%s; the output, %s, holds the weights of step %lld%s", e->msg, o->out, (long long)good,
+                      hint);
+            return;
+        }
+    }
+    kept(o, start_step, last_ckpt, b, sizeof b);
+    cli_error(where, "%s; %s%s", e->msg, b, hint);
 }
 
 /* ---------------------------------------------------------------- main */
@@ -502,6 +720,11 @@ int main(int argc, char **argv)
         if (check_arch(net, ck, cli_name(o.resume)))
             goto done;
         start_step = strtoll(meta_or(ck, "train.step", "0"), NULL, 10);
+        if (start_step < 0 || start_step > MAX_STEPS) {
+            cli_error(cli_name(o.resume), "the checkpoint's train.step = %lld: expected a whole number in [0, %lld]",
+                      (long long)start_step, (long long)MAX_STEPS);
+            goto done;
+        }
         uint64_t ck_seed = strtoull(meta_or(ck, "train.seed", "0"), NULL, 10);
         if (o.seed_given && o.seed != ck_seed)
             cli_warn(cli_name(o.resume), "--seed %llu differs from the checkpoint's %llu: the data order changes",
@@ -542,13 +765,28 @@ int main(int argc, char **argv)
         double dv = 0;
         int gtmp = o.g_warmup;
         FROM_CK(gtmp, "train.warmup", dv)
-        if (!o.g_warmup)
+        if (!o.g_warmup) {
+            if (!(dv >= 0 && dv <= (double)MAX_STEPS && dv == floor(dv))) {
+                cli_error(cli_name(o.resume), "the checkpoint's train.warmup = %g: expected a whole number in [0, %lld]",
+                          dv, (long long)MAX_STEPS);
+                goto done;
+            }
             o.warmup = (int64_t)dv;
+        }
         gtmp = o.g_batch;
+        dv = 1;
         FROM_CK(gtmp, "train.batch", dv)
-        if (!o.g_batch && gtmp)
+        if (!o.g_batch && gtmp) {
+            if (!(dv >= 1 && dv <= (double)MAX_STEPS && dv == floor(dv))) {
+                cli_error(cli_name(o.resume), "the checkpoint's train.batch = %g: expected a whole number in [1, %lld]",
+                          dv, (long long)MAX_STEPS);
+                goto done;
+            }
             o.batch = (int64_t)dv;
+        }
 #undef FROM_CK
+        if (check_ck_values(&o, cli_name(o.resume)))
+            goto done;
         if (!o.g_schedule && (v = mge_graph_get_meta(ck, "train.schedule")))
             o.schedule = v;
         model = ck;
@@ -567,10 +805,10 @@ int main(int argc, char **argv)
     }
 
     /* data */
-    if (load_data(o.data, model, &o, &train))
+    if (load_data(o.data, model, &o, &train) || check_data_finite(&train, "training", cli_name(o.data)))
         goto done;
     if (o.val) {
-        if (load_data(o.val, model, &o, &val))
+        if (load_data(o.val, model, &o, &val) || check_data_finite(&val, "validation", cli_name(o.val)))
             goto done;
     } else if (o.val_split > 0) {
         if (mge_dataset_split(&train, o.val_split, o.seed, &val, &err)) {
@@ -606,8 +844,10 @@ int main(int argc, char **argv)
     to.threads = cli_threads(&o.co);
     to.device = o.co.device;
     to.seed = o.seed;
+    to.guard = 1;
     if (mge_trainer_create(model, &to, &t, &err)) {
-        cli_mge_error(where, &err);
+        cli_mge_error(err.code == MGE_ERR_NONFINITE && o.resume ? cli_name(o.resume)
+                      : err.code == MGE_ERR_NONFINITE && o.weights ? cli_name(o.weights) : where, &err);
         goto done;
     }
     if (check_labels(&train, t, model, cli_name(o.data)) || (val.count > 0 && check_labels(&val, t, model, cli_name(o.val ? o.val : o.data))))
@@ -623,6 +863,9 @@ int main(int argc, char **argv)
         goto done;
     }
     int64_t total = o.steps ? o.steps : o.epochs * bpe;
+    if (total > MAX_STEPS)
+        cli_usage("--epochs %lld: %lld epochs of %lld batches are %lld steps, more than %lld (steps travel as f32)",
+                  (long long)o.epochs, (long long)o.epochs, (long long)bpe, (long long)total, (long long)MAX_STEPS);
     int64_t epochs = (total + bpe - 1) / bpe;
     if (start_step >= total) {
         cli_error(cli_name(o.resume), "the checkpoint is at step %lld: nothing left of %lld steps",
@@ -632,6 +875,19 @@ int main(int argc, char **argv)
     mge_sched sched;
     if (mge_sched_parse(o.schedule, to.optim.lr, o.warmup, total, &sched, &err)) {
         cli_usage("--schedule: %s", err.msg);
+    }
+    {
+        /* the largest rate of the run: step schedules rise with GAMMA > 1,
+         * cosine ones towards MIN_LR; warm-up only scales down */
+        double peak = to.optim.lr;
+        if (sched.kind == MGE_SCHED_STEP && sched.gamma > 1)
+            peak = sched.base_lr * pow(sched.gamma, (double)((total - 1) / sched.step_size));
+        else if (sched.kind == MGE_SCHED_COSINE && sched.min_lr > peak)
+            peak = sched.min_lr;
+        char b[96];
+        if (!in_range(peak, &R_LR))
+            cli_usage("--schedule %s: the learning rate would reach %g, out of range: expected %s", o.schedule, peak,
+                      range_str(&R_LR, b, sizeof b));
     }
     int tty = isatty(2);
     if (tr_report_open(&rep, o.log, o.resume != NULL, tty && cli_verbose >= 0, (tty && cli_verbose >= 0) || cli_verbose > 0))
@@ -663,9 +919,12 @@ int main(int argc, char **argv)
             tr_epoch es = {.epoch = epoch, .epochs = epochs, .step = step, .train_loss = nsum ? lsum / (double)nsum : NAN,
                            .train_acc = acc_ok && nsum ? (double)csum / (double)nsum : -1, .val_loss = NAN,
                            .val_acc = -1, .seconds = mge_now() - te};
-            if (val.count > 0 && validate(t, &val, &o, &es.val_loss, &es.val_acc))
+            if (val.count > 0 && validate(t, &val, &o, &es))
                 goto done;
-            tr_report_epoch(&rep, &es);
+            if (tr_report_epoch(&rep, &es)) {
+                log_failed(&o, &rep, step, start_step, last_ckpt);
+                goto done;
+            }
             lsum = 0;
             nsum = csum = 0;
             acc_ok = 1;
@@ -683,21 +942,12 @@ int main(int argc, char **argv)
         step++;
         double lr = mge_sched_lr(&sched, step);
         mge_train_result r;
-        if (mge_trainer_step(t, batch, lr, step, &r, &err)) {
+        if ((s = mge_trainer_step(t, batch, lr, step, &r, &err))) {
             tr_report_clear(&rep);
-            cli_mge_error(where, &err);
-            goto done;
-        }
-        if (!isfinite(r.loss)) {
-            tr_report_clear(&rep);
-            if (o.ckpt_every && last_ckpt > start_step)
-                cli_error(where, "the loss is %s at step %lld (epoch %lld): stopping; %s holds the last good checkpoint "
-                          "(step %lld)", isnan(r.loss) ? "NaN" : "infinite", (long long)step, (long long)(epoch + 1),
-                          o.out, (long long)last_ckpt);
+            if (s == MGE_ERR_NONFINITE)
+                diverged(&o, &to.optim, t, model, &rep, loader, &sched, &err, step, start_step, last_ckpt, bpe);
             else
-                cli_error(where, "the loss is %s at step %lld (epoch %lld): stopping; nothing written "
-                          "(try a lower --lr or --clip-norm)", isnan(r.loss) ? "NaN" : "infinite", (long long)step,
-                          (long long)(epoch + 1));
+                cli_mge_error(where, &err);
             goto done;
         }
         lsum += r.loss * (double)r.count;
@@ -713,8 +963,16 @@ int main(int argc, char **argv)
                       .acc = r.correct >= 0 && r.count ? (double)r.correct / (double)r.count : -1, .lr = lr,
                       .samples_per_s = el > 0 ? (double)seen / el : 0, .elapsed = el,
                       .eta = step > start_step ? el / (double)(step - start_step) * (double)(total - step) : -1};
-        tr_report_step(&rep, &ts);
+        if (tr_report_step(&rep, &ts)) {
+            log_failed(&o, &rep, step, start_step, last_ckpt);
+            goto done;
+        }
         if (o.ckpt_every && step % o.ckpt_every == 0 && step < total) {
+            /* the log on disk reaches the checkpoint a resumed run appends to */
+            if (tr_report_flush(&rep)) {
+                log_failed(&o, &rep, step, start_step, last_ckpt);
+                goto done;
+            }
             if (save(&o, &to.optim, t, model, step, step / bpe, 1))
                 goto done;
             last_ckpt = step;
@@ -726,23 +984,35 @@ int main(int argc, char **argv)
         tr_epoch es = {.epoch = done_epochs, .epochs = epochs, .step = step, .train_loss = lsum / (double)nsum,
                        .train_acc = acc_ok ? (double)csum / (double)nsum : -1, .val_loss = NAN, .val_acc = -1,
                        .seconds = mge_now() - te};
-        if (val.count > 0 && validate(t, &val, &o, &es.val_loss, &es.val_acc))
+        if (val.count > 0 && validate(t, &val, &o, &es))
             goto done;
-        tr_report_epoch(&rep, &es);
+        if (tr_report_epoch(&rep, &es)) {
+            log_failed(&o, &rep, step, start_step, last_ckpt);
+            goto done;
+        }
+    }
+    /* the log is complete before the model is written: a run whose log
+     * failed writes nothing */
+    if (tr_report_close(&rep)) {
+        log_failed(&o, &rep, step, start_step, last_ckpt);
+        goto done;
     }
     if (save(&o, &to.optim, t, model, step, step / bpe, !o.no_state))
         goto done;
     rc = 0;
 done:
-    if (tr_report_close(&rep) && rc == 0) {
-        cli_error(o.log, "writing the log failed");
-        rc = 1;
-    }
+    /* after another failure the log is kept as far as it got */
+    if (tr_report_close(&rep) && !rep.err_said)
+        cli_error(o.log, "writing the log failed: %s", strerror(rep.err));
     mge_loader_free(loader);
     mge_trainer_free(t);
     mge_dataset_free(&train);
     mge_dataset_free(&val);
     mge_graph_free(ck);
     mge_graph_free(net);
+    /* messages and the progress bar are output too: a failed write to
+     * stderr fails the run, silently since nothing can be said */
+    if (fflush(stderr) != 0 || ferror(stderr))
+        rc = 1;
     return rc;
 }

@@ -48,7 +48,7 @@ static void fmt_time(double s, char *b, size_t n)
         snprintf(b, n, "%ld:%02ld", t / 60, t % 60);
 }
 
-/* JSON numbers: non-finite values become null. */
+/* JSON numbers: non-finite values become null (JSON has no NaN). */
 static void jnum(FILE *f, const char *key, double v, int last)
 {
     if (isfinite(v))
@@ -57,11 +57,37 @@ static void jnum(FILE *f, const char *key, double v, int last)
         fprintf(f, "\"%s\":null%s", key, last ? "" : ",");
 }
 
-static void cnum(FILE *f, double v, int last)
+/* CSV fields: empty when there is no such value, else the number (nan and
+ * inf as printf spells them, which strtod and pandas read back). */
+static void cnum(FILE *f, double v, int present, int last)
 {
-    if (isfinite(v))
+    if (present)
         fprintf(f, "%.9g", v);
     fputc(last ? '\n' : ',', f);
+}
+
+/* Records go through stdio's buffer: a failed write shows as the stream's
+ * error flag, with errno from the write that failed. */
+static int log_begin(tr_report *r)
+{
+    if (!r->log || r->err)
+        return 0;
+    errno = 0;
+    return 1;
+}
+
+static int log_end(tr_report *r)
+{
+    if (r->log && !r->err && ferror(r->log))
+        r->err = errno ? errno : EIO;
+    return r->err ? -1 : 0;
+}
+
+int tr_report_flush(tr_report *r)
+{
+    if (log_begin(r) && fflush(r->log) != 0 && !r->err)
+        r->err = errno ? errno : EIO;
+    return log_end(r);
 }
 
 void tr_report_clear(tr_report *r)
@@ -72,16 +98,16 @@ void tr_report_clear(tr_report *r)
     }
 }
 
-void tr_report_step(tr_report *r, const tr_step *s)
+int tr_report_step(tr_report *r, const tr_step *s)
 {
-    if (r->log) {
+    if (log_begin(r)) {
         if (r->csv) {
             fprintf(r->log, "step,%lld,%lld,", (long long)s->epoch, (long long)s->step);
-            cnum(r->log, s->loss, 0);
-            cnum(r->log, s->acc >= 0 ? s->acc : NAN, 0);
-            cnum(r->log, s->lr, 0);
-            cnum(r->log, s->samples_per_s, 0);
-            cnum(r->log, s->elapsed, 0);
+            cnum(r->log, s->loss, 1, 0);
+            cnum(r->log, s->acc, s->acc >= 0, 0);
+            cnum(r->log, s->lr, 1, 0);
+            cnum(r->log, s->samples_per_s, 1, 0);
+            cnum(r->log, s->elapsed, 1, 0);
             fputs(",\n", r->log);
         } else {
             fprintf(r->log, "{\"kind\":\"step\",\"epoch\":%lld,\"step\":%lld,", (long long)s->epoch,
@@ -94,13 +120,20 @@ void tr_report_step(tr_report *r, const tr_step *s)
             jnum(r->log, "seconds", s->elapsed, 1);
             fputs("}\n", r->log);
         }
-        fflush(r->log);
+        /* a flush per step would be a write per step: once a second
+         * keeps `tail -f` current */
+        if (s->elapsed - r->t_last_flush >= 1.0) {
+            r->t_last_flush = s->elapsed;
+            if (fflush(r->log) != 0 && !r->err)
+                r->err = errno ? errno : EIO;
+        }
     }
+    int rc = log_end(r);
     if (!r->bar)
-        return;
+        return rc;
     /* redraw at most 10 times a second, and always on the last step */
     if (r->t_last_bar >= 0 && s->elapsed - r->t_last_bar < 0.1 && s->step != s->total_steps)
-        return;
+        return rc;
     r->t_last_bar = s->elapsed;
     char eta[32], acc[32] = "";
     fmt_time(s->eta, eta, sizeof eta);
@@ -116,26 +149,27 @@ void tr_report_step(tr_report *r, const tr_step *s)
             eta);
     fflush(stderr);
     r->bar_drawn = 1;
+    return rc;
 }
 
-void tr_report_epoch(tr_report *r, const tr_epoch *e)
+int tr_report_epoch(tr_report *r, const tr_epoch *e)
 {
-    if (r->log) {
+    if (log_begin(r)) {
         if (r->csv) {
             fprintf(r->log, "epoch,%lld,%lld,", (long long)e->epoch, (long long)e->step);
-            cnum(r->log, e->train_loss, 0);
-            cnum(r->log, e->train_acc >= 0 ? e->train_acc : NAN, 0);
+            cnum(r->log, e->train_loss, 1, 0);
+            cnum(r->log, e->train_acc, e->train_acc >= 0, 0);
             fputs(",,", r->log);
-            cnum(r->log, e->seconds, 0);
-            cnum(r->log, e->val_loss, 0);
-            cnum(r->log, e->val_acc >= 0 ? e->val_acc : NAN, 1);
+            cnum(r->log, e->seconds, 1, 0);
+            cnum(r->log, e->val_loss, e->has_val, 0);
+            cnum(r->log, e->val_acc, e->has_val && e->val_acc >= 0, 1);
         } else {
             fprintf(r->log, "{\"kind\":\"epoch\",\"epoch\":%lld,\"step\":%lld,", (long long)e->epoch,
                     (long long)e->step);
             jnum(r->log, "loss", e->train_loss, 0);
             if (e->train_acc >= 0)
                 jnum(r->log, "accuracy", e->train_acc, 0);
-            if (isfinite(e->val_loss)) {
+            if (e->has_val) {
                 jnum(r->log, "val_loss", e->val_loss, 0);
                 if (e->val_acc >= 0)
                     jnum(r->log, "val_accuracy", e->val_acc, 0);
@@ -143,15 +177,16 @@ void tr_report_epoch(tr_report *r, const tr_epoch *e)
             jnum(r->log, "seconds", e->seconds, 1);
             fputs("}\n", r->log);
         }
-        fflush(r->log);
     }
+    int rc = log_end(r);
     if (!r->summary)
-        return;
+        return rc;
     tr_report_clear(r);
     char tacc[32] = "", val[96] = "";
     if (e->train_acc >= 0)
         snprintf(tacc, sizeof tacc, " acc %.4f", e->train_acc);
-    if (isfinite(e->val_loss)) {
+    /* a non-finite validation loss prints as nan or inf, not as no validation */
+    if (e->has_val) {
         if (e->val_acc >= 0)
             snprintf(val, sizeof val, " | val loss %.4f acc %.4f", e->val_loss, e->val_acc);
         else
@@ -159,14 +194,20 @@ void tr_report_epoch(tr_report *r, const tr_epoch *e)
     }
     fprintf(stderr, "%s: epoch %lld/%lld: train loss %.4f%s%s | %.1f s\n", cli_prog, (long long)e->epoch,
             (long long)e->epochs, e->train_loss, tacc, val, e->seconds);
+    return rc;
 }
 
 int tr_report_close(tr_report *r)
 {
     tr_report_clear(r);
-    int rc = 0;
-    if (r->log && fclose(r->log) != 0)
-        rc = -1;
+    if (!r->log)
+        return r->err ? -1 : 0;
+    if (log_begin(r) && fflush(r->log) != 0 && !r->err)
+        r->err = errno ? errno : EIO;
+    log_end(r);
+    errno = 0;
+    if (fclose(r->log) != 0 && !r->err)
+        r->err = errno ? errno : EIO;
     r->log = NULL;
-    return rc;
+    return r->err ? -1 : 0;
 }

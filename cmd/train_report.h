@@ -11,8 +11,10 @@ typedef struct tr_report {
     int summary;             /* print epoch summaries */
     FILE *log;               /* NULL: no log */
     int csv;                 /* log format: CSV (else JSONL) */
+    int err;                 /* errno of the first failed log write, 0 while none failed */
+    int err_said;            /* the caller printed err */
     int bar_drawn;
-    double t_last_bar;
+    double t_last_bar, t_last_flush;
 } tr_report;
 
 typedef struct tr_step {
@@ -23,16 +25,22 @@ typedef struct tr_step {
 
 typedef struct tr_epoch {
     int64_t epoch, epochs, step;
-    double train_loss, train_acc, val_loss, val_acc;   /* val_loss NAN: no validation; acc < 0: none */
+    double train_loss, train_acc, val_loss, val_acc;   /* acc < 0: none */
+    int has_val;             /* a validation ran: val_loss is its loss, finite or not */
     double seconds;
 } tr_epoch;
 
 /* log_path may be NULL; append continues a resumed run's log. Returns -1 (printed) on failure. */
 int tr_report_open(tr_report *r, const char *log_path, int append, int bar, int summary);
-void tr_report_step(tr_report *r, const tr_step *s);
-void tr_report_epoch(tr_report *r, const tr_epoch *e);
+/* The log is buffered and flushed at most once a second, by tr_report_flush
+ * and at close. These return -1 once a log write has failed (r->err says
+ * why; the caller prints it): the log stays closed to further records. */
+int tr_report_step(tr_report *r, const tr_step *s);
+int tr_report_epoch(tr_report *r, const tr_epoch *e);
+int tr_report_flush(tr_report *r);
 /* Clears the bar before other messages. */
 void tr_report_clear(tr_report *r);
+/* Flushes and closes the log: -1 when this or any earlier write failed. */
 int tr_report_close(tr_report *r);
 
 #endif

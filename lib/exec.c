@@ -662,6 +662,18 @@ mge_status mge_exec_device_stats(mge_exec *e, mge_devstats *st, size_t *arena, s
     return MGE_OK;
 }
 
+mge_status mge_exec_sync_value(mge_exec *e, int v, mge_error *err)
+{
+    devctx *dc = e->dc;
+    if (!dc || v < 0 || v >= dc->nvalues || !dc->home[v] || !dc->valid[v] || !dc->buf[v])
+        return MGE_OK;
+    mge_tensor *d = e->src->values[v].data;
+    if (!d || !d->data || d->nbytes != dc->bytes[v])
+        return MGE_OK;
+    mge_status s = dc->be->download(dc->dev, d->data, dc->buf[v], d->nbytes, err);
+    return s ? s : dc->be->sync(dc->dev, err);
+}
+
 mge_status mge_exec_sync_params(mge_exec *e, mge_error *err)
 {
     devctx *dc = e->dc;

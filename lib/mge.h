@@ -31,7 +31,8 @@ typedef enum mge_status {
     MGE_ERR_SHAPE,       /* shapes or dtypes that do not fit */
     MGE_ERR_UNSUPPORTED, /* valid but not implemented (dtype, version, ...) */
     MGE_ERR_EOF,         /* clean end of a stream: zero bytes before a record */
-    MGE_ERR_MISMATCH     /* a comparison (--check, --verify) failed */
+    MGE_ERR_MISMATCH,    /* a comparison (--check, --verify) failed */
+    MGE_ERR_NONFINITE    /* NaN or inf where finite numbers belong (a diverging training step) */
 } mge_status;
 
 typedef struct mge_error {
@@ -462,6 +463,8 @@ mge_status mge_exec_device_stats(mge_exec *e, mge_devstats *st, size_t *arena, s
  * batchnorm statistics) back into the graph's host tensors; a no-op on the
  * cpu. Call it before reading params after training steps. */
 mge_status mge_exec_sync_params(mge_exec *e, mge_error *err);
+/* The same for one value v of the caller's graph. */
+mge_status mge_exec_sync_value(mge_exec *e, int v, mge_error *err);
 /* The caller changed param/state/const value v of its graph (a learning
  * rate, a reloaded weight): the next run uploads it again. */
 void mge_exec_mark_changed(mge_exec *e, int value);
@@ -816,6 +819,8 @@ typedef struct mge_train_opts {
     const char *backend;     /* NULL = "cpu" */
     const char *device;      /* NULL = "cpu"; see mge_exec_opts */
     uint64_t seed;           /* training-mode randomness (dropout): reseeded from (seed, step) every step */
+    int guard;               /* keep only finite steps: see mge_trainer_step */
+    int64_t guard_every;     /* guard: snapshot every that many steps (0: spaced by time, see mge_trainer_step) */
 } mge_train_opts;
 
 typedef struct mge_train_result {
@@ -836,9 +841,28 @@ int mge_trainer_input(const mge_trainer *t, int i);
 /* Classes of a cross_entropy loss (logits' last dim), or 0. */
 int64_t mge_trainer_classes(const mge_trainer *t);
 /* One step: forward, backward, update with learning rate lr; step is the
- * 1-based number of this update (Adam's bias correction, SGD's first step). */
+ * 1-based number of this update (Adam's bias correction, SGD's first step).
+ * With opts.guard, a step whose loss is not finite, or whose update leaves a
+ * param or a state value other than the optimizer moments non-finite, fails
+ * with MGE_ERR_NONFINITE ("step S: the update made parameter P non-finite
+ * ...", the first such value in parameter order). After a failed step, of
+ * this kind or any other, the trainer holds the params and state of the
+ * step mge_trainer_good_step names: a snapshot taken before this or an
+ * earlier step. The snapshot (one copy of the params and state a step writes) is
+ * renewed when the steps since the last one took about 200 times as long as
+ * copying it, or every opts.guard_every steps; to continue from the step
+ * just before the failure, run the steps after the good one again with the
+ * same batches (they give the same bits). The check reads the update norms
+ * the update nodes output (finite when the update is) and scans a tensor
+ * only behind a non-finite norm, plus the non-optimizer state (running
+ * statistics) every step. guard also refuses, at create, a model whose
+ * params or state are already non-finite (MGE_ERR_NONFINITE). */
 mge_status mge_trainer_step(mge_trainer *t, const mge_tensor *const *batch, double lr, int64_t step,
                             mge_train_result *r, mge_error *err);
+/* With the guard, after a failed step: the step number (as passed to
+ * mge_trainer_step; the state after it) whose params and state the trainer
+ * holds; -1 without the guard or before the first step. */
+int64_t mge_trainer_good_step(const mge_trainer *t);
 /* Forward only in eval mode (dropout off, batchnorm running statistics). */
 mge_status mge_trainer_eval(mge_trainer *t, const mge_tensor *const *batch, mge_train_result *r, mge_error *err);
 /* Plan figures of the training step at batch (arena against its lower bound). */
@@ -851,7 +875,9 @@ mge_exec *mge_trainer_exec(mge_trainer *t);
 /* The training graph (forward + backward + update), for inspection. */
 const mge_graph *mge_trainer_graph(const mge_trainer *t);
 /* A copy of model with the trained params and state; with_opt also adds the
- * optimizer state so that mge_trainer_create on the result resumes. */
+ * optimizer state so that mge_trainer_create on the result resumes. A param
+ * or state value it would write that holds NaN or inf fails with
+ * MGE_ERR_NONFINITE naming it (nothing is exported). */
 mge_status mge_trainer_export(const mge_trainer *t, const mge_graph *model, int with_opt, mge_graph **out,
                               mge_error *err);
 /* Rows of f32 logits [N,C] whose argmax (first on ties) equals the i32/i64

@@ -65,6 +65,7 @@ const char *mge_status_name(mge_status s)
     case MGE_ERR_UNSUPPORTED: return "unsupported";
     case MGE_ERR_EOF: return "end of stream";
     case MGE_ERR_MISMATCH: return "mismatch";
+    case MGE_ERR_NONFINITE: return "non-finite";
     }
     return "unknown";
 }

@@ -1,10 +1,30 @@
 /* train.c — the trainer: model + gradients + optimizer as one graph, run by
- * two executors (training and eval mode) that share its tensors. */
+ * two executors (training and eval mode) that share its tensors.
+ *
+ * The guard (mge_train_opts.guard) keeps only finite steps. The update
+ * nodes already output the squared norm of the update they applied, computed
+ * from the stored new value minus the old one; with finite old values that
+ * norm is finite only if every new value is, so a finite norm clears a
+ * param without reading it, and only a non-finite one (a real NaN or inf,
+ * or a norm too big for f32) costs a scan. The running statistics are
+ * scanned every step (they are small); the optimizer moments are checked
+ * when exported.
+ *
+ * Undoing a step restores a snapshot of everything a step writes. Copying
+ * params and moments every step would cost about as much as the optimizer
+ * update itself, a large part of the step for dense layers at small
+ * batches, so a snapshot is taken only when the steps since the last one
+ * took GUARD_RATIO times as long as copying it (or every guard_every
+ * steps): the copies stay near 1/GUARD_RATIO of the training time, and a
+ * caller that needs the step just before a failure runs the few steps since
+ * the snapshot again, which gives the same bits (steps are deterministic). */
 #include "internal.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define GUARD_RATIO 200
 
 struct mge_trainer {
     mge_graph *g;            /* the training graph (owned) */
@@ -17,6 +37,17 @@ struct mge_trainer {
     /* per executor: position of each executor input in ins[] */
     int *tr_map, *ev_map;
     const mge_tensor **argv; /* scratch for exec inputs */
+    int nupd, *upd;          /* updated params (value indices), in update order */
+    int upd_res;             /* train executor result index of upd[0]'s update norm */
+    int guard;
+    int64_t guard_every;     /* > 0: a snapshot every that many steps; 0: by time */
+    int nsnap, *snap_v;      /* guard: values a step writes (updated params, state, hyper) */
+    size_t *snap_off;
+    unsigned char *snap;     /* their bytes after step snap_step */
+    int have_snap;
+    int64_t snap_step, since;/* steps kept since the snapshot */
+    double t_copy, t_since;  /* seconds: the last snapshot's copy, the steps kept since */
+    int nscan, *scan_v;      /* guard: state values scanned after each step (not the moments) */
 };
 
 void mge_trainer_free(mge_trainer *t)
@@ -30,7 +61,160 @@ void mge_trainer_free(mge_trainer *t)
     free(t->tr_map);
     free(t->ev_map);
     free(t->argv);
+    free(t->upd);
+    free(t->snap_v);
+    free(t->snap_off);
+    free(t->snap);
+    free(t->scan_v);
     free(t);
+}
+
+/* ---------------------------------------------------------------- finite checks */
+
+/* Index of the first NaN or inf in a float tensor; -1 when there is none
+ * (and for integer dtypes). Exponent bits all set is NaN or inf. */
+static int64_t first_nonfinite(const mge_tensor *x)
+{
+    if (!x || !x->data)
+        return -1;
+    int64_t n = mge_tensor_numel(x);
+    if (x->dtype == MGE_F32) {
+        const uint32_t *u = x->data;
+        for (int64_t i = 0; i < n; i++)
+            if ((u[i] & 0x7f800000u) == 0x7f800000u)
+                return i;
+    } else if (x->dtype == MGE_F16 || x->dtype == MGE_BF16) {
+        const uint16_t *u = x->data;
+        uint16_t m = x->dtype == MGE_F16 ? 0x7c00 : 0x7f80;
+        for (int64_t i = 0; i < n; i++)
+            if ((u[i] & m) == m)
+                return i;
+    }
+    return -1;
+}
+
+static const char *value_what(const mge_value *v)
+{
+    return v->kind == MGE_VAL_PARAM ? "parameter" : mge_value_is_opt_state(v) ? "optimizer state" : "state";
+}
+
+/* "nan" or "inf" / "-inf" for element i of float tensor x. */
+static const char *elem_word(const mge_tensor *x, int64_t i)
+{
+    double v = x->dtype == MGE_F32   ? (double)((const float *)x->data)[i]
+               : x->dtype == MGE_F16 ? (double)mge_f16_to_f32(((const uint16_t *)x->data)[i])
+                                     : (double)mge_bf16_to_f32(((const uint16_t *)x->data)[i]);
+    return isnan(v) ? "nan" : v > 0 ? "inf" : "-inf";
+}
+
+/* MGE_ERR_NONFINITE for the first param or state value of g that holds NaN or
+ * inf (optimizer state only with opt); the message ends with tail. */
+static mge_status check_values(const mge_graph *g, int opt, const char *tail, mge_error *err)
+{
+    for (int v = 0; v < g->nvalues; v++) {
+        const mge_value *val = &g->values[v];
+        if ((val->kind != MGE_VAL_PARAM && val->kind != MGE_VAL_STATE) || (!opt && mge_value_is_opt_state(val)))
+            continue;
+        int64_t i = first_nonfinite(val->data);
+        if (i >= 0)
+            return mge_error_set(err, MGE_ERR_NONFINITE, "%s %s holds non-finite values (element %lld is %s)%s",
+                                 value_what(val), val->name, (long long)i, elem_word(val->data, i), tail);
+    }
+    return MGE_OK;
+}
+
+/* The guard's lists and the snapshot buffer (sizes fixed: params and state
+ * never change shape). */
+static mge_status guard_init(mge_trainer *t, mge_error *err)
+{
+    const mge_graph *g = t->g;
+    size_t nv = (size_t)(g->nvalues ? g->nvalues : 1);
+    t->snap_v = malloc(sizeof(int) * nv);
+    t->snap_off = malloc(sizeof(size_t) * (nv + 1));
+    t->scan_v = malloc(sizeof(int) * nv);
+    if (!t->snap_v || !t->snap_off || !t->scan_v)
+        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+    size_t off = 0;
+    for (int k = 0; k < t->nupd; k++) {
+        t->snap_v[t->nsnap] = t->upd[k];
+        t->snap_off[t->nsnap++] = off;
+        off += g->values[t->upd[k]].data->nbytes;
+    }
+    for (int v = 0; v < g->nvalues; v++) {
+        const mge_value *val = &g->values[v];
+        if (val->kind != MGE_VAL_STATE || !val->data || !val->data->data)
+            continue;
+        t->snap_v[t->nsnap] = v;
+        t->snap_off[t->nsnap++] = off;
+        off += val->data->nbytes;
+        if (!mge_value_is_opt_state(val))
+            t->scan_v[t->nscan++] = v;
+    }
+    t->snap_off[t->nsnap] = off;
+    if (!(t->snap = malloc(off ? off : 1)))
+        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory: %zu bytes to keep the last good step (guard)", off);
+    /* touched now, so the first copy's time (which spaces the snapshots)
+     * is not that of faulting the pages in */
+    memset(t->snap, 0, off);
+    return MGE_OK;
+}
+
+static mge_status guard_save(mge_trainer *t, mge_error *err)
+{
+    /* on a device the values live there: their host copies first */
+    mge_status s = mge_exec_sync_params(t->train, err);
+    if (s)
+        return s;
+    for (int k = 0; k < t->nsnap; k++) {
+        const mge_tensor *x = t->g->values[t->snap_v[k]].data;
+        if (x->nbytes)
+            memcpy(t->snap + t->snap_off[k], x->data, x->nbytes);
+    }
+    return MGE_OK;
+}
+
+static void guard_restore(mge_trainer *t)
+{
+    for (int k = 0; k < t->nsnap; k++) {
+        mge_tensor *x = t->g->values[t->snap_v[k]].data;
+        if (x->nbytes)
+            memcpy(x->data, t->snap + t->snap_off[k], x->nbytes);
+        mge_exec_mark_changed(t->train, t->snap_v[k]);   /* a device takes them up again */
+    }
+}
+
+/* After a step: the loss, the update norms (a scan only behind a non-finite
+ * one), the running statistics. */
+static mge_status guard_check(const mge_trainer *t, int64_t step, const mge_train_result *r, mge_error *err)
+{
+    if (!isfinite(r->loss))
+        return mge_error_set(err, MGE_ERR_NONFINITE, "step %lld: the loss is %s", (long long)step,
+                             isnan(r->loss) ? "NaN" : "infinite");
+    for (int k = 0; k < t->nupd; k++) {
+        const mge_tensor *nt = mge_exec_result(t->train, t->upd_res + k);
+        if (nt && nt->data && isfinite(*(const float *)nt->data))
+            continue;
+        const mge_value *pv = &t->g->values[t->upd[k]];
+        mge_status s = mge_exec_sync_value(t->train, t->upd[k], err);
+        if (s)
+            return s;
+        int64_t i = first_nonfinite(pv->data);
+        if (i >= 0)
+            return mge_error_set(err, MGE_ERR_NONFINITE,
+                                 "step %lld: the update made parameter %s non-finite (element %lld is %s)",
+                                 (long long)step, pv->name, (long long)i, elem_word(pv->data, i));
+    }
+    for (int k = 0; k < t->nscan; k++) {
+        const mge_value *sv = &t->g->values[t->scan_v[k]];
+        mge_status s = mge_exec_sync_value(t->train, t->scan_v[k], err);
+        if (s)
+            return s;
+        int64_t i = first_nonfinite(sv->data);
+        if (i >= 0)
+            return mge_error_set(err, MGE_ERR_NONFINITE, "step %lld: the step made state %s non-finite (element %lld is %s)",
+                                 (long long)step, sv->name, (long long)i, elem_word(sv->data, i));
+    }
+    return MGE_OK;
 }
 
 int mge_trainer_ninputs(const mge_trainer *t)
@@ -101,6 +285,9 @@ mge_status mge_trainer_create(const mge_graph *model, const mge_train_opts *o, m
     if (!t)
         return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
     t->seed = o->seed;
+    t->guard = o->guard;
+    t->guard_every = o->guard_every > 0 ? o->guard_every : 0;
+    t->snap_step = -1;
     t->logits = t->labels = -1;
     t->tr_logits = t->ev_logits = -1;
     if (!(t->g = mge_graph_clone(model, err))) {
@@ -108,6 +295,11 @@ mge_status mge_trainer_create(const mge_graph *model, const mge_train_opts *o, m
         return err ? err->code : MGE_ERR_NOMEM;
     }
     mge_graph *g = t->g;
+    /* a model that is already non-finite would blame the first update */
+    if (o->guard && (s = check_values(g, 1, " before training", err))) {
+        mge_trainer_free(t);
+        return s;
+    }
     t->loss = g->loss;
     t->nin = g->ninputs;
     t->ins = malloc(sizeof(int) * (size_t)(g->ninputs ? g->ninputs : 1));
@@ -158,6 +350,13 @@ mge_status mge_trainer_create(const mge_graph *model, const mge_train_opts *o, m
         outs[no++] = t->logits;
     }
     memcpy(outs + no, updates, sizeof(int) * (size_t)nu);
+    t->upd_res = no;
+    t->nupd = nu;
+    if (!(t->upd = malloc(sizeof(int) * (size_t)nu))) {
+        s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    memcpy(t->upd, params, sizeof(int) * (size_t)nu);
     mge_exec_opts to = {.threads = o->threads, .backend = o->backend, .noutputs = no + nu, .outputs = outs,
                         .training = 1, .device = o->device};
     if ((s = mge_exec_create(g, &to, &t->train, err)))
@@ -169,6 +368,8 @@ mge_status mge_trainer_create(const mge_graph *model, const mge_train_opts *o, m
     if ((s = mge_exec_create_shared(g, &eo, t->train, &t->eval, err)))
         goto fail;
     if ((s = map_inputs(t, t->train, &t->tr_map, err)) || (s = map_inputs(t, t->eval, &t->ev_map, err)))
+        goto fail;
+    if (t->guard && (s = guard_init(t, err)))
         goto fail;
     free(params);
     free(grads);
@@ -244,6 +445,20 @@ static mge_status run(mge_trainer *t, mge_exec *e, const int *map, const mge_ten
 mge_status mge_trainer_step(mge_trainer *t, const mge_tensor *const *batch, double lr, int64_t step,
                             mge_train_result *r, mge_error *err)
 {
+    double t0 = t->guard ? mge_now() : 0;
+    if (t->guard && (!t->have_snap || (t->guard_every ? t->since >= t->guard_every
+                                                       : t->t_since >= GUARD_RATIO * t->t_copy))) {
+        mge_status gs = guard_save(t, err);
+        if (gs)
+            return gs;
+        t->have_snap = 1;
+        t->snap_step = step - 1;
+        t->since = 0;
+        t->t_since = 0;
+        double t1 = mge_now();
+        t->t_copy = t1 - t0;
+        t0 = t1;
+    }
     mge_status s = mge_optim_set_hyper(t->g, t->hyper, lr, step, err);
     if (s)
         return s;
@@ -251,9 +466,27 @@ mge_status mge_trainer_step(mge_trainer *t, const mge_tensor *const *batch, doub
     /* a generator per step: a resumed run draws the same dropout masks */
     uint64_t mix = t->seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(step + 1));
     mge_exec_set_seed(t->train, mix);
-    if ((s = run(t, t->train, t->tr_map, batch, err)))
+    s = run(t, t->train, t->tr_map, batch, err);
+    if (!s)
+        s = collect(t, t->train, t->tr_logits, batch, r, err);
+    if (!t->guard)
         return s;
-    return collect(t, t->train, t->tr_logits, batch, r, err);
+    if (!s)
+        s = guard_check(t, step, r, err);
+    if (s) {
+        guard_restore(t);
+        t->since = 0;
+        t->t_since = 0;
+        return s;
+    }
+    t->since++;
+    t->t_since += mge_now() - t0;
+    return MGE_OK;
+}
+
+int64_t mge_trainer_good_step(const mge_trainer *t)
+{
+    return t->guard && t->have_snap ? t->snap_step : -1;
 }
 
 mge_status mge_trainer_eval(mge_trainer *t, const mge_tensor *const *batch, mge_train_result *r, mge_error *err)
@@ -272,10 +505,11 @@ mge_status mge_trainer_stats(mge_trainer *t, int64_t batch, mge_plan_stats *st, 
 mge_status mge_trainer_export(const mge_trainer *t, const mge_graph *model, int with_opt, mge_graph **out,
                               mge_error *err)
 {
+    *out = NULL;
     /* what the device updated comes back to the host first */
-    mge_status ss = mge_exec_sync_params(t->train, err);
-    if (ss)
-        return ss;
+    mge_status s0 = mge_exec_sync_params(t->train, err);
+    if (s0 || (s0 = check_values(t->g, with_opt, "", err)))
+        return s0;
     mge_graph *c = mge_graph_clone(model, err);
     if (!c)
         return err ? err->code : MGE_ERR_NOMEM;
