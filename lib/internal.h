@@ -273,6 +273,12 @@ typedef struct mge_plan {
 mge_status mge_plan_build(const mge_graph *g, const char *need, int64_t batch, int nout, const int *outs,
                           const mge_backend *be, int threads, mge_plan *p, mge_error *err);
 void mge_plan_free(mge_plan *p);
+/* The placement mge_plan_build uses, on its own: offsets off[nb] in one
+ * arena for buffers of size[i] bytes (multiples of 64) live during steps
+ * [start[i], end[i]] (inclusive; buffers live at a common step never
+ * overlap), and the arena size. */
+mge_status mge_plan_place(int nb, const size_t *size, const int *start, const int *end, int64_t *off,
+                          size_t *arena, mge_error *err);
 /* Planned arena bytes live while each needed node runs (live[nnodes]; 0 for
  * nodes that do not run); the largest entry is the plan's lower bound. */
 mge_status mge_plan_live(const mge_graph *g, const char *need, int nout, const int *outs, const mge_plan *p,
@@ -280,6 +286,9 @@ mge_status mge_plan_live(const mge_graph *g, const char *need, int nout, const i
 
 /* ---------------------------------------------------------------- misc */
 
+/* The first node named name, or -1, through a hash of the node names that
+ * lib/graph.c keeps up to date with appended nodes. */
+int mge_graph_find_node(mge_graph *g, const char *name);
 char *mge_strdup(const char *s);
 /* FNV-1a of a C string: name lookup and per-name RNG streams. */
 uint64_t mge_hash_str(const char *s);
