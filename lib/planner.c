@@ -9,7 +9,10 @@
  * dies at this node and has exactly the output's byte size.
  * What remains are buffers with intervals; offsets in one arena come from
  * greedy placement (first-fit and best-fit over several orders, the smallest
- * arena wins). Intervals are inclusive, so a node's inputs and outputs never
+ * arena wins; one that reaches the lower bound ends the search), each
+ * placement asking an index of the buffers placed so far (see "occupancy"
+ * below) so that the cost stays near linear in the number of buffers.
+ * Intervals are inclusive, so a node's inputs and outputs never
  * share memory unless the planner chose in-place. Sizes are counted rounded
  * up to the 64-byte alignment everywhere (arena, lower bound, no reuse), so
  * the arena is never below the lower bound it is compared with. */
@@ -84,9 +87,9 @@ static void sort_order(const pbuf *b, int nb, int key, skey *keys, int *order)
  *   sub(v):   buffers with a canonical node at v or below it.
  * The buffers live somewhere in [s, e] are those of sub(c) for the
  * canonical nodes c of [s, e] and of cover(a) for their ancestors a. The
- * answers are exactly those of the scan over all buffers: the lowest free
+ * answers are those of a scan over all placed buffers: the lowest free
  * offset is the first gap of the union that fits, and the gaps come out in
- * offset order for best-fit. */
+ * offset order for best-fit (which looks at BEST_GAPS of them at most). */
 
 typedef struct rnode {
     int64_t lo, hi; /* [lo, hi) */
