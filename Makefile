@@ -146,6 +146,11 @@ bench-quant: all
 bench-compare: all
 	@MGE_BIN=$(CURDIR)/$(BINDIR) scripts/bench-compare --md bench/RESULTS.md
 
+# the tools' time on relu chains of 10^3, 10^4, 10^5 nodes (how cost grows with the graph)
+.PHONY: bench-scale
+bench-scale: all
+	@MGE_BIN=$(CURDIR)/$(BINDIR) scripts/bench-scale
+
 # ------------------------------------------------------------------ install
 MAN1 := $(wildcard man/man1/*.1)
 MAN5 := $(wildcard man/man5/*.5)

@@ -34,8 +34,7 @@ int mge_grad_emit(mge_graph *g, const char *base, int op, int nin, const int *in
             on[k] = onames[k];
             clash |= mge_graph_find(g, onames[k]) >= 0;
         }
-        for (int i = 0; !clash && i < g->nnodes; i++)
-            clash = strcmp(g->nodes[i].name, name) == 0;
+        clash |= mge_graph_find_node(g, name) >= 0;
         if (clash)
             continue;
         int ni = mge_graph_add_node(g, name, op, nin, in, nattr, attrs, nout, on, err);

@@ -17,9 +17,14 @@
 typedef struct names {
     int cap;      /* power of two */
     int *slot;    /* value index + 1, 0 = empty */
+    /* node names, indexed on demand: nodes are only ever appended to a
+     * graph (passes build a new one), so [0, nindexed) stays valid */
+    int ncap;     /* power of two, 0 = not built */
+    int *nslot;   /* node index + 1, 0 = empty */
+    int nindexed;
 } names;
 
-/* Puts value index v (named name) in the first free slot of its probe chain. */
+/* Puts index v (of a value or node named name) in the first free slot of its probe chain. */
 static void names_insert(int *slot, int cap, const char *name, int v)
 {
     uint64_t h = mge_hash_str(name) & (uint64_t)(cap - 1);
@@ -55,6 +60,54 @@ int mge_graph_find(const mge_graph *g, const char *name)
         h = (h + 1) & (uint64_t)(nm->cap - 1);
     }
     return -1;
+}
+
+/* Brings the node-name index up to g->nnodes; 0 when out of memory. */
+static int nodes_index(mge_graph *g)
+{
+    names *nm = g->names;
+    if (nm->nindexed > g->nnodes) { /* cannot happen through the API; start over */
+        free(nm->nslot);
+        nm->nslot = NULL;
+        nm->ncap = nm->nindexed = 0;
+    }
+    if (g->nnodes * 2 > nm->ncap) {
+        int cap = nm->ncap ? nm->ncap : 64;
+        while (g->nnodes * 2 > cap)
+            cap *= 2;
+        int *slot = calloc((size_t)cap, sizeof *slot);
+        if (!slot)
+            return 0;
+        free(nm->nslot);
+        nm->nslot = slot;
+        nm->ncap = cap;
+        nm->nindexed = 0;
+    }
+    for (; nm->nindexed < g->nnodes; nm->nindexed++)
+        names_insert(nm->nslot, nm->ncap, g->nodes[nm->nindexed].name, nm->nindexed);
+    return 1;
+}
+
+int mge_graph_find_node(mge_graph *g, const char *name)
+{
+    if (!g->names || !name)
+        return -1;
+    if (!nodes_index(g)) { /* no memory for the index: look the slow way */
+        for (int i = 0; i < g->nnodes; i++)
+            if (strcmp(g->nodes[i].name, name) == 0)
+                return i;
+        return -1;
+    }
+    const names *nm = g->names;
+    uint64_t h = mge_hash_str(name) & (uint64_t)(nm->ncap - 1);
+    int found = -1;
+    /* names need not be unique among nodes: the first node wins */
+    for (; nm->nslot[h]; h = (h + 1) & (uint64_t)(nm->ncap - 1)) {
+        int i = nm->nslot[h] - 1;
+        if ((found < 0 || i < found) && strcmp(g->nodes[i].name, name) == 0)
+            found = i;
+    }
+    return found;
 }
 
 /* ---------------------------------------------------------------- life cycle */
@@ -102,8 +155,10 @@ void mge_graph_free(mge_graph *g)
     free(g->inputs);
     free(g->outputs);
     free(g->meta);
-    if (g->names)
+    if (g->names) {
         free(((names *)g->names)->slot);
+        free(((names *)g->names)->nslot);
+    }
     free(g->names);
     if (g->mapping)
         g->mapping->release(g->mapping);

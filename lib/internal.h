@@ -280,6 +280,12 @@ mge_status mge_plan_build(const mge_graph *g, const char *need, int64_t batch, i
                           const mge_backend *be, int threads, const signed char *vdev, mge_plan *p,
                           mge_error *err);
 void mge_plan_free(mge_plan *p);
+/* The placement mge_plan_build uses, on its own: offsets off[nb] in one
+ * arena for buffers of size[i] bytes (multiples of 64) live during steps
+ * [start[i], end[i]] (inclusive; buffers live at a common step never
+ * overlap), and the arena size. */
+mge_status mge_plan_place(int nb, const size_t *size, const int *start, const int *end, int64_t *off,
+                          size_t *arena, mge_error *err);
 /* Planned arena bytes live while each needed node runs (live[nnodes]; 0 for
  * nodes that do not run); the largest entry is the plan's lower bound. */
 mge_status mge_plan_live(const mge_graph *g, const char *need, int nout, const int *outs, const mge_plan *p,
@@ -287,6 +293,9 @@ mge_status mge_plan_live(const mge_graph *g, const char *need, int nout, const i
 
 /* ---------------------------------------------------------------- misc */
 
+/* The first node named name, or -1, through a hash of the node names that
+ * lib/graph.c keeps up to date with appended nodes. */
+int mge_graph_find_node(mge_graph *g, const char *name);
 char *mge_strdup(const char *s);
 /* mge_exec_create whose device and device-resident values are with's
  * (with outlives the new executor): the trainer's eval executor reads the
@@ -303,9 +312,15 @@ char *mge_strndup(const char *s, size_t n);
 /* Per value, how many reads it has: node inputs (of every node, counted once
  * per input slot), graph outputs and the loss. uses[nvalues]. */
 void mge_pass_count_uses(const mge_graph *g, int *uses);
-/* Makes every node input, graph output and loss that reads `from` read `to`
- * instead (to must be defined before every reader of from). */
-void mge_pass_replace_uses(mge_graph *g, int from, int to);
+/* Rewiring in bulk, for passes that rewire many values (one pass over the
+ * nodes instead of one per value): mge_pass_redirect records that reads
+ * of `from` are to read `target` (to[from] = target; to[] is -1 where
+ * nothing is redirected; target must not be redirected itself) and
+ * rewires the graph outputs and the loss at once; mge_pass_rewire then
+ * makes the node inputs follow to[]. In between, a pass reads a node
+ * input v as to[v] >= 0 ? to[v] : v. */
+void mge_pass_redirect(mge_graph *g, int *to, int from, int target);
+void mge_pass_rewire(mge_graph *g, const int *to);
 /* 1 when v is one of the graph outputs or the loss. */
 int mge_pass_is_root(const mge_graph *g, int v);
 /* A fresh f32 tensor of value v's template shape (which must be concrete). */
@@ -379,12 +394,13 @@ mge_status mge_pass_rb_finish(mge_graph *g, mge_graph *c, const int *remap, int 
                               mge_error *err);
 
 /* fold-bn and fold-scale: folds scale/shift (mge_pass_fold_affine) into
- * layer, whose output y the folded node `out` read, and rewires out's
- * readers to y; out takes y's place under its name when it is a graph
- * output or the loss (via *rename for the final mge_pass_prune). *uses and
- * *rename (per value) grow when the layer gains a bias. */
+ * layer, whose output y the folded node `out` read, and redirects out's
+ * readers to y (mge_pass_redirect on *to: the caller runs mge_pass_rewire
+ * at the end); out takes y's place under its name when it is a graph
+ * output or the loss (via *rename for the final mge_pass_prune). *uses,
+ * *rename and *to (per value) grow when the layer gains a bias. */
 mge_status mge_pass_fold_into(mge_graph *g, int layer, const double *scale, const double *shift, int out, int y,
-                              int **uses, char ***rename, mge_error *err);
+                              int **uses, char ***rename, int **to, mge_error *err);
 
 /* lib/quant_check.c: the int8 ops' stated input scales and zero points
  * agree with their inputs' writers (mge_graph_validate calls it). On a

@@ -19,11 +19,10 @@
 
 static mge_status sum_to_infer(const mge_tdesc *x, const mge_tdesc *like, mge_tdesc *out, mge_error *err)
 {
-    char bx[96], bl[96];
-    mge_tdesc_str(x, bx, sizeof bx);
-    mge_tdesc_str(like, bl, sizeof bl);
+    char bx[96], bl[96]; /* formatted on failure only: this runs for every node */
     if (!mge_dtype_is_float(x->dtype) || !mge_dtype_is_float(like->dtype))
-        return mge_error_set(err, MGE_ERR_SHAPE, "sum_to: x %s and like %s: expected float dtypes", bx, bl);
+        return mge_error_set(err, MGE_ERR_SHAPE, "sum_to: x %s and like %s: expected float dtypes",
+                             mge_tdesc_str(x, bx, sizeof bx), mge_tdesc_str(like, bl, sizeof bl));
     mge_tdesc b;
     int ok = like->ndim <= x->ndim && mge_broadcast(x, like, &b) && b.ndim == x->ndim;
     for (int i = 0; ok && i < x->ndim; i++)
@@ -32,7 +31,7 @@ static mge_status sum_to_infer(const mge_tdesc *x, const mge_tdesc *like, mge_td
         return mge_error_set(err, MGE_ERR_SHAPE,
                              "sum_to: like %s does not broadcast to x %s: expected each dim of like (aligned at "
                              "the right) equal to x's or 1",
-                             bl, bx);
+                             mge_tdesc_str(like, bl, sizeof bl), mge_tdesc_str(x, bx, sizeof bx));
     *out = *like;
     return MGE_OK;
 }
@@ -42,17 +41,20 @@ static mge_status minmax_grad_infer(const mge_node *n, const mge_tdesc *in, mge_
 {
     const char *name = mge_op_info(n->op)->name;
     char bd[96], ba[96], bb[96];
-    mge_tdesc_str(&in[0], bd, sizeof bd);
-    mge_tdesc_str(&in[1], ba, sizeof ba);
-    mge_tdesc_str(&in[2], bb, sizeof bb);
-    if (!mge_dtype_is_float(in[0].dtype) || in[1].dtype != in[0].dtype || in[2].dtype != in[0].dtype)
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: dy %s, a %s, b %s: expected one float dtype", name, bd, ba, bb);
     mge_tdesc o;
-    int ok = mge_broadcast(&in[1], &in[2], &o) && o.ndim == in[0].ndim;
+    int dt_ok = mge_dtype_is_float(in[0].dtype) && in[1].dtype == in[0].dtype && in[2].dtype == in[0].dtype;
+    int ok = dt_ok && mge_broadcast(&in[1], &in[2], &o) && o.ndim == in[0].ndim;
     for (int i = 0; ok && i < o.ndim; i++)
         ok = o.dims[i] == in[0].dims[i];
-    if (!ok)
+    if (!ok) {
+        mge_tdesc_str(&in[0], bd, sizeof bd);
+        mge_tdesc_str(&in[1], ba, sizeof ba);
+        mge_tdesc_str(&in[2], bb, sizeof bb);
+        if (!dt_ok)
+            return mge_error_set(err, MGE_ERR_SHAPE, "%s: dy %s, a %s, b %s: expected one float dtype", name, bd, ba,
+                                 bb);
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: a %s and b %s do not broadcast to dy %s", name, ba, bb, bd);
+    }
     out[0] = in[0];
     out[1] = in[0];
     return MGE_OK;
@@ -67,7 +69,14 @@ mge_status mge_binary_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *o
     const char *name = mge_op_info(n->op)->name;
     char ba[96], bb[96];
     const mge_tdesc *a = &in[0], *b = &in[1];
-    mge_shape_str(a->dtype, a->ndim, a->dims, ba, sizeof ba);
+    int bad = a->dtype != b->dtype || a->dtype == MGE_BOOL ||
+              ((n->op == MGE_OP_DIV || n->op == MGE_OP_POW) && !mge_dtype_is_float(a->dtype)) ||
+              !mge_broadcast(a, b, out);
+    if (!bad) {
+        out->dtype = a->dtype;
+        return MGE_OK;
+    }
+    mge_shape_str(a->dtype, a->ndim, a->dims, ba, sizeof ba); /* on failure only: this runs for every node */
     mge_shape_str(b->dtype, b->ndim, b->dims, bb, sizeof bb);
     if (a->dtype != b->dtype)
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: dtypes differ: %s and %s: expected the same dtype (cast one)",
@@ -77,13 +86,10 @@ mge_status mge_binary_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *o
     if ((n->op == MGE_OP_DIV || n->op == MGE_OP_POW) && !mge_dtype_is_float(a->dtype))
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: %s and %s: expected a float dtype (cast integers first)", name,
                              ba, bb);
-    if (!mge_broadcast(a, b, out))
-        return mge_error_set(err, MGE_ERR_SHAPE,
-                             "%s: %s and %s do not broadcast: expected each dim pair (aligned at the right) "
-                             "equal or one of them 1",
-                             name, ba, bb);
-    out->dtype = a->dtype;
-    return MGE_OK;
+    return mge_error_set(err, MGE_ERR_SHAPE,
+                         "%s: %s and %s do not broadcast: expected each dim pair (aligned at the right) "
+                         "equal or one of them 1",
+                         name, ba, bb);
 }
 
 double mge_binary_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc *out)

@@ -33,21 +33,21 @@ static mge_status grad_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *
 {
     const char *name = mge_op_info(n->op)->name;
     const mge_tdesc *dy = &in[0], *x = &in[1];
-    char ba[96], bb[96];
-    mge_tdesc_str(dy, ba, sizeof ba);
-    mge_tdesc_str(x, bb, sizeof bb);
+    char ba[96], bb[96]; /* formatted on failure only: this runs for every gradient node */
     int same = dy->dtype == x->dtype && dy->ndim == x->ndim;
     for (int i = 0; same && i < dy->ndim; i++)
         same = dy->dims[i] == x->dims[i];
     if (!same)
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: dy %s and %s %s: expected the same dtype and shape", name, ba,
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: dy %s and %s %s: expected the same dtype and shape", name,
+                             mge_tdesc_str(dy, ba, sizeof ba),
                              n->op == MGE_OP_RELU_GRAD || n->op == MGE_OP_RELU6_GRAD || n->op == MGE_OP_SIGMOID_GRAD ||
                                      n->op == MGE_OP_TANH_GRAD || n->op == MGE_OP_DROPOUT_GRAD
                                  ? "y"
                                  : "x",
-                             bb);
+                             mge_tdesc_str(x, bb, sizeof bb));
     if (!mge_dtype_is_float(dy->dtype))
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: dy is %s: expected a float dtype (f32, f16, bf16)", name, ba);
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: dy is %s: expected a float dtype (f32, f16, bf16)", name,
+                             mge_tdesc_str(dy, ba, sizeof ba));
     if (n->op == MGE_OP_DROPOUT_GRAD) {
         double p = mge_node_float(n, MGE_KEY_p, 0.5);
         if (!(p >= 0 && p <= 1))

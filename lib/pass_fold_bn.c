@@ -28,19 +28,22 @@ mge_status mge_pass_fold_bn(mge_graph **gp, int *changed, mge_error *err)
     *changed = 0;
     int *uses = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
     char **rename = calloc((size_t)g->nvalues + 1, sizeof *rename);
+    int *to = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
     double *scale = NULL, *shift = NULL;
     mge_status s = MGE_OK;
-    int folded = 0;
-    if (!uses || !rename) {
+    int folded = 0, rewired = 0;
+    if (!uses || !rename || !to) {
         s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
         goto done;
     }
     mge_pass_count_uses(g, uses);
+    for (int v = 0; v < g->nvalues; v++)
+        to[v] = -1;
     for (int i = 0; i < g->nnodes; i++) {
         const mge_node *bn = &g->nodes[i];
         if (bn->op != MGE_OP_BATCHNORM || bn->nin < 5)
             continue;
-        int y = bn->in[0], out = bn->out[0];
+        int y = to[bn->in[0]] >= 0 ? to[bn->in[0]] : bn->in[0], out = bn->out[0];
         const mge_value *yv = &g->values[y];
         if (yv->kind != MGE_VAL_NODE || uses[y] != 1 || yv->ndim < 2)
             continue;
@@ -69,19 +72,24 @@ mge_status mge_pass_fold_bn(mge_graph **gp, int *changed, mge_error *err)
             scale[o] = (double)gamma[o] / sqrt((double)var[o] + eps);
             shift[o] = (double)beta[o] - (double)mean[o] * scale[o];
         }
-        if ((s = mge_pass_fold_into(g, layer, scale, shift, out, y, &uses, &rename, err)))
+        if ((s = mge_pass_fold_into(g, layer, scale, shift, out, y, &uses, &rename, &to, err)))
             goto done;
         folded = 1;
     }
     if (folded) {
+        mge_pass_rewire(g, to);
+        rewired = 1;
         mge_prune_opts o = {NULL, rename, NULL};
         int ch = 0;
         s = mge_pass_prune(gp, &o, &ch, err);
     }
 done:
+    if (folded && !rewired)
+        mge_pass_rewire(g, to); /* a fold failed: the ones before it stand */
     *changed = folded;
     free(uses);
     free(rename);
+    free(to);
     free(scale);
     free(shift);
     return s;

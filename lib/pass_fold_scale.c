@@ -46,31 +46,37 @@ mge_status mge_pass_fold_scale(mge_graph **gp, int *changed, mge_error *err)
     *changed = 0;
     int *uses = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
     char **rename = calloc((size_t)g->nvalues + 1, sizeof *rename);
+    int *to = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
     double *vals = NULL;
     mge_status s = MGE_OK;
-    int folded = 0;
-    if (!uses || !rename) {
+    int folded = 0, rewired = 0;
+    if (!uses || !rename || !to) {
         s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
         goto done;
     }
     mge_pass_count_uses(g, uses);
+    for (int v = 0; v < g->nvalues; v++)
+        to[v] = -1;
     for (int i = 0; i < g->nnodes; i++) {
         const mge_node *n = &g->nodes[i];
         int op = n->op;
         if ((op != MGE_OP_MUL && op != MGE_OP_ADD && op != MGE_OP_SUB && op != MGE_OP_DIV) || n->nin != 2)
             continue;
+        int in[2]; /* what the inputs read once earlier folds are rewired */
+        for (int k = 0; k < 2; k++)
+            in[k] = to[n->in[k]] >= 0 ? to[n->in[k]] : n->in[k];
         /* which operand is the layer output: either for mul/add, the first for sub/div */
         int side = -1;
         for (int k = 0; k < 2 && side < 0; k++) {
             if (k == 1 && (op == MGE_OP_SUB || op == MGE_OP_DIV))
                 break;
-            const mge_value *v = &g->values[n->in[k]];
-            if (v->kind == MGE_VAL_NODE && uses[n->in[k]] == 1 && n->in[0] != n->in[1])
+            const mge_value *v = &g->values[in[k]];
+            if (v->kind == MGE_VAL_NODE && uses[in[k]] == 1 && in[0] != in[1])
                 side = k;
         }
         if (side < 0)
             continue;
-        int y = n->in[side], kv = n->in[1 - side], out = n->out[0];
+        int y = in[side], kv = in[1 - side], out = n->out[0];
         const mge_value *yv = &g->values[y];
         int layer = yv->producer;
         int64_t c = mge_pass_layer_channels(g, layer, uses);
@@ -97,19 +103,25 @@ mge_status mge_pass_fold_scale(mge_graph **gp, int *changed, mge_error *err)
         if (!ok)
             continue; /* y / 0 is not a scale */
         int mulop = op == MGE_OP_MUL || op == MGE_OP_DIV;
-        if ((s = mge_pass_fold_into(g, layer, mulop ? vals : NULL, mulop ? NULL : vals, out, y, &uses, &rename, err)))
+        if ((s = mge_pass_fold_into(g, layer, mulop ? vals : NULL, mulop ? NULL : vals, out, y, &uses, &rename, &to,
+                                    err)))
             goto done;
         folded = 1;
     }
     if (folded) {
+        mge_pass_rewire(g, to);
+        rewired = 1;
         mge_prune_opts o = {NULL, rename, NULL};
         int ch = 0;
         s = mge_pass_prune(gp, &o, &ch, err);
     }
 done:
+    if (folded && !rewired)
+        mge_pass_rewire(g, to); /* a fold failed: the ones before it stand */
     *changed = folded;
     free(uses);
     free(rename);
+    free(to);
     free(vals);
     return s;
 }

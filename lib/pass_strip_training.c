@@ -36,13 +36,14 @@ mge_status mge_pass_strip_training(mge_graph **gp, int *changed, mge_error *err)
         return mge_error_set(err, MGE_ERR_INVALID,
                              "the model has no outputs: without its loss nothing would be left");
     int *uses = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
+    int *to = malloc(sizeof(int) * ((size_t)g->nvalues + 1)); /* dropouts' readers read their input */
     char *rename_taken = calloc((size_t)g->nvalues + 1, 1);
     char **rename = calloc((size_t)g->nvalues + 1, sizeof *rename);
     char *need = malloc((size_t)g->nnodes + 1);
     char *in_loss = calloc((size_t)g->ninputs + 1, 1);
     char *in_out = calloc((size_t)g->ninputs + 1, 1);
     mge_status s = MGE_OK;
-    if (!uses || !rename_taken || !rename || !need || !in_loss || !in_out) {
+    if (!uses || !to || !rename_taken || !rename || !need || !in_loss || !in_out) {
         s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -76,11 +77,13 @@ mge_status mge_pass_strip_training(mge_graph **gp, int *changed, mge_error *err)
      * node output nothing else names; otherwise it stays (it is the
      * identity outside training anyway). */
     mge_pass_count_uses(g, uses);
+    for (int v = 0; v < g->nvalues; v++)
+        to[v] = -1;
     for (int i = 0; i < g->nnodes; i++) {
         mge_node *n = &g->nodes[i];
         if (n->op != MGE_OP_DROPOUT)
             continue;
-        int x = n->in[0], y = n->out[0];
+        int x = to[n->in[0]] >= 0 ? to[n->in[0]] : n->in[0], y = n->out[0];
         if (mge_pass_is_root(g, y)) {
             const mge_value *xv = &g->values[x];
             if (xv->kind != MGE_VAL_NODE || mge_pass_is_root(g, x) || rename_taken[x])
@@ -88,9 +91,10 @@ mge_status mge_pass_strip_training(mge_graph **gp, int *changed, mge_error *err)
             rename_taken[x] = 1;
             rename[x] = g->values[y].name; /* y is dropped by the rebuild, so its name is free */
         }
-        mge_pass_replace_uses(g, y, x);
+        mge_pass_redirect(g, to, y, x);
         edited = 1;
     }
+    mge_pass_rewire(g, to);
     for (int i = 0; i < g->nnodes; i++) {
         mge_node *n = &g->nodes[i];
         if (n->op == MGE_OP_BATCHNORM && n->nin == 6) {
@@ -108,6 +112,7 @@ mge_status mge_pass_strip_training(mge_graph **gp, int *changed, mge_error *err)
     *changed = edited || ch;
 done:
     free(uses);
+    free(to);
     free(rename_taken);
     free(rename);
     free(need);

@@ -19,17 +19,22 @@ void mge_pass_count_uses(const mge_graph *g, int *uses)
         uses[g->loss]++;
 }
 
-void mge_pass_replace_uses(mge_graph *g, int from, int to)
+void mge_pass_redirect(mge_graph *g, int *to, int from, int target)
+{
+    to[from] = target;
+    for (int i = 0; i < g->noutputs; i++)
+        if (g->outputs[i] == from)
+            g->outputs[i] = target;
+    if (g->loss == from)
+        g->loss = target;
+}
+
+void mge_pass_rewire(mge_graph *g, const int *to)
 {
     for (int i = 0; i < g->nnodes; i++)
         for (int k = 0; k < g->nodes[i].nin; k++)
-            if (g->nodes[i].in[k] == from)
-                g->nodes[i].in[k] = to;
-    for (int i = 0; i < g->noutputs; i++)
-        if (g->outputs[i] == from)
-            g->outputs[i] = to;
-    if (g->loss == from)
-        g->loss = to;
+            if (to[g->nodes[i].in[k]] >= 0)
+                g->nodes[i].in[k] = to[g->nodes[i].in[k]];
 }
 
 int mge_pass_is_root(const mge_graph *g, int v)
@@ -439,8 +444,8 @@ mge_status mge_pass_rb_finish(mge_graph *g, mge_graph *c, const int *remap, int 
     return MGE_OK;
 }
 
-/* Extends the per-value maps to n values: new ones are read once, not renamed. */
-static mge_status grow_maps(int **uses, char ***rename, int old, int n, mge_error *err)
+/* Extends the per-value maps to n values: new ones are read once, not renamed, not redirected. */
+static mge_status grow_maps(int **uses, char ***rename, int **to, int old, int n, mge_error *err)
 {
     int *nu = realloc(*uses, sizeof(int) * ((size_t)n + 1));
     if (nu)
@@ -448,27 +453,31 @@ static mge_status grow_maps(int **uses, char ***rename, int old, int n, mge_erro
     char **nr = nu ? realloc(*rename, sizeof(char *) * ((size_t)n + 1)) : NULL;
     if (nr)
         *rename = nr;
-    if (!nu || !nr)
+    int *nt = nr ? realloc(*to, sizeof(int) * ((size_t)n + 1)) : NULL;
+    if (nt)
+        *to = nt;
+    if (!nu || !nr || !nt)
         return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
     for (int v = old; v < n; v++) {
         nu[v] = 1;
         nr[v] = NULL;
+        nt[v] = -1;
     }
     return MGE_OK;
 }
 
 mge_status mge_pass_fold_into(mge_graph *g, int layer, const double *scale, const double *shift, int out, int y,
-                              int **uses, char ***rename, mge_error *err)
+                              int **uses, char ***rename, int **to, mge_error *err)
 {
     int nv = g->nvalues;
     mge_status s = mge_pass_fold_affine(g, layer, scale, shift, err);
     if (s)
         return s;
-    if (g->nvalues > nv && (s = grow_maps(uses, rename, nv, g->nvalues, err)))
+    if (g->nvalues > nv && (s = grow_maps(uses, rename, to, nv, g->nvalues, err)))
         return s; /* the layer gained a bias value */
     if (mge_pass_is_root(g, out))
         (*rename)[y] = g->values[out].name; /* out is dropped by the prune, so its name is free */
-    mge_pass_replace_uses(g, out, y);
+    mge_pass_redirect(g, *to, out, y);
     (*uses)[y] += (*uses)[out] - 1; /* the folded node is dead: its read goes */
     (*uses)[out] = 0;
     return MGE_OK;

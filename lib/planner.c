@@ -9,7 +9,10 @@
  * dies at this node and has exactly the output's byte size.
  * What remains are buffers with intervals; offsets in one arena come from
  * greedy placement (first-fit and best-fit over several orders, the smallest
- * arena wins). Intervals are inclusive, so a node's inputs and outputs never
+ * arena wins; one that reaches the lower bound ends the search), each
+ * placement asking an index of the buffers placed so far (see "occupancy"
+ * below) so that the cost stays near linear in the number of buffers.
+ * Intervals are inclusive, so a node's inputs and outputs never
  * share memory unless the planner chose in-place. Sizes are counted rounded
  * up to the 64-byte alignment everywhere (arena, lower bound, no reuse), so
  * the arena is never below the lower bound it is compared with. */
@@ -72,63 +75,316 @@ static void sort_order(const pbuf *b, int nb, int key, skey *keys, int *order)
         order[i] = keys[i].idx;
 }
 
-/* Places b[] in order[] (offsets into b[].off) and returns the arena size.
- * best: the smallest gap that fits; else the lowest one. placed[] holds the
- * placed buffers sorted by offset, so one scan finds the gaps. */
-static size_t place(pbuf *b, int nb, const int *order, int best, int *placed)
+/* ---------------------------------------------------------------- occupancy
+ * Where the placed buffers are, so that "the lowest offset p with
+ * [p, p + size) free during steps [s, e]" costs O(log steps) set lookups
+ * instead of a scan of every placed buffer (quadratic on long graphs). A
+ * segment tree over the steps; tree node v keeps two sets of byte ranges,
+ * each the union of its buffers' [off, off + size), merged, so a set is a
+ * few disjoint ranges (a treap keyed by start):
+ *   cover(v): buffers whose steps span all of v's (v is one of the
+ *             canonical nodes of the buffer's step interval);
+ *   sub(v):   buffers with a canonical node at v or below it.
+ * The buffers live somewhere in [s, e] are those of sub(c) for the
+ * canonical nodes c of [s, e] and of cover(a) for their ancestors a. The
+ * answers are those of a scan over all placed buffers: the lowest free
+ * offset is the first gap of the union that fits, and the gaps come out in
+ * offset order for best-fit (which looks at BEST_GAPS of them at most). */
+
+typedef struct rnode {
+    int64_t lo, hi; /* [lo, hi) */
+    int l, r;       /* children; 0 is the empty tree */
+} rnode;
+
+typedef struct occ {
+    int nsteps;
+    int *cover, *sub; /* treap root per tree node (heap order from 1) */
+    rnode *pool;      /* pool[0] unused */
+    int npool, cap, freel;
+    int nsets;
+    int sets[4 * 33]; /* the sets of one query: at most 4 per tree level */
+} occ;
+
+/* Heap priority of node i: a hash of the index, so no state to keep. */
+static uint32_t prio(int i)
 {
-    size_t arena = 0;
-    int np = 0;
-    for (int oi = 0; oi < nb; oi++) {
-        pbuf *x = &b[order[oi]];
-        size_t cur = 0, pick = SIZE_MAX, pick_gap = SIZE_MAX;
-        for (int k = 0; k < np && x->size; k++) {
-            const pbuf *y = &b[placed[k]];
-            if (!y->size || y->start > x->end || x->start > y->end)
-                continue;
-            size_t yo = (size_t)y->off;
-            if (yo >= cur && yo - cur >= x->size) {
-                if (!best) {
-                    pick = cur;
-                    break;
-                }
-                if (yo - cur < pick_gap) {
-                    pick_gap = yo - cur;
-                    pick = cur;
-                }
-            }
-            if (yo + y->size > cur)
-                cur = yo + y->size;
-        }
-        if (pick == SIZE_MAX)
-            pick = cur;
-        x->off = (int64_t)pick;
-        if (pick + x->size > arena)
-            arena = pick + x->size;
-        int k = np++;
-        while (k > 0 && b[placed[k - 1]].off > x->off) {
-            placed[k] = placed[k - 1];
-            k--;
-        }
-        placed[k] = order[oi];
-    }
-    return arena;
+    uint32_t x = (uint32_t)i * 2654435761u;
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    return x;
 }
 
-/* Tries every order with first-fit and best-fit; leaves the best offsets in b[]. */
-static int place_all(pbuf *b, int nb, size_t *arena)
+/* a: the ranges starting below key; b: the rest. */
+static void tsplit(rnode *P, int t, int64_t key, int *a, int *b)
+{
+    if (!t) {
+        *a = *b = 0;
+    } else if (P[t].lo < key) {
+        *a = t;
+        tsplit(P, P[t].r, key, &P[t].r, b);
+    } else {
+        *b = t;
+        tsplit(P, P[t].l, key, a, &P[t].l);
+    }
+}
+
+/* Every range of a starts below every range of b. */
+static int tmerge(rnode *P, int a, int b)
+{
+    if (!a || !b)
+        return a ? a : b;
+    if (prio(a) > prio(b)) {
+        P[a].r = tmerge(P, P[a].r, b);
+        return a;
+    }
+    P[b].l = tmerge(P, a, P[b].l);
+    return b;
+}
+
+static int trightmost(const rnode *P, int t)
+{
+    while (P[t].r)
+        t = P[t].r;
+    return t;
+}
+
+static void trelease(occ *o, int t)
+{
+    if (!t)
+        return;
+    trelease(o, o->pool[t].l);
+    trelease(o, o->pool[t].r);
+    o->pool[t].l = o->freel;
+    o->freel = t;
+}
+
+/* Adds [lo, hi) to the set at *root, merged with the ranges it meets or touches. */
+static int tinsert(occ *o, int *root, int64_t lo, int64_t hi)
+{
+    int n = o->freel;
+    if (n) {
+        o->freel = o->pool[n].l;
+    } else {
+        if (o->npool == o->cap) {
+            int cap = o->cap * 2;
+            rnode *np = realloc(o->pool, sizeof *np * (size_t)cap);
+            if (!np)
+                return 0;
+            o->pool = np;
+            o->cap = cap;
+        }
+        n = o->npool++;
+    }
+    rnode *P = o->pool;
+    int a, b, c, d;
+    tsplit(P, *root, lo, &a, &b);
+    if (a) {
+        int m = trightmost(P, a);
+        if (P[m].hi >= lo) {
+            int mm;
+            lo = P[m].lo;
+            if (P[m].hi > hi)
+                hi = P[m].hi;
+            tsplit(P, a, P[m].lo, &a, &mm);
+            trelease(o, mm);
+        }
+    }
+    tsplit(P, b, hi + 1, &c, &d);
+    if (c) {
+        int m = trightmost(P, c);
+        if (P[m].hi > hi)
+            hi = P[m].hi;
+        trelease(o, c);
+    }
+    P[n].lo = lo;
+    P[n].hi = hi;
+    P[n].l = P[n].r = 0;
+    *root = tmerge(P, tmerge(P, a, n), d);
+    return 1;
+}
+
+/* p when [p, p + size) misses every range of t, else the end of the last
+ * range that starts below p + size (the lowest start worth trying next). */
+static int64_t tblock(const rnode *P, int t, int64_t p, int64_t size)
+{
+    int best = 0;
+    while (t) {
+        if (P[t].lo < p + size) {
+            best = t;
+            t = P[t].r;
+        } else {
+            t = P[t].l;
+        }
+    }
+    return best && P[best].hi > p ? P[best].hi : p;
+}
+
+/* The first start at or after p, INT64_MAX when none. */
+static int64_t tnext(const rnode *P, int t, int64_t p)
+{
+    int64_t q = INT64_MAX;
+    while (t) {
+        if (P[t].lo >= p) {
+            q = P[t].lo;
+            t = P[t].l;
+        } else {
+            t = P[t].r;
+        }
+    }
+    return q;
+}
+
+static int occ_init(occ *o, int nsteps)
+{
+    memset(o, 0, sizeof *o);
+    o->nsteps = nsteps > 0 ? nsteps : 1;
+    o->cover = malloc(sizeof(int) * 4 * (size_t)o->nsteps);
+    o->sub = malloc(sizeof(int) * 4 * (size_t)o->nsteps);
+    o->cap = 1024;
+    o->pool = malloc(sizeof *o->pool * (size_t)o->cap);
+    return o->cover && o->sub && o->pool;
+}
+
+static void occ_free(occ *o)
+{
+    free(o->cover);
+    free(o->sub);
+    free(o->pool);
+}
+
+static void occ_reset(occ *o)
+{
+    memset(o->cover, 0, sizeof(int) * 4 * (size_t)o->nsteps);
+    memset(o->sub, 0, sizeof(int) * 4 * (size_t)o->nsteps);
+    o->npool = 1;
+    o->freel = 0;
+}
+
+/* Records [lo, hi) as taken during steps [s, e]; v spans [L, R]. */
+static int occ_add(occ *o, int v, int L, int R, int s, int e, int64_t lo, int64_t hi)
+{
+    if (e < L || R < s)
+        return 1;
+    if (!tinsert(o, &o->sub[v], lo, hi))
+        return 0;
+    if (s <= L && R <= e)
+        return tinsert(o, &o->cover[v], lo, hi);
+    int M = L + (R - L) / 2;
+    return occ_add(o, 2 * v, L, M, s, e, lo, hi) && occ_add(o, 2 * v + 1, M + 1, R, s, e, lo, hi);
+}
+
+/* The sets holding every buffer live somewhere in [s, e], into o->sets. */
+static void occ_sets(occ *o, int v, int L, int R, int s, int e)
+{
+    if (e < L || R < s || !o->sub[v])
+        return;
+    if (s <= L && R <= e) {
+        o->sets[o->nsets++] = o->sub[v];
+        return;
+    }
+    if (o->cover[v])
+        o->sets[o->nsets++] = o->cover[v];
+    int M = L + (R - L) / 2;
+    occ_sets(o, 2 * v, L, M, s, e);
+    occ_sets(o, 2 * v + 1, M + 1, R, s, e);
+}
+
+/* The lowest q >= p with [q, q + size) free in every set of the query:
+ * each bump moves past a range that is in the way, and the loop ends when
+ * a whole round of the sets moves nothing. */
+static int64_t occ_lowest(const occ *o, int64_t p, int64_t size)
+{
+    int n = o->nsets, quiet = 0, i = 0;
+    while (quiet < n) {
+        int64_t q = tblock(o->pool, o->sets[i], p, size);
+        if (q > p) {
+            p = q;
+            quiet = 0;
+            continue; /* the same set may have the next range in the way */
+        }
+        quiet++;
+        i = i + 1 == n ? 0 : i + 1;
+    }
+    return p;
+}
+
+/* Best-fit looks at this many gaps that fit before it settles for the
+ * smallest seen (an exact fit ends the search at once). */
+#define BEST_GAPS 64
+
+/* The smallest gap of the query's union that fits (the lowest of equal
+ * ones), else the top of the union. */
+static int64_t occ_best(const occ *o, int64_t size)
+{
+    int64_t p = occ_lowest(o, 0, size), best = -1, best_gap = INT64_MAX;
+    for (int k = 0; k < BEST_GAPS; k++) {
+        int64_t q = INT64_MAX;
+        for (int i = 0; i < o->nsets; i++) {
+            int64_t t = tnext(o->pool, o->sets[i], p);
+            if (t < q)
+                q = t;
+        }
+        if (q == INT64_MAX)
+            break; /* p is the top */
+        if (q - p < best_gap) {
+            best_gap = q - p;
+            best = p;
+            if (best_gap == size)
+                break;
+        }
+        p = occ_lowest(o, q, size);
+    }
+    return best >= 0 ? best : p;
+}
+
+/* Places b[] in order[] (offsets into b[].off), the arena size in *arena.
+ * best: the smallest gap that fits; else the lowest one. 0 when out of memory. */
+static int place(occ *o, pbuf *b, int nb, const int *order, int best, size_t *arena)
+{
+    size_t top = 0;
+    occ_reset(o);
+    for (int oi = 0; oi < nb; oi++) {
+        pbuf *x = &b[order[oi]];
+        if (!x->size) {
+            x->off = 0;
+            continue;
+        }
+        o->nsets = 0;
+        occ_sets(o, 1, 0, o->nsteps - 1, x->start, x->end);
+        int64_t pick = best ? occ_best(o, (int64_t)x->size) : occ_lowest(o, 0, (int64_t)x->size);
+        x->off = pick;
+        if ((size_t)pick + x->size > top)
+            top = (size_t)pick + x->size;
+        if (!occ_add(o, 1, 0, o->nsteps - 1, x->start, x->end, pick, pick + (int64_t)x->size))
+            return 0;
+    }
+    *arena = top;
+    return 1;
+}
+
+/* Tries every order with first-fit and best-fit; leaves the best offsets in
+ * b[]. The first placement to reach the lower bound wins at once: none
+ * after it could be smaller. */
+static int place_all(pbuf *b, int nb, size_t lower, size_t *arena)
 {
     size_t na = (size_t)(nb ? nb : 1);
+    int nsteps = 1;
+    for (int i = 0; i < nb; i++)
+        if (b[i].end + 1 > nsteps)
+            nsteps = b[i].end + 1;
+    occ o;
     int *order = malloc(sizeof(int) * na);
-    int *placed = malloc(sizeof(int) * na);
     skey *keys = malloc(sizeof(skey) * na);
     int64_t *best_off = malloc(sizeof(int64_t) * na);
-    int ok = order && placed && keys && best_off;
+    int ok = occ_init(&o, nsteps) && order && keys && best_off;
     size_t best = SIZE_MAX;
-    for (int key = 0; ok && key < 4; key++) {
+    for (int key = 0; ok && key < 4 && best > lower; key++) {
         sort_order(b, nb, key, keys, order);
-        for (int fit = 0; fit < 2; fit++) {
-            size_t a = place(b, nb, order, fit, placed);
+        for (int fit = 0; ok && fit < 2 && best > lower; fit++) {
+            size_t a;
+            if (!(ok = place(&o, b, nb, order, fit, &a)))
+                break;
             if (a < best) {
                 best = a;
                 for (int i = 0; i < nb; i++)
@@ -141,11 +397,46 @@ static int place_all(pbuf *b, int nb, size_t *arena)
             b[i].off = best_off[i];
         *arena = nb ? best : 0;
     }
+    occ_free(&o);
     free(order);
-    free(placed);
     free(keys);
     free(best_off);
     return ok;
+}
+
+mge_status mge_plan_place(int nb, const size_t *size, const int *start, const int *end, int64_t *off,
+                          size_t *arena, mge_error *err)
+{
+    int nsteps = 0;
+    for (int i = 0; i < nb; i++) {
+        if (start[i] < 0 || end[i] < start[i] || size[i] % ALIGN)
+            return mge_error_set(err, MGE_ERR_INVALID, "buffer %d: steps [%d, %d], %zu bytes", i, start[i], end[i],
+                                 size[i]);
+        if (end[i] + 1 > nsteps)
+            nsteps = end[i] + 1;
+    }
+    pbuf *b = malloc(sizeof *b * (size_t)(nb ? nb : 1));
+    int64_t *live = calloc((size_t)nsteps + 1, sizeof *live);
+    if (!b || !live) {
+        free(b);
+        free(live);
+        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < nb; i++) {
+        b[i] = (pbuf){.size = size[i], .start = start[i], .end = end[i], .root = i};
+        live[start[i]] += (int64_t)size[i];
+        live[end[i] + 1] -= (int64_t)size[i];
+    }
+    int64_t run = 0, peak = 0;
+    for (int t = 0; t < nsteps; t++)
+        if ((run += live[t]) > peak)
+            peak = run;
+    int ok = place_all(b, nb, (size_t)peak, arena);
+    for (int i = 0; ok && i < nb; i++)
+        off[i] = b[i].off;
+    free(b);
+    free(live);
+    return ok ? MGE_OK : mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
 }
 
 /* ---------------------------------------------------------------- planning */
@@ -324,7 +615,7 @@ mge_status mge_plan_build(const mge_graph *g, const char *need, int64_t batch, i
                 peak = run;
         }
         size_t arena;
-        if (!place_all(db, nd, &arena)) {
+        if (!place_all(db, nd, (size_t)peak, &arena)) {
             s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
             goto out;
         }

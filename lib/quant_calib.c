@@ -11,13 +11,27 @@
 
 #define NB MGE_QOBS_BINS
 
+/* The histograms take 32 KiB per tensor, which a long graph of small
+ * tensors cannot afford for every value: until a tensor has had more
+ * values than that many bytes hold, its finite values are kept as they
+ * are and binned when asked for. Bins are counts under a binning frozen
+ * before the first value, so binning late gives the same counts. */
+#define RAW_MAX (4 * NB)
+
+typedef struct hist {
+    int64_t h[NB], ha[NB];
+} hist;
+
 struct mge_qobs {
     double mn, mx;        /* pass 1, finite values only */
     int64_t count, nonfinite;
     int hist_on;          /* the binning below is frozen */
+    int nomem;            /* a value could not be kept: choose() fails */
     double hmn, hmx, habs; /* signed bins over [hmn, hmx], |x| bins over [0, habs] */
-    int64_t hn;           /* values binned */
-    int64_t h[NB], ha[NB];
+    int64_t hn;           /* values binned or kept in raw */
+    hist *bins;           /* NULL while the values fit in raw */
+    float *raw;           /* finite values not binned yet */
+    int64_t nraw, capraw;
 };
 
 mge_qobs *mge_qobs_new(void)
@@ -27,6 +41,10 @@ mge_qobs *mge_qobs_new(void)
 
 void mge_qobs_free(mge_qobs *o)
 {
+    if (!o)
+        return;
+    free(o->bins);
+    free(o->raw);
     free(o);
 }
 
@@ -73,21 +91,14 @@ void mge_qobs_range(mge_qobs *o, const float *x, int64_t n)
     o->nonfinite += bad;
 }
 
-void mge_qobs_hist(mge_qobs *o, const float *x, int64_t n)
+/* Bins the finite values of x[n] into b under o's frozen binning; returns how many. */
+static int64_t bin_values(const mge_qobs *o, hist *b, const float *x, int64_t n)
 {
-    if (o->count == 0)
-        return; /* no range to bin over; choose() reports it */
-    if (!o->hist_on) {
-        o->hist_on = 1;
-        o->hmn = o->mn;
-        o->hmx = o->mx;
-        o->habs = fmax(fabs(o->mn), fabs(o->mx));
-    }
     const double mn = o->hmn;
     const double s = o->hmx > o->hmn ? NB / (o->hmx - o->hmn) : 0.0;
     const double sa = o->habs > 0 ? NB / o->habs : 0.0;
     const double top = NB - 1;
-    int64_t *restrict h = o->h, *restrict ha = o->ha;
+    int64_t *restrict h = b->h, *restrict ha = b->ha;
     int64_t binned = 0;
     for (int64_t i = 0; i < n; i++) {
         float v = x[i];
@@ -103,7 +114,57 @@ void mge_qobs_hist(mge_qobs *o, const float *x, int64_t n)
         ha[(int)a]++;
         binned++;
     }
-    o->hn += binned;
+    return binned;
+}
+
+/* Keeps the finite values of x[n] in o->raw; 0 when they do not fit under RAW_MAX (or no memory). */
+static int keep_raw(mge_qobs *o, const float *x, int64_t n)
+{
+    int64_t fin = 0;
+    for (int64_t i = 0; i < n; i++)
+        fin += isfinite(x[i]) != 0;
+    if (o->nraw + fin > RAW_MAX)
+        return 0;
+    if (o->nraw + fin > o->capraw) {
+        int64_t cap = o->capraw ? o->capraw : 64;
+        while (cap < o->nraw + fin)
+            cap *= 2;
+        float *r = realloc(o->raw, sizeof(float) * (size_t)cap);
+        if (!r)
+            return 0;
+        o->raw = r;
+        o->capraw = cap;
+    }
+    for (int64_t i = 0; i < n; i++)
+        if (isfinite(x[i]))
+            o->raw[o->nraw++] = x[i];
+    o->hn += fin;
+    return 1;
+}
+
+void mge_qobs_hist(mge_qobs *o, const float *x, int64_t n)
+{
+    if (o->count == 0 || o->nomem)
+        return; /* no range to bin over; choose() reports it */
+    if (!o->hist_on) {
+        o->hist_on = 1;
+        o->hmn = o->mn;
+        o->hmx = o->mx;
+        o->habs = fmax(fabs(o->mn), fabs(o->mx));
+    }
+    if (!o->bins && keep_raw(o, x, n))
+        return;
+    if (!o->bins) {
+        if (!(o->bins = calloc(1, sizeof *o->bins))) {
+            o->nomem = 1;
+            return;
+        }
+        bin_values(o, o->bins, o->raw, o->nraw); /* already counted in hn */
+        free(o->raw);
+        o->raw = NULL;
+        o->nraw = o->capraw = 0;
+    }
+    o->hn += bin_values(o, o->bins, x, n);
 }
 
 int64_t mge_qobs_nonfinite(const mge_qobs *o)
@@ -140,15 +201,15 @@ int mge_calib_parse(const char *s, mge_calib_method *m)
 
 /* The value below which a fraction q of the binned values lie, linear
  * inside the bin that crosses it. */
-static double hist_quantile(const mge_qobs *o, double q)
+static double hist_quantile(const mge_qobs *o, const hist *hb, double q)
 {
     const double w = (o->hmx - o->hmn) / NB;
     const double target = q * (double)o->hn;
     double cum = 0;
     for (int b = 0; b < NB; b++) {
-        if (o->h[b] == 0)
+        if (hb->h[b] == 0)
             continue;
-        double c = (double)o->h[b];
+        double c = (double)hb->h[b];
         if (cum + c >= target) {
             double f = (target - cum) / c;
             f = f < 0 ? 0 : (f > 1 ? 1 : f);
@@ -179,7 +240,7 @@ static double xlogx(double v)
  * exactly; averaged into the first chunk, that spike made small
  * thresholds look best (resnet18's post-ReLU scales came out 2-4x too
  * small, SQNR 8 dB instead of 30). */
-static int entropy_bins(const mge_qobs *o, int levels, int skip0)
+static int entropy_bins(const int64_t *ha, int levels, int skip0)
 {
     static const double eps = 1e-4; /* Q where P has mass and Q none (smoothing) */
     /* Prefix arrays: counts, non-empty bins, sum a log a. */
@@ -189,7 +250,7 @@ static int entropy_bins(const mge_qobs *o, int levels, int skip0)
     double *Z = C + (NB + 1), *L = Z + (NB + 1);
     C[0] = Z[0] = L[0] = 0;
     for (int j = 0; j < NB; j++) {
-        double a = (double)o->ha[j];
+        double a = (double)ha[j];
         C[j + 1] = C[j] + a;
         Z[j + 1] = Z[j] + (a > 0);
         L[j + 1] = L[j] + xlogx(a);
@@ -204,7 +265,7 @@ static int entropy_bins(const mge_qobs *o, int levels, int skip0)
         if (Ci <= 0)
             continue;
         const double out = N - Ci;               /* folded into bin i-1 of P */
-        const double plast = (double)o->ha[i - 1] + out;
+        const double plast = (double)ha[i - 1] + out;
         const int b0 = skip0 ? 1 : 0;            /* first bin compared */
         /* sum over P's bins of p log p, unnormalized */
         double splogp = L[i - 1] - L[b0] + xlogx(plast);
@@ -218,7 +279,7 @@ static int entropy_bins(const mge_qobs *o, int levels, int skip0)
             double pm = S;                       /* P's mass in the chunk */
             if (e == i) {
                 pm += out;
-                if (o->ha[i - 1] == 0 && out > 0)
+                if (ha[i - 1] == 0 && out > 0)
                     nz += 1;
             }
             if (pm <= 0)
@@ -238,9 +299,23 @@ static int entropy_bins(const mge_qobs *o, int levels, int skip0)
     return best;
 }
 
+/* o's histograms: its own, or *tmp binned from the values it kept (the caller frees *tmp). */
+static const hist *bins_of(const mge_qobs *o, hist **tmp)
+{
+    *tmp = NULL;
+    if (o->bins)
+        return o->bins;
+    if (!(*tmp = calloc(1, sizeof **tmp)))
+        return NULL;
+    bin_values(o, *tmp, o->raw, o->nraw);
+    return *tmp;
+}
+
 mge_status mge_qobs_choose(const mge_qobs *o, mge_calib_method m, double percentile, double *lo, double *hi,
                            mge_error *err)
 {
+    hist *tmp = NULL;
+    const hist *hb;
     if (o->count == 0)
         return mge_error_set(err, MGE_ERR_INVALID, "calibration: no finite values observed (%lld non-finite)",
                              (long long)o->nonfinite);
@@ -261,8 +336,11 @@ mge_status mge_qobs_choose(const mge_qobs *o, mge_calib_method m, double percent
             l = o->hmn;
             h = o->hmx;
         } else {
-            l = hist_quantile(o, (100 - percentile) / 100);
-            h = hist_quantile(o, percentile / 100);
+            if (o->nomem || !(hb = bins_of(o, &tmp)))
+                return mge_error_set(err, MGE_ERR_NOMEM, "calibration: out of memory");
+            l = hist_quantile(o, hb, (100 - percentile) / 100);
+            h = hist_quantile(o, hb, percentile / 100);
+            free(tmp);
         }
         break;
     case MGE_CALIB_ENTROPY: {
@@ -273,8 +351,11 @@ mge_status mge_qobs_choose(const mge_qobs *o, mge_calib_method m, double percent
             l = h = 0;
             break;
         }
+        if (o->nomem || !(hb = bins_of(o, &tmp)))
+            return mge_error_set(err, MGE_ERR_NOMEM, "calibration: out of memory");
         int unsig = o->hmn >= 0;
-        int i = entropy_bins(o, unsig ? 255 : 127, unsig);
+        int i = entropy_bins(hb->ha, unsig ? 255 : 127, unsig);
+        free(tmp);
         double t = i == NB ? o->habs : o->habs * i / NB;
         if (unsig) {
             l = 0;

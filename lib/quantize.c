@@ -36,6 +36,7 @@ typedef struct qplan {
     int *act;         /* per layer/add node: the folded act node, or -1 */
     int *qout;        /* per node: the value holding its (quantized) result in g's terms */
     int *uses;        /* per value */
+    int *reader;      /* per value: the first node that reads it, or -1 (plan); reused by the rewrite */
     int *parent;      /* per value: union-find of scale groups */
     char *isq;        /* per value: quantized (qs8) in the result */
     double *glo, *ghi;/* per value (group roots): range */
@@ -94,17 +95,15 @@ static void range_params(double lo, double hi, double *scale, int *zero)
     *zero = (int)(z < -128 ? -128 : z > 127 ? 127 : z);
 }
 
-static int single_act_reader(const mge_graph *g, const int *uses, int v)
+static int single_act_reader(const qplan *P, int v)
 {
-    if (uses[v] != 1 || mge_pass_is_root(g, v))
+    if (P->uses[v] != 1 || mge_pass_is_root(P->g, v))
         return -1;
-    for (int i = 0; i < g->nnodes; i++) {
-        const mge_node *n = &g->nodes[i];
-        for (int k = 0; k < n->nin; k++)
-            if (n->in[k] == v)
-                return (n->op == MGE_OP_RELU || n->op == MGE_OP_RELU6) ? i : -1;
-    }
-    return -1;
+    int i = P->reader[v];
+    if (i < 0)
+        return -1;
+    int op = P->g->nodes[i].op;
+    return op == MGE_OP_RELU || op == MGE_OP_RELU6 ? i : -1;
 }
 
 static int observed(const double *lo, const double *hi, int v)
@@ -172,7 +171,7 @@ static mge_status plan(qplan *P, const double *lo, const double *hi, const mge_q
         default: break;
         }
         if (role == R_LAYER || role == R_ADD) {
-            int a = single_act_reader(g, P->uses, y);
+            int a = single_act_reader(P, y);
             /* the int8 node takes the act's name, so skipping that name keeps the layer f32 too */
             if (a >= 0 && skipped(o, g->nodes[a].name)) {
                 if (r)
@@ -509,10 +508,13 @@ static mge_status add_entry(mge_quant_result *r, const char *node, int op, const
 {
     if (!r)
         return MGE_OK;
-    mge_quant_entry *e = realloc(r->e, sizeof *e * (size_t)(r->n + 1));
-    if (!e)
-        return MGE_ERR_NOMEM;
-    r->e = e;
+    mge_quant_entry *e;
+    if ((r->n & (r->n - 1)) == 0) { /* the capacity is n rounded up to a power of two */
+        e = realloc(r->e, sizeof *e * (size_t)(r->n ? 2 * r->n : 1));
+        if (!e)
+            return MGE_ERR_NOMEM;
+        r->e = e;
+    }
     e = &r->e[r->n];
     memset(e, 0, sizeof *e);
     e->node = mge_strdup(node);
@@ -682,6 +684,7 @@ mge_status mge_quant_rewrite(const mge_graph *g0, const double *lo, const double
     P.act = calloc(nn, sizeof(int));
     P.qout = calloc(nn, sizeof(int));
     P.uses = calloc(nv, sizeof(int));
+    P.reader = malloc(nv * sizeof(int));
     P.parent = calloc(nv, sizeof(int));
     P.isq = calloc(nv, 1);
     P.glo = calloc(nv, sizeof(double));
@@ -694,12 +697,17 @@ mge_status mge_quant_rewrite(const mge_graph *g0, const double *lo, const double
     char *keep = NULL;
     mge_graph *c = NULL;
     mge_status s = MGE_ERR_NOMEM;
-    if (!P.role || !P.act || !P.qout || !P.uses || !P.parent || !P.isq || !P.glo || !P.ghi || !P.gscale ||
+    if (!P.role || !P.act || !P.qout || !P.uses || !P.reader || !P.parent || !P.isq || !P.glo || !P.ghi || !P.gscale ||
         !P.gzero || !B.qv || !B.fv) {
         s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
         goto done;
     }
     mge_pass_count_uses(g, P.uses);
+    for (int v = 0; v < g->nvalues; v++)
+        P.reader[v] = -1;
+    for (int i = g->nnodes - 1; i >= 0; i--)
+        for (int k = 0; k < g->nodes[i].nin; k++)
+            P.reader[g->nodes[i].in[k]] = i;
     if ((s = plan(&P, lo, hi, o, res, err)))
         goto done;
     fix_multipliers(&P, o);
@@ -708,6 +716,14 @@ mge_status mge_quant_rewrite(const mge_graph *g0, const double *lo, const double
     if ((s = mge_pass_rb_alloc(g, &keep, &B.remap, &c, err)))
         goto done;
     B.c = c;
+    /* reads by nodes that stay f32-facing (not quantized layers), per value;
+     * P.reader is reused for the count */
+    for (int v = 0; v < g->nvalues; v++)
+        P.reader[v] = 0;
+    for (int j = 0; j < g->nnodes; j++)
+        if (P.role[j] != R_LAYER)
+            for (int q = 0; q < g->nodes[j].nin; q++)
+                P.reader[g->nodes[j].in[q]]++;
     for (int i = 0; i < g->nnodes; i++) {
         const mge_node *n = &g->nodes[i];
         if (P.act[i] >= 0)
@@ -715,12 +731,8 @@ mge_status mge_quant_rewrite(const mge_graph *g0, const double *lo, const double
         if (P.role[i] != R_LAYER)
             continue;
         for (int k = 1; k < n->nin; k++) {
-            int v = n->in[k], other = mge_pass_is_root(g, v);
-            for (int j = 0; j < g->nnodes && !other; j++)
-                if (j != i && P.role[j] != R_LAYER)
-                    for (int q = 0; q < g->nodes[j].nin; q++)
-                        other |= g->nodes[j].in[q] == v;
-            if (!other)
+            int v = n->in[k];
+            if (!P.reader[v] && !mge_pass_is_root(g, v))
                 keep[v] = 0;
         }
     }
@@ -772,6 +784,7 @@ done:
     free(P.act);
     free(P.qout);
     free(P.uses);
+    free(P.reader);
     free(P.parent);
     free(P.isq);
     free(P.glo);

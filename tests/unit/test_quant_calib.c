@@ -216,6 +216,64 @@ static void test_nonfinite_and_frozen(void)
     mge_qobs_free(o);
 }
 
+/* Observes x[n] with the histogram pass fed `times` times, in chunks of `chunk`. */
+static mge_qobs *observe_chunks(const float *x, int64_t n, int64_t chunk, int times)
+{
+    mge_qobs *o = mge_qobs_new();
+    if (!o)
+        return NULL;
+    mge_qobs_range(o, x, n);
+    for (int t = 0; t < times; t++)
+        for (int64_t i = 0; i < n; i += chunk)
+            mge_qobs_hist(o, x + i, n - i < chunk ? n - i : chunk);
+    return o;
+}
+
+/* Small tensors keep their values and bin them when asked (a long graph
+ * of small tensors cannot afford two histograms each): the ranges must be
+ * the same bits whichever way the values arrived. Sizes around the point
+ * where an observer starts binning (4 x 2048 finite values), chunked
+ * finely or not; and the same values seen four times (binned at once)
+ * give the same percentiles as seen once (kept), counts being 4x. */
+static void test_small_tensors(void)
+{
+    static const int64_t sizes[] = {1, 7, 3000, 8191, 8192, 8193, 20000};
+    for (int si = 0; si < (int)(sizeof sizes / sizeof *sizes); si++) {
+        int64_t n = sizes[si];
+        for (int64_t i = 0; i < n; i++)
+            buf[i] = (float)(nrand() * (i % 97 == 0 ? 8 : 1));
+        if (n > 10) {
+            buf[3] = NAN;
+            buf[9] = INFINITY;
+        }
+        mge_qobs *a = observe_chunks(buf, n, n, 1), *b = observe_chunks(buf, n, 37, 1);
+        mge_qobs *c = observe_chunks(buf, n, 100, 1);
+        CHECK(a && b && c);
+        if (!a || !b || !c)
+            return;
+        double ra[3][2], rb[3][2], rc[3][2];
+        choose3(a, 99.9, ra);
+        choose3(b, 99.9, rb);
+        choose3(c, 99.9, rc);
+        for (int m = 0; m < 3; m++)
+            CHECK_MSG(ra[m][0] == rb[m][0] && ra[m][1] == rb[m][1] && ra[m][0] == rc[m][0] && ra[m][1] == rc[m][1],
+                      "n %lld, method %d: [%.17g, %.17g] at once, [%.17g, %.17g] in chunks of 37", (long long)n, m,
+                      ra[m][0], ra[m][1], rb[m][0], rb[m][1]);
+        if (n >= 3000 && n <= 8192) {
+            mge_qobs *d = observe_chunks(buf, n, 1000, 4);
+            double rd[3][2];
+            choose3(d, 99.9, rd);
+            CHECK_MSG(rd[1][0] == ra[1][0] && rd[1][1] == ra[1][1], "n %lld: percentile [%.17g, %.17g] kept, "
+                      "[%.17g, %.17g] binned", (long long)n, ra[1][0], ra[1][1], rd[1][0], rd[1][1]);
+            CHECK_NEAR(rd[2][1], ra[2][1], 1e-9 + (ra[2][1] - ra[2][0]) / 64);
+            mge_qobs_free(d);
+        }
+        mge_qobs_free(a);
+        mge_qobs_free(b);
+        mge_qobs_free(c);
+    }
+}
+
 static void test_errors(void)
 {
     mge_error err = {0};
@@ -263,6 +321,7 @@ int main(void)
     RUN(test_half_normal);
     RUN(test_zero_and_negative);
     RUN(test_nonfinite_and_frozen);
+    RUN(test_small_tensors);
     RUN(test_errors);
     return unit_done();
 }
