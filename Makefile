@@ -98,8 +98,15 @@ $(B)/plugins/libmge-badabi.so: tests/plugins/testnull.c kernels/backend.h lib/in
 	@mkdir -p $(dir $@)
 	$(CC) $(ALLCFLAGS) -DBAD_ABI -shared -o $@ $< $(ALLLDFLAGS)
 
+# MGE_OBJDIR: where tests/layers finds the objects whose symbols it checks
 check: all $(UNIT_BIN) $(TEST_PLUGINS)
-	@MGE_TEST_PLUGINS=$(CURDIR)/$(B)/plugins PYTHON=$(PYTHON) tests/run-all $(CURDIR)/$(BINDIR) $(UNIT_BIN)
+	@MGE_OBJDIR=$(CURDIR)/$(B) MGE_TEST_PLUGINS=$(CURDIR)/$(B)/plugins PYTHON=$(PYTHON) \
+	  tests/run-all $(CURDIR)/$(BINDIR) $(UNIT_BIN)
+
+# the layering rule alone: kernels/ objects take from lib/ and formats/
+# only the symbols tests/layers lists
+layers: $(LIB_OBJ)
+	@tests/layers $(B)
 
 unit: $(UNIT_BIN) $(TEST_PLUGINS)
 	@fail=0; for t in $(UNIT_BIN); do $$t || fail=1; done; test $$fail = 0
@@ -173,7 +180,7 @@ install: all
 clean:
 	rm -rf build bin
 
-.PHONY: all check unit fuzz fuzz-build demo bench bench-train bench-opt bench-quant bench-compare install clean
+.PHONY: all check unit layers fuzz fuzz-build demo bench bench-train bench-opt bench-quant bench-compare install clean
 
 # keep objects that pattern rules chain through (cmd/*.o), so rebuilds stay incremental
 .SECONDARY:

@@ -899,6 +899,7 @@ static mge_status run_node(mge_exec *e, const mge_plan *p, int i, mge_error *err
     ctx.training = e->training;
     ctx.rng = &e->rng;
     ctx.prepared = e->prep ? e->prep[i] : NULL;
+    ctx.opname = oi->name;
     mge_status s = d ? e->dc->be->launch(e->dc->dev, k, &ctx, n, in, out, err)
                      : e->hif->launch(e->host, k, &ctx, n, in, out, err);
     if (!d)

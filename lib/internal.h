@@ -4,6 +4,7 @@
 #define MGE_INTERNAL_H
 
 #include "mge.h"
+#include "kshared.h"
 
 /* A dtype and a concrete (or template) shape. */
 typedef struct mge_tdesc {
@@ -51,11 +52,9 @@ MGE_FAMILY_DECL(fused)
 MGE_FAMILY_DECL(winograd)
 MGE_FAMILY_DECL(blocked)
 MGE_FAMILY_DECL(quant)
-/* op_fused.c: what a fused op's act (incl. -1, none), a fused_elemwise
- * unary entry and a binary entry may be. */
-int mge_fused_act_ok(int64_t op);
-int mge_fused_unary_ok(int64_t op);
-int mge_fused_binary_ok(int64_t op);
+/* kernels/kshared.h (header only, shared with the kernels): mge_axis,
+ * mge_conv_out_dim, mge_fused_act_ok / unary_ok / binary_ok,
+ * mge_winograd_matrices and mge_winograd_weight_transform. */
 /* The checks the fused layer ops (fused_conv2d, fused_linear,
  * conv2d_winograd, conv2d_nchwc) share: the input count against the bias
  * and residual attributes (given back in *bias, *res) and act; then the
@@ -63,14 +62,6 @@ int mge_fused_binary_ok(int64_t op);
  * message. */
 mge_status mge_fused_check_io(const mge_node *n, const char *name, int *bias, int *res, mge_error *err);
 mge_status mge_fused_check_residual(const char *name, const mge_tdesc *r, const mge_tdesc *out, mge_error *err);
-/* op_winograd.c: Winograd F(m,3) for conv2d_winograd (m = tile, 2 or 4;
- * a = m + 2). mge_winograd_matrices gives A^T [m][a], G [a][3] and B^T
- * [a][a] (row-major), 0 for an unsupported m. The weight transform writes
- * u[p][o][c] = (G w[o][c] G^T)[p / a][p % a] for w [O,C,3,3] (computed in
- * double; u holds a*a*O*C floats): the mge-opt pass stores it, the tests
- * check kernels against it. */
-int mge_winograd_matrices(int m, const double **at, const double **g, const double **bt);
-void mge_winograd_weight_transform(const float *w, int64_t O, int64_t C, int m, float *u);
 mge_status mge_conv_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
                            mge_param_spec *specs, int *nspecs, mge_error *err);
 mge_status mge_linear_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
@@ -134,7 +125,7 @@ const mge_attr *mge_attrs_find(int nattr, const mge_attr *attrs, int key);
 /* Fills in schema defaults and checks types/required keys; out holds nschema entries. */
 mge_status mge_attrs_complete(int op, int nattr, const mge_attr *attrs, mge_attr *out, int *nout, mge_error *err);
 
-/* Shape helpers shared by families and kernels. */
+/* Shape helpers the op families share (the kernels' are in kshared.h). */
 int64_t mge_tdesc_numel(const mge_tdesc *d);
 /* Element count as a double: FLOP counts never overflow, whatever the dims. */
 double mge_tdesc_count(const mge_tdesc *d);
@@ -145,10 +136,6 @@ void mge_param_spec_set(mge_param_spec *p, const char *suffix, mge_valkind kind,
                         const int64_t *dims, const char *init);
 /* numpy broadcasting of a and b into out; 0 when incompatible. */
 int mge_broadcast(const mge_tdesc *a, const mge_tdesc *b, mge_tdesc *out);
-/* Normalizes a possibly negative axis; -1 when out of range. */
-int mge_axis(int64_t axis, int ndim);
-/* Conv/pool output size along one dim (PyTorch formula); <= 0 when invalid. */
-int64_t mge_conv_out_dim(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, int ceil_mode);
 
 /* ---------------------------------------------------------------- thread pool */
 
@@ -174,7 +161,18 @@ typedef struct mge_kctx {
     int training;
     mge_rng *rng;            /* dropout in training */
     void *prepared;          /* what the device's prepare() made for this node, or NULL */
+    const char *opname;      /* the node's op ("conv2d"), static, for messages; NULL: unknown */
 } mge_kctx;
+
+/* The name a kernel's messages give: kernels see the kernel context and
+ * the node, never the op registry, so the executor passes the op's name;
+ * without one (a hand-made context) the node's own name stands in. */
+static inline const char *mge_kctx_opname(const mge_kctx *ctx, const mge_node *n)
+{
+    if (ctx && ctx->opname)
+        return ctx->opname;
+    return n && n->name ? n->name : "?";
+}
 
 /* in[i]/out[i] have concrete shapes and data; out[0] may alias in[0] when the
  * op is MGE_OPF_INPLACE and the planner chose so. */

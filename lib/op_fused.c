@@ -15,49 +15,6 @@
 
 #include <string.h>
 
-int mge_fused_act_ok(int64_t op)
-{
-    switch (op) {
-    case -1:
-    case MGE_OP_RELU:
-    case MGE_OP_RELU6:
-    case MGE_OP_LEAKY_RELU:
-    case MGE_OP_SIGMOID:
-    case MGE_OP_TANH:
-    case MGE_OP_GELU:
-    case MGE_OP_SILU:
-    case MGE_OP_HSWISH:
-    case MGE_OP_HSIGMOID: return 1;
-    }
-    return 0;
-}
-
-int mge_fused_unary_ok(int64_t op)
-{
-    switch (op) {
-    case MGE_OP_EXP:
-    case MGE_OP_LOG:
-    case MGE_OP_SQRT:
-    case MGE_OP_NEG:
-    case MGE_OP_ABS: return 1;
-    }
-    return op != -1 && mge_fused_act_ok(op);
-}
-
-int mge_fused_binary_ok(int64_t op)
-{
-    switch (op) {
-    case MGE_OP_ADD:
-    case MGE_OP_SUB:
-    case MGE_OP_MUL:
-    case MGE_OP_DIV:
-    case MGE_OP_POW:
-    case MGE_OP_MAXIMUM:
-    case MGE_OP_MINIMUM: return 1;
-    }
-    return 0;
-}
-
 /* The checks every fused layer op makes (also conv2d_winograd and
  * conv2d_nchwc): see internal.h. */
 mge_status mge_fused_check_io(const mge_node *n, const char *name, int *bias, int *res, mge_error *err)

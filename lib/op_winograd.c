@@ -1,6 +1,7 @@
 /* op_winograd.c — conv2d_winograd and winograd_weight (see ops.def): shape
- * inference, FLOPs, and the Winograd F(m,3) matrices and weight transform
- * that the mge-opt pass, the kernels and the tests share.
+ * inference and FLOPs. The Winograd F(m,3) matrices and weight transform
+ * that the mge-opt pass, the kernels and the tests share are in
+ * kernels/kshared.h.
  *
  * winograd_weight(w[O,C,3,3]) -> [(m+2)^2,O,C], m = tile; FLOPs those of
  * G g G^T per (o, c): 6 per entry of the a x 3 and the a x a products.
@@ -13,64 +14,10 @@
  *
  * conv2d_winograd_nchwc and winograd_weight_nchwc: the same on blocked
  * tensors (see ops.def): shape inference and FLOPs.
- *
- * Matrices (Lavin and Gray, "Fast Algorithms for Convolutional Neural
- * Networks", 2015): F(2,3) on the points 0, 1, -1 and infinity; F(4,3) on
- * 0, 1, -1, 2, -2 and infinity. Y = A^T [(G g G^T) .* (B^T d B)] A for a
- * (m+2)x(m+2) input tile d and a 3x3 kernel g (correlation, as conv2d). */
+ */
 #include "internal.h"
 
 #include <string.h>
-
-static const double at2[2 * 4] = {1, 1, 1, 0, 0, 1, -1, -1};
-static const double g2[4 * 3] = {1, 0, 0, 0.5, 0.5, 0.5, 0.5, -0.5, 0.5, 0, 0, 1};
-static const double bt2[4 * 4] = {1, 0, -1, 0, 0, 1, 1, 0, 0, -1, 1, 0, 0, 1, 0, -1};
-
-static const double at4[4 * 6] = {1, 1, 1, 1, 1, 0, 0, 1, -1, 2, -2, 0, 0, 1, 1, 4, 4, 0, 0, 1, -1, 8, -8, 1};
-static const double g4[6 * 3] = {1.0 / 4,  0,         0,         -1.0 / 6, -1.0 / 6, -1.0 / 6,
-                                 -1.0 / 6, 1.0 / 6,   -1.0 / 6,  1.0 / 24, 1.0 / 12, 1.0 / 6,
-                                 1.0 / 24, -1.0 / 12, 1.0 / 6,   0,        0,        1};
-static const double bt4[6 * 6] = {4, 0, -5, 0,  1, 0, 0, -4, -4, 1, 1, 0, 0, 4, -4, -1, 1, 0,
-                                  0, -2, -1, 2, 1, 0, 0, 2,  -1, -2, 1, 0, 0, 4, 0, -5, 0, 1};
-
-int mge_winograd_matrices(int m, const double **at, const double **g, const double **bt)
-{
-    const double *a = NULL, *gg = NULL, *b = NULL;
-    if (m == 2)
-        a = at2, gg = g2, b = bt2;
-    else if (m == 4)
-        a = at4, gg = g4, b = bt4;
-    else
-        return 0;
-    if (at)
-        *at = a;
-    if (g)
-        *g = gg;
-    if (bt)
-        *bt = b;
-    return 1;
-}
-
-void mge_winograd_weight_transform(const float *w, int64_t O, int64_t C, int m, float *u)
-{
-    const double *G;
-    if (!mge_winograd_matrices(m, NULL, &G, NULL))
-        return;
-    const int a = m + 2;
-    for (int64_t o = 0; o < O; o++)
-        for (int64_t c = 0; c < C; c++) {
-            const float *k = w + (o * C + c) * 9;
-            double t[6 * 3], r[6 * 6];   /* t = G k, r = t G^T */
-            for (int i = 0; i < a; i++)
-                for (int j = 0; j < 3; j++)
-                    t[i * 3 + j] = G[i * 3] * k[j] + G[i * 3 + 1] * k[3 + j] + G[i * 3 + 2] * k[6 + j];
-            for (int i = 0; i < a; i++)
-                for (int j = 0; j < a; j++)
-                    r[i * a + j] = t[i * 3] * G[j * 3] + t[i * 3 + 1] * G[j * 3 + 1] + t[i * 3 + 2] * G[j * 3 + 2];
-            for (int p = 0; p < a * a; p++)
-                u[((int64_t)p * O + o) * C + c] = (float)r[p];
-        }
-}
 
 static mge_status weight_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
 {

@@ -307,27 +307,3 @@ int mge_broadcast(const mge_tdesc *a, const mge_tdesc *b, mge_tdesc *out)
     *out = r;
     return 1;
 }
-
-int mge_axis(int64_t axis, int ndim)
-{
-    if (axis < 0)
-        axis += ndim;
-    return axis >= 0 && axis < ndim ? (int)axis : -1;
-}
-
-int64_t mge_conv_out_dim(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, int ceil_mode)
-{
-    if (k <= 0 || s <= 0 || p < 0 || d <= 0)
-        return 0;
-    int64_t span = d * (k - 1) + 1;
-    int64_t num = in + 2 * p - span;
-    if (ceil_mode)
-        num += s - 1; /* PyTorch: a window may hang over the padded end */
-    if (num < 0)
-        return 0;
-    int64_t o = num / s + 1;
-    /* ceil mode: the last window must start inside the input or left padding */
-    if (ceil_mode && (o - 1) * s >= in + p)
-        o--;
-    return o;
-}

@@ -342,7 +342,7 @@ static inline mge_status cpu_fallback(const mge_kctx *ctx, const mge_node *n, mg
 {
     const mge_kernel *k = &mge_backend_ref()->k[n->op][in[0]->dtype];
     if (!k->run)
-        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no kernel for %s", mge_op_info(n->op)->name,
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no kernel for %s", mge_kctx_opname(ctx, n),
                              mge_dtype_name(in[0]->dtype));
     return k->run(ctx, n, in, out, err);
 }

@@ -62,10 +62,10 @@ static int layer_io(const mge_node *n, mge_tensor *const *in, const float **b, c
     return 1;
 }
 
-static mge_status bad_inputs(const mge_node *n, mge_error *err)
+static mge_status bad_inputs(const mge_kctx *ctx, const mge_node *n, mge_error *err)
 {
     return mge_error_set(err, MGE_ERR_INVALID, "%s: inputs or act do not match the bias/residual/act attributes",
-                         mge_op_info(n->op)->name);
+                         mge_kctx_opname(ctx, n));
 }
 
 /* ---------------------------------------------------------------- bias prefill
@@ -434,7 +434,7 @@ static mge_status cpu_conv2d(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     const float *b;
     cpu_epi epi;
     if (!layer_io(n, in, &b, &epi))
-        return bad_inputs(n, err);
+        return bad_inputs(ctx, n, err);
     cpu_conv c;
     conv_shape(n, in, out, &c);
     const float *x = in[0]->data, *w = in[1]->data;
@@ -443,16 +443,16 @@ static mge_status cpu_conv2d(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     if (cpu_rows_ok(&c)) {
         size_t need = sizeof(float) * (size_t)cpu_rows_fwd_floats(&c) * (size_t)threads;
         if (!ctx->ws || ctx->ws_size < need)
-            return mge_error_set(err, MGE_ERR_INVALID, "%s: workspace of %zu bytes, need %zu",
-                                 mge_op_info(n->op)->name, ctx->ws_size, need);
+            return mge_error_set(err, MGE_ERR_INVALID, "%s: workspace of %zu bytes, need %zu", mge_kctx_opname(ctx, n),
+                                 ctx->ws_size, need);
         cpu_rows_conv(ctx, &c, x, w, b, y, &epi, ctx->ws);
         return MGE_OK;
     }
     if (c.Cg == 1) {
         size_t need = sizeof(float) * (size_t)dw_scratch(&c) * (size_t)threads;
         if (!ctx->ws || ctx->ws_size < need)
-            return mge_error_set(err, MGE_ERR_INVALID, "%s: workspace of %zu bytes, need %zu",
-                                 mge_op_info(n->op)->name, ctx->ws_size, need);
+            return mge_error_set(err, MGE_ERR_INVALID, "%s: workspace of %zu bytes, need %zu", mge_kctx_opname(ctx, n),
+                                 ctx->ws_size, need);
         dw_job j = {&c, x, w, b, y, ctx->ws, epi};
         int64_t plane = c.OH * c.OW * c.kh * c.kw;
         cpu_parallel(ctx, c.N * c.O, plane >= 4096 ? 1 : 4096 / (plane ? plane : 1), dw_task, &j);
@@ -464,7 +464,7 @@ static mge_status cpu_conv2d(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     int direct = cpu_conv_1x1(&c);
     size_t need = direct ? 0 : sizeof(float) * (size_t)conv_col_scratch(&c, threads);
     if (need && (!ctx->ws || ctx->ws_size < need))
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: workspace of %zu bytes, need %zu", mge_op_info(n->op)->name,
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: workspace of %zu bytes, need %zu", mge_kctx_opname(ctx, n),
                              ctx->ws_size, need);
     conv_job cj = {&c, x, w, b, y, ctx->ws, direct, conv_split(&c), epi};
     if (cj.s.along_n) {
@@ -561,7 +561,7 @@ static mge_status cpu_linear(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     const float *b;
     cpu_epi epi;
     if (!layer_io(n, in, &b, &epi))
-        return bad_inputs(n, err);
+        return bad_inputs(ctx, n, err);
     const mge_tensor *x = in[0], *w = in[1];
     int64_t O = w->dims[0], K = w->dims[1];
     int64_t M = K ? mge_tensor_numel(x) / K : 0;
@@ -593,8 +593,8 @@ static mge_status cpu_linear(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     if (lin_t(M, O, K)) {
         size_t need = sizeof(float) * (size_t)((K * M + 15) / 16 * 16 + O * M);
         if (!ctx->ws || ctx->ws_size < need)
-            return mge_error_set(err, MGE_ERR_INVALID, "%s: workspace of %zu bytes, need %zu",
-                                 mge_op_info(n->op)->name, ctx->ws_size, need);
+            return mge_error_set(err, MGE_ERR_INVALID, "%s: workspace of %zu bytes, need %zu", mge_kctx_opname(ctx, n),
+                                 ctx->ws_size, need);
         float *xt = ctx->ws, *yt = xt + (K * M + 15) / 16 * 16;
         cpu_transpose(xd, M, K, K, xt, M);
         mge_sgemm(ctx, 0, 0, O, M, K, 1.0f, w->data, K, xt, M, 0.0f, yt, M);

@@ -49,7 +49,7 @@ static int gconv_dw(const gconv *c)
 static mge_status need_ws(const mge_kctx *ctx, const mge_node *n, size_t need, mge_error *err)
 {
     if (need && (!ctx->ws || ctx->ws_size < need))
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: workspace of %zu bytes, need %zu", mge_op_info(n->op)->name,
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: workspace of %zu bytes, need %zu", mge_kctx_opname(ctx, n),
                              ctx->ws_size, need);
     return MGE_OK;
 }

@@ -312,13 +312,14 @@ static mge_status cpu_sum_to(const mge_kctx *ctx, const mge_node *n, mge_tensor 
 /* ---------------------------------------------------------------- cross_entropy */
 
 /* Labels checked up front, with the ref kernels' message. */
-static mge_status ce_labels(const mge_node *n, const mge_tensor *lab, int64_t N, int64_t C, mge_error *err)
+static mge_status ce_labels(const mge_kctx *ctx, const mge_node *n, const mge_tensor *lab, int64_t N, int64_t C,
+                            mge_error *err)
 {
     for (int64_t i = 0; i < N; i++) {
         int64_t c = lab->dtype == MGE_I32 ? ((const int32_t *)lab->data)[i] : ((const int64_t *)lab->data)[i];
         if (c < 0 || c >= C)
             return mge_error_set(err, MGE_ERR_INVALID, "%s: label[%lld] = %lld is outside the classes [0, %lld)",
-                                 mge_op_info(n->op)->name, (long long)i, (long long)c, (long long)C);
+                                 mge_kctx_opname(ctx, n), (long long)i, (long long)c, (long long)C);
     }
     return MGE_OK;
 }
@@ -420,7 +421,7 @@ static mge_status cpu_ce(const mge_kctx *ctx, const mge_node *n, mge_tensor *con
         ctx->ws_size < sizeof(double) * (size_t)N)
         return cpu_fallback(ctx, n, in, out, err);
     int64_t C = x->dims[1];
-    mge_status st = ce_labels(n, lab, N, C, err);
+    mge_status st = ce_labels(ctx, n, lab, N, C, err);
     if (st)
         return st;
     ce_job j = {x->data, lab->data, lab->dtype == MGE_I64, C, ctx->ws, NULL, 0};
@@ -440,7 +441,7 @@ static mge_status cpu_ce_grad(const mge_kctx *ctx, const mge_node *n, mge_tensor
         !mge_tensor_same_shape(out[0], x))
         return cpu_fallback(ctx, n, in, out, err);
     int64_t N = x->dims[0], C = x->dims[1];
-    mge_status st = ce_labels(n, lab, N, C, err);
+    mge_status st = ce_labels(ctx, n, lab, N, C, err);
     if (st)
         return st;
     ce_job j = {x->data, lab->data, lab->dtype == MGE_I64, C, NULL, out[0]->data, 0};

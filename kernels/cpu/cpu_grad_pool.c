@@ -313,7 +313,7 @@ static mge_status cpu_pool2d_grad(const mge_kctx *ctx, const mge_node *n, mge_te
     int threads = cpu_threads(ctx);
     size_t need = sizeof(float) * (size_t)(mx ? max_scratch(&g) : avg_scratch(&g)) * (size_t)threads;
     if (need && (!ctx->ws || ctx->ws_size < need))
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: workspace of %zu bytes, need %zu", mge_op_info(n->op)->name,
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: workspace of %zu bytes, need %zu", mge_kctx_opname(ctx, n),
                              ctx->ws_size, need);
     pg_job j = {&g, mx, dy->data, x->data, out[0]->data, ctx->ws};
     int64_t work = g.H * g.W + g.OH * g.OW * g.kh * g.kw;

@@ -229,8 +229,8 @@ static mge_status cpu_softmax(const mge_kctx *ctx, const mge_node *n, mge_tensor
         return MGE_OK;
     int threads = cpu_threads(ctx);
     if (inner > 1 && (!ctx->ws || ctx->ws_size < sizeof(float) * 2 * (size_t)inner * (size_t)threads))
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: workspace of %zu bytes is too small",
-                             mge_op_info(n->op)->name, ctx->ws_size);
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: workspace of %zu bytes is too small", mge_kctx_opname(ctx, n),
+                             ctx->ws_size);
     sm_job j = {in[0]->data, out[0]->data, len, inner, n->op == MGE_OP_LOG_SOFTMAX, ctx->ws};
     int64_t row = len * inner;
     cpu_parallel(ctx, outer, row >= CPU_GRAIN / 4 ? 1 : CPU_GRAIN / 4 / row, sm_task, &j);

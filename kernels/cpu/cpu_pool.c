@@ -286,7 +286,7 @@ static mge_status cpu_pool2d(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     int threads = cpu_threads(ctx);
     size_t need = sizeof(float) * (size_t)pool_scratch(&g) * (size_t)threads;
     if (!ctx->ws || ctx->ws_size < need)
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: workspace of %zu bytes, need %zu", mge_op_info(n->op)->name,
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: workspace of %zu bytes, need %zu", mge_kctx_opname(ctx, n),
                              ctx->ws_size, need);
     int avg = n->op == MGE_OP_AVGPOOL2D;
     pool_job j = {&g, avg, pool_max2(&g, avg), x->data, y->data, ctx->ws};

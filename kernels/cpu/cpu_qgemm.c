@@ -1057,7 +1057,7 @@ static mge_status cpu_qconv2d(const mge_kctx *ctx, const mge_node *n, mge_tensor
     size_t prep, shared, per;
     size_t need = qconv_bytes(&c, threads, &prep, &shared, &per);
     if (!ctx->ws || ctx->ws_size < need)
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: scratch of %zu bytes, need %zu", mge_op_info(n->op)->name,
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: scratch of %zu bytes, need %zu", mge_kctx_opname(ctx, n),
                              ctx->ws_size, need);
     const mge_tensor *bias = n->nin > 2 ? in[2] : NULL;
     char *sh = (char *)ctx->ws + prep, *tws = sh + shared;
@@ -1423,8 +1423,8 @@ static mge_status cpu_qlinear(const mge_kctx *ctx, const mge_node *n, mge_tensor
         return cpu_fallback(ctx, n, in, out, err);
     if (M <= QG_GEMV_M) {
         if (!ctx->ws || ctx->ws_size < gemv_bytes(M, K))
-            return mge_error_set(err, MGE_ERR_INVALID, "%s: scratch of %zu bytes, need %zu",
-                                 mge_op_info(n->op)->name, ctx->ws_size, gemv_bytes(M, K));
+            return mge_error_set(err, MGE_ERR_INVALID, "%s: scratch of %zu bytes, need %zu", mge_kctx_opname(ctx, n),
+                                 ctx->ws_size, gemv_bytes(M, K));
         mge_qmul q;
         double xs = mge_node_float(n, MGE_KEY_x_scale, 1), ys = mge_node_float(n, MGE_KEY_y_scale, 1);
         for (int64_t o = 0; o < (in[1]->q.axis == 0 ? O : 1); o++)
@@ -1437,7 +1437,7 @@ static mge_status cpu_qlinear(const mge_kctx *ctx, const mge_node *n, mge_tensor
     size_t prep = qg_prep_bytes(1, O, K), per = (qg_thread_bytes(M, K) + 63) & ~(size_t)63;
     size_t need = prep + (size_t)threads * per + 128;
     if (!ctx->ws || ctx->ws_size < need)
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: scratch of %zu bytes, need %zu", mge_op_info(n->op)->name,
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: scratch of %zu bytes, need %zu", mge_kctx_opname(ctx, n),
                              ctx->ws_size, need);
     qg_prep p;
     if (!qg_prepare(ctx, n, in[1], n->nin > 2 ? in[2] : NULL, 1, O, K, M, ctx->ws, &p))

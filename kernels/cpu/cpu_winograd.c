@@ -1,6 +1,6 @@
 /* cpu_winograd.c — conv2d_winograd (f32): Winograd F(2,3) and F(4,3) on
  * OpenBLAS, with the weight already in the Winograd domain (the mge-opt
- * pass transforms it once; see op_winograd.c for the matrices).
+ * pass transforms it once; see kshared.h for the matrices).
  *
  * With a = m + 2 and T the output tiles of a chunk of images (tile t =
  * (image * TH + tile row) * TW + tile column), three phases, each a

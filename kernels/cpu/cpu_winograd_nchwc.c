@@ -1,6 +1,6 @@
 /* cpu_winograd_nchwc.c — conv2d_winograd_nchwc and winograd_weight_nchwc
  * (f32): Winograd F(2,3) / F(4,3) on blocked NCHWc tensors (ops.def; the
- * matrices are op_winograd.c's).
+ * matrices are kshared.h's).
  *
  * In the blocked layout a vector of c lanes is c channels of one pixel, so
  * the tile transforms are plain vector arithmetic (no shuffles), and the
@@ -88,7 +88,7 @@ static int64_t wn_scratch(const wn_geom *g, int64_t *vfl, int64_t *mfl)
 }
 
 /* ---------------------------------------------------------------- 1-D transforms
- * Rows of B^T and A^T (op_winograd.c) for a scalar or vector type. */
+ * Rows of B^T and A^T (kshared.h) for a scalar or vector type. */
 #define WN_BT4(x, y)                                        \
     do {                                                    \
         y[0] = 4.0f * x[0] - 5.0f * x[2] + x[4];            \

@@ -19,55 +19,56 @@ double mge_ref_unary(int op, double v, double alpha);
  * in double; NaN propagates through maximum and minimum, as numpy. */
 double mge_ref_binary(int op, double a, double b);
 
-static inline const char *ref_opname(const mge_node *n)
+/* The op's name for messages, from the kernel context (mge_kctx_opname). */
+static inline const char *ref_opname(const mge_kctx *ctx, const mge_node *n)
 {
-    const mge_opinfo *oi = mge_op_info(n->op);
-    return oi ? oi->name : "?";
+    return mge_kctx_opname(ctx, n);
 }
 
 /* t must hold its data: non-NULL when it has elements, and nbytes enough
  * for its dims. */
-static inline mge_status ref_check_data(const mge_node *n, const char *what, const mge_tensor *t, mge_error *err)
+static inline mge_status ref_check_data(const mge_kctx *ctx, const mge_node *n, const char *what, const mge_tensor *t,
+                                        mge_error *err)
 {
     if (t->ndim < 0 || t->ndim > MGE_MAX_DIMS)
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: %s has rank %d", ref_opname(n), what, t->ndim);
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: %s has rank %d", ref_opname(ctx, n), what, t->ndim);
     int64_t numel;
     size_t nbytes;
     mge_status s = mge_shape_numel(t->ndim, t->dims, t->dtype, &numel, &nbytes, err);
     if (s)
         return s;
     if (numel > 0 && (!t->data || t->nbytes < nbytes))
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: %s has %zu bytes of data for %lld elements", ref_opname(n),
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: %s has %zu bytes of data for %lld elements", ref_opname(ctx, n),
                              what, t->data ? t->nbytes : (size_t)0, (long long)numel);
     return MGE_OK;
 }
 
 /* t must be dtype dt with shape dims[0..nd) and hold its data. */
-static inline mge_status ref_check(const mge_node *n, const char *what, const mge_tensor *t, mge_dtype dt, int nd,
-                                   const int64_t *dims, mge_error *err)
+static inline mge_status ref_check(const mge_kctx *ctx, const mge_node *n, const char *what, const mge_tensor *t,
+                                   mge_dtype dt, int nd, const int64_t *dims, mge_error *err)
 {
     int ok = t->dtype == dt && t->ndim == nd;
     for (int i = 0; ok && i < nd; i++)
         ok = t->dims[i] == dims[i];
     if (!ok) {
         char bt[96], be[96];
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: %s is %s: expected %s", ref_opname(n), what,
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: %s is %s: expected %s", ref_opname(ctx, n), what,
                              mge_shape_str(t->dtype, t->ndim, t->dims, bt, sizeof bt),
                              mge_shape_str(dt, nd, dims, be, sizeof be));
     }
-    return ref_check_data(n, what, t, err);
+    return ref_check_data(ctx, n, what, t, err);
 }
 
 /* t must be dtype dt, of any shape, and hold its data. */
-static inline mge_status ref_check_dtype(const mge_node *n, const char *what, const mge_tensor *t, mge_dtype dt,
-                                         mge_error *err)
+static inline mge_status ref_check_dtype(const mge_kctx *ctx, const mge_node *n, const char *what, const mge_tensor *t,
+                                         mge_dtype dt, mge_error *err)
 {
     if (t->dtype != dt) {
         char bt[96];
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: %s is %s: expected dtype %s", ref_opname(n), what,
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: %s is %s: expected dtype %s", ref_opname(ctx, n), what,
                              mge_shape_str(t->dtype, t->ndim, t->dims, bt, sizeof bt), mge_dtype_name(dt));
     }
-    return ref_check_data(n, what, t, err);
+    return ref_check_data(ctx, n, what, t, err);
 }
 
 /* Element count of a tensor whose shape ref_check_data accepted. */
@@ -142,12 +143,13 @@ static inline void ref_ist(mge_dtype dt, void *p, int64_t i, int64_t v)
 
 /* The node's axis attribute (def when absent) resolved against x's rank
  * into *ax; an error when out of range. */
-static inline mge_status ref_axis(const mge_node *n, const mge_tensor *x, int64_t def, int *ax, mge_error *err)
+static inline mge_status ref_axis(const mge_kctx *ctx, const mge_node *n, const mge_tensor *x, int64_t def, int *ax,
+                                  mge_error *err)
 {
     int64_t av = mge_node_ints(n, MGE_KEY_axis, 0, def);
     *ax = mge_axis(av, x->ndim);
     if (*ax < 0)
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: axis=%lld is out of range for rank %d", ref_opname(n),
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: axis=%lld is out of range for rank %d", ref_opname(ctx, n),
                              (long long)av, x->ndim);
     return MGE_OK;
 }
@@ -159,16 +161,16 @@ typedef struct ref_slice {
     int64_t dim, start, step, len;
 } ref_slice;
 
-static inline mge_status ref_slice_setup(const mge_node *n, const mge_tensor *x, ref_slice *sl, int64_t *ydims,
-                                         mge_error *err)
+static inline mge_status ref_slice_setup(const mge_kctx *ctx, const mge_node *n, const mge_tensor *x, ref_slice *sl,
+                                         int64_t *ydims, mge_error *err)
 {
     int ax;
-    mge_status st = ref_axis(n, x, 0, &ax, err);
+    mge_status st = ref_axis(ctx, n, x, 0, &ax, err);
     if (st)
         return st;
     int64_t dim = x->dims[ax], step = mge_node_int(n, MGE_KEY_step, 1);
     if (step < 1)
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: step=%lld: expected a positive step", ref_opname(n),
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: step=%lld: expected a positive step", ref_opname(ctx, n),
                              (long long)step);
     int64_t start = mge_node_int(n, MGE_KEY_start, 0);
     int64_t end = mge_node_attr(n, MGE_KEY_end) ? mge_node_int(n, MGE_KEY_end, dim) : dim;
@@ -208,17 +210,17 @@ static inline void ref_slice_copy(const ref_slice *sl, const mge_tensor *x, char
 
 /* cross_entropy and its gradient: logits x [N,C,d...] (float) with labels
  * [N,d...] (i32 or i64, each in [0, C)); S is the product of d... */
-static inline mge_status ref_ce_check(const mge_node *n, const mge_tensor *x, const mge_tensor *lab, int64_t *N,
-                                      int64_t *C, int64_t *S, mge_error *err)
+static inline mge_status ref_ce_check(const mge_kctx *ctx, const mge_node *n, const mge_tensor *x,
+                                      const mge_tensor *lab, int64_t *N, int64_t *C, int64_t *S, mge_error *err)
 {
     if (!mge_dtype_is_float(x->dtype))
-        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s logits", ref_opname(n),
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s logits", ref_opname(ctx, n),
                              mge_dtype_name(x->dtype));
     if (lab->dtype != MGE_I32 && lab->dtype != MGE_I64)
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: label is %s: expected i32 or i64", ref_opname(n),
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: label is %s: expected i32 or i64", ref_opname(ctx, n),
                              mge_dtype_name(lab->dtype));
     if (x->ndim < 2)
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: logits have rank %d: expected [N,C,...]", ref_opname(n),
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: logits have rank %d: expected [N,C,...]", ref_opname(ctx, n),
                              x->ndim);
     int64_t ld[MGE_MAX_DIMS];
     *N = ld[0] = x->dims[0];
@@ -228,12 +230,12 @@ static inline mge_status ref_ce_check(const mge_node *n, const mge_tensor *x, co
         ld[d - 1] = x->dims[d];
         *S *= x->dims[d];
     }
-    mge_status st = ref_check(n, "label", lab, lab->dtype, x->ndim - 1, ld, err);
+    mge_status st = ref_check(ctx, n, "label", lab, lab->dtype, x->ndim - 1, ld, err);
     for (int64_t at = 0; !st && at < *N * *S; at++) {
         int64_t c = ref_ild(lab->dtype, lab->data, at);
         if (c < 0 || c >= *C)
             st = mge_error_set(err, MGE_ERR_INVALID, "%s: label[%lld] = %lld is outside the classes [0, %lld)",
-                               ref_opname(n), (long long)at, (long long)c, (long long)*C);
+                               ref_opname(ctx, n), (long long)at, (long long)c, (long long)*C);
     }
     return st;
 }
@@ -276,7 +278,8 @@ typedef struct ref_pool_geom {
 } ref_pool_geom;
 
 /* kernel, stride (default: kernel), pad, and dilation when dil. */
-static inline mge_status ref_pool_attrs(const mge_node *n, int dil, ref_pool_geom *g, mge_error *err)
+static inline mge_status ref_pool_attrs(const mge_kctx *ctx, const mge_node *n, int dil, ref_pool_geom *g,
+                                        mge_error *err)
 {
     for (int i = 0; i < 2; i++) {
         g->k[i] = mge_node_ints(n, MGE_KEY_kernel, i, 1);
@@ -284,7 +287,8 @@ static inline mge_status ref_pool_attrs(const mge_node *n, int dil, ref_pool_geo
         g->p[i] = mge_node_ints(n, MGE_KEY_pad, i, 0);
         g->d[i] = dil ? mge_node_ints(n, MGE_KEY_dilation, i, 1) : 1;
         if (g->k[i] < 1 || g->s[i] < 1 || g->p[i] < 0 || g->d[i] < 1)
-            return mge_error_set(err, MGE_ERR_INVALID, "%s: invalid kernel, stride, pad or dilation", ref_opname(n));
+            return mge_error_set(err, MGE_ERR_INVALID, "%s: invalid kernel, stride, pad or dilation",
+                                 ref_opname(ctx, n));
     }
     return MGE_OK;
 }
@@ -315,8 +319,8 @@ typedef struct ref_conv_geom {
 
 /* The stride, pad, dilation and groups of node n and the shapes of x and
  * weight w (ranks and groups checked, dtypes and data not) into *q. */
-mge_status mge_ref_conv_geom(const mge_node *n, const mge_tensor *x, const mge_tensor *w, ref_conv_geom *q,
-                             mge_error *err);
+mge_status mge_ref_conv_geom(const mge_kctx *ctx, const mge_node *n, const mge_tensor *x, const mge_tensor *w,
+                             ref_conv_geom *q, mge_error *err);
 /* acc plus the sum over c in o's group, kh, kw of x[ni,c,ih,iw] * w[o,c,kh,kw]
  * (ih = oh*s-p+kh*d, iw likewise; taps in the padding skipped), in double. */
 double mge_ref_conv_acc(mge_dtype dt, const ref_conv_geom *q, const void *x, const void *w, int64_t ni, int64_t o,

@@ -9,15 +9,15 @@
 #include <math.h>
 
 /* Output shape and the strides of a and b in it (0 where broadcast). */
-static mge_status bcast(const mge_node *n, const mge_tensor *a, const mge_tensor *b, const mge_tensor *y,
-                        int64_t *sa, int64_t *sb, mge_error *err)
+static mge_status bcast(const mge_kctx *ctx, const mge_node *n, const mge_tensor *a, const mge_tensor *b,
+                        const mge_tensor *y, int64_t *sa, int64_t *sb, mge_error *err)
 {
     mge_status st;
-    if ((st = ref_check_data(n, "a", a, err)) || (st = ref_check_data(n, "b", b, err)))
+    if ((st = ref_check_data(ctx, n, "a", a, err)) || (st = ref_check_data(ctx, n, "b", b, err)))
         return st;
     if (b->dtype != a->dtype) {
         char ba[96], bb[96];
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: operands %s and %s: expected the same dtype", ref_opname(n),
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: operands %s and %s: expected the same dtype", ref_opname(ctx, n),
                              mge_shape_str(a->dtype, a->ndim, a->dims, ba, sizeof ba),
                              mge_shape_str(b->dtype, b->ndim, b->dims, bb, sizeof bb));
     }
@@ -28,7 +28,7 @@ static mge_status bcast(const mge_node *n, const mge_tensor *a, const mge_tensor
         int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
         if (da != db && da != 1 && db != 1) {
             char ba[96], bb[96];
-            return mge_error_set(err, MGE_ERR_SHAPE, "%s: shapes %s and %s do not broadcast", ref_opname(n),
+            return mge_error_set(err, MGE_ERR_SHAPE, "%s: shapes %s and %s do not broadcast", ref_opname(ctx, n),
                                  mge_shape_str(a->dtype, a->ndim, a->dims, ba, sizeof ba),
                                  mge_shape_str(b->dtype, b->ndim, b->dims, bb, sizeof bb));
         }
@@ -38,7 +38,7 @@ static mge_status bcast(const mge_node *n, const mge_tensor *a, const mge_tensor
         ta *= da;
         tb *= db;
     }
-    return ref_check(n, "output", y, a->dtype, nd, dims, err);
+    return ref_check(ctx, n, "output", y, a->dtype, nd, dims, err);
 }
 
 double mge_ref_binary(int op, double x, double y)
@@ -76,13 +76,13 @@ static mge_status binary_any(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     const mge_tensor *a = in[0], *b = in[1];
     mge_tensor *y = out[0];
     int64_t sa[MGE_MAX_DIMS], sb[MGE_MAX_DIMS], idx[MGE_MAX_DIMS] = {0};
-    mge_status st = bcast(n, a, b, y, sa, sb, err);
+    mge_status st = bcast(ctx, n, a, b, y, sa, sb, err);
     if (st)
         return st;
     mge_dtype dt = a->dtype;
     int isf = mge_dtype_is_float(dt), op = n->op, nd = y->ndim;
     if (!isf && (op == MGE_OP_DIV || op == MGE_OP_POW || dt == MGE_BOOL || dt == MGE_QS8 || dt == MGE_QS32))
-        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(n),
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(ctx, n),
                              mge_dtype_name(dt));
     int64_t cnt = ref_numel(y);
     for (int64_t i = 0; i < cnt; i++) {

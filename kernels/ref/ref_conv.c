@@ -4,10 +4,10 @@
  * geometry and the per-element sum also serve ref_fused.c. */
 #include "ref.h"
 
-mge_status mge_ref_conv_geom(const mge_node *n, const mge_tensor *x, const mge_tensor *w, ref_conv_geom *q,
-                             mge_error *err)
+mge_status mge_ref_conv_geom(const mge_kctx *ctx, const mge_node *n, const mge_tensor *x, const mge_tensor *w,
+                             ref_conv_geom *q, mge_error *err)
 {
-    const char *name = ref_opname(n);
+    const char *name = ref_opname(ctx, n);
     for (int i = 0; i < 2; i++) {
         q->s[i] = mge_node_ints(n, MGE_KEY_stride, i, 1);
         q->p[i] = mge_node_ints(n, MGE_KEY_pad, i, 0);
@@ -86,15 +86,17 @@ static mge_status conv2d_float(const mge_kctx *ctx, const mge_node *n, mge_tenso
     const mge_tensor *x = in[0], *w = in[1], *b = n->nin >= 3 ? in[2] : NULL;
     mge_tensor *y = out[0];
     ref_conv_geom q;
-    mge_status st = mge_ref_conv_geom(n, x, w, &q, err);
+    mge_status st = mge_ref_conv_geom(ctx, n, x, w, &q, err);
     if (st)
         return st;
     int64_t ey[4] = {q.N, q.O, q.OH, q.OW}, eb[1] = {q.O};
     mge_dtype dt = x->dtype;
     if (!mge_dtype_is_float(dt))
         return mge_error_set(err, MGE_ERR_UNSUPPORTED, "conv2d: no reference kernel for %s", mge_dtype_name(dt));
-    if ((st = ref_check(n, "x", x, dt, 4, x->dims, err)) || (st = ref_check(n, "weight", w, dt, 4, w->dims, err)) ||
-        (b && (st = ref_check(n, "bias", b, dt, 1, eb, err))) || (st = ref_check(n, "output", y, dt, 4, ey, err)))
+    if ((st = ref_check(ctx, n, "x", x, dt, 4, x->dims, err)) ||
+        (st = ref_check(ctx, n, "weight", w, dt, 4, w->dims, err)) ||
+        (b && (st = ref_check(ctx, n, "bias", b, dt, 1, eb, err))) ||
+        (st = ref_check(ctx, n, "output", y, dt, 4, ey, err)))
         return st;
     const void *xp = x->data, *wp = w->data, *bp = b ? b->data : NULL;
     void *yp = y->data;

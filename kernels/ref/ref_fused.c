@@ -18,16 +18,16 @@ typedef struct fused_args {
 
 /* The tensors and activation of node n into *a; an error when the inputs
  * do not match the attributes. */
-static mge_status fused_io(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, fused_args *a,
-                           mge_error *err)
+static mge_status fused_io(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                           fused_args *a, mge_error *err)
 {
     int bias = (int)mge_node_int(n, MGE_KEY_bias, 1), res = (int)mge_node_int(n, MGE_KEY_residual, 0);
     if (n->nin != 2 + bias + res)
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: bias=%s residual=%s but %d inputs", ref_opname(n),
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: bias=%s residual=%s but %d inputs", ref_opname(ctx, n),
                              bias ? "true" : "false", res ? "true" : "false", n->nin);
     const mge_attr *at = mge_node_attr(n, MGE_KEY_act);
     if (!at || at->n != 1 || !mge_fused_act_ok(at->i[0]))
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: act is not none or an activation", ref_opname(n));
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: act is not none or an activation", ref_opname(ctx, n));
     a->x = in[0];
     a->w = in[1];
     a->b = bias ? in[2] : NULL;
@@ -40,15 +40,15 @@ static mge_status fused_io(const mge_node *n, mge_tensor *const *in, mge_tensor 
 
 /* The bias ([O]), residual and output (both ey[0..nd)) checks, after
  * x's and weight's. */
-static mge_status fused_check_out(const mge_node *n, const fused_args *a, int nd, const int64_t *ey, int64_t O,
-                                  mge_error *err)
+static mge_status fused_check_out(const mge_kctx *ctx, const mge_node *n, const fused_args *a, int nd,
+                                  const int64_t *ey, int64_t O, mge_error *err)
 {
     int64_t eb[1] = {O};
     mge_status st;
-    if ((a->b && (st = ref_check(n, "bias", a->b, MGE_F32, 1, eb, err))) ||
-        (a->r && (st = ref_check(n, "residual", a->r, MGE_F32, nd, ey, err))))
+    if ((a->b && (st = ref_check(ctx, n, "bias", a->b, MGE_F32, 1, eb, err))) ||
+        (a->r && (st = ref_check(ctx, n, "residual", a->r, MGE_F32, nd, ey, err))))
         return st;
-    return ref_check(n, "output", a->y, MGE_F32, nd, ey, err);
+    return ref_check(ctx, n, "output", a->y, MGE_F32, nd, ey, err);
 }
 
 /* The epilogue of one output element: acc already holds layer + bias. */
@@ -65,12 +65,12 @@ static mge_status fused_conv2d_f32(const mge_kctx *ctx, const mge_node *n, mge_t
     fused_args a;
     ref_conv_geom q;
     mge_status st;
-    if ((st = fused_io(n, in, out, &a, err)) || (st = mge_ref_conv_geom(n, a.x, a.w, &q, err)))
+    if ((st = fused_io(ctx, n, in, out, &a, err)) || (st = mge_ref_conv_geom(ctx, n, a.x, a.w, &q, err)))
         return st;
     int64_t ey[4] = {q.N, q.O, q.OH, q.OW};
-    if ((st = ref_check(n, "x", a.x, MGE_F32, 4, a.x->dims, err)) ||
-        (st = ref_check(n, "weight", a.w, MGE_F32, 4, a.w->dims, err)) ||
-        (st = fused_check_out(n, &a, 4, ey, q.O, err)))
+    if ((st = ref_check(ctx, n, "x", a.x, MGE_F32, 4, a.x->dims, err)) ||
+        (st = ref_check(ctx, n, "weight", a.w, MGE_F32, 4, a.w->dims, err)) ||
+        (st = fused_check_out(ctx, n, &a, 4, ey, q.O, err)))
         return st;
     const float *xp = a.x->data, *wp = a.w->data, *bp = a.b ? a.b->data : NULL, *rp = a.r ? a.r->data : NULL;
     float *yp = a.y->data;
@@ -91,7 +91,7 @@ static mge_status fused_linear_f32(const mge_kctx *ctx, const mge_node *n, mge_t
                                    mge_tensor *const *out, mge_error *err)
 {
     fused_args a;
-    mge_status st = fused_io(n, in, out, &a, err);
+    mge_status st = fused_io(ctx, n, in, out, &a, err);
     if (st)
         return st;
     const mge_tensor *x = a.x, *w = a.w;
@@ -102,9 +102,9 @@ static mge_status fused_linear_f32(const mge_kctx *ctx, const mge_node *n, mge_t
     int64_t ew[2] = {O, K}, ey[MGE_MAX_DIMS];
     memcpy(ey, x->dims, sizeof ey);
     ey[x->ndim - 1] = O;
-    if ((st = ref_check(n, "x", x, MGE_F32, x->ndim, x->dims, err)) ||
-        (st = ref_check(n, "weight", w, MGE_F32, 2, ew, err)) ||
-        (st = fused_check_out(n, &a, x->ndim, ey, O, err)))
+    if ((st = ref_check(ctx, n, "x", x, MGE_F32, x->ndim, x->dims, err)) ||
+        (st = ref_check(ctx, n, "weight", w, MGE_F32, 2, ew, err)) ||
+        (st = fused_check_out(ctx, n, &a, x->ndim, ey, O, err)))
         return st;
     int64_t M = 1;
     for (int i = 0; i < x->ndim - 1; i++)

@@ -9,7 +9,9 @@
 
 #define FE_MAXIN 9   /* x and up to 8 extra inputs (ops.def) */
 
-/* The ops attribute checked against the inputs, as the inference does. */
+/* The ops attribute checked against the inputs, as the inference does (a
+ * bad entry by its op id: kernels do not see the op registry; the
+ * inference, which runs first, names it). */
 static mge_status fe_ops(const mge_node *n, int nin, const mge_attr **ops, mge_error *err)
 {
     const mge_attr *a = mge_node_attr(n, MGE_KEY_ops);
@@ -21,8 +23,9 @@ static mge_status fe_ops(const mge_node *n, int nin, const mge_attr **ops, mge_e
         if (mge_fused_binary_ok(a->i[k]))
             nbin++;
         else if (!mge_fused_unary_ok(a->i[k]))
-            return mge_error_set(err, MGE_ERR_INVALID, "fused_elemwise: ops entry %d is %s", k,
-                                 mge_attr_op_name(a->i[k]));
+            return mge_error_set(err, MGE_ERR_INVALID,
+                                 "fused_elemwise: ops entry %d (op %lld) is not a float unary or a binary op", k,
+                                 (long long)a->i[k]);
     }
     if (nin != 1 + nbin || nin > FE_MAXIN)
         return mge_error_set(err, MGE_ERR_INVALID, "fused_elemwise: %d binary ops but %d extra inputs", nbin,
@@ -42,7 +45,7 @@ static mge_status fused_elem_f32(const mge_kctx *ctx, const mge_node *n, mge_ten
     for (int k = 0; k < nin; k++) {
         char what[32];
         snprintf(what, sizeof what, "input %d", k);
-        if ((st = ref_check_dtype(n, what, in[k], MGE_F32, err)))
+        if ((st = ref_check_dtype(ctx, n, what, in[k], MGE_F32, err)))
             return st;
         if (in[k]->ndim > nd)
             nd = in[k]->ndim;
@@ -74,7 +77,7 @@ static mge_status fused_elem_f32(const mge_kctx *ctx, const mge_node *n, mge_ten
         }
     }
     mge_tensor *y = out[0];
-    if ((st = ref_check(n, "output", y, MGE_F32, nd, dims, err)))
+    if ((st = ref_check(ctx, n, "output", y, MGE_F32, nd, dims, err)))
         return st;
     double alpha = mge_node_float(n, MGE_KEY_alpha, 0.01);
     const float *src[FE_MAXIN];

@@ -15,8 +15,8 @@ typedef struct cg_geom {
 } cg_geom;
 
 /* Shapes and attributes of a conv gradient node; checks every tensor. */
-static mge_status cg_setup(const mge_node *n, const mge_tensor *dy, const mge_tensor *w, const mge_tensor *x,
-                           const mge_tensor *res, cg_geom *q, mge_error *err)
+static mge_status cg_setup(const mge_kctx *ctx, const mge_node *n, const mge_tensor *dy, const mge_tensor *w,
+                           const mge_tensor *x, const mge_tensor *res, cg_geom *q, mge_error *err)
 {
     for (int i = 0; i < 2; i++) {
         q->s[i] = mge_node_ints(n, MGE_KEY_stride, i, 1);
@@ -25,29 +25,31 @@ static mge_status cg_setup(const mge_node *n, const mge_tensor *dy, const mge_te
     }
     q->g = mge_node_int(n, MGE_KEY_groups, 1);
     if (q->s[0] < 1 || q->s[1] < 1 || q->p[0] < 0 || q->p[1] < 0 || q->d[0] < 1 || q->d[1] < 1 || q->g < 1)
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: invalid stride, pad, dilation or groups", ref_opname(n));
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: invalid stride, pad, dilation or groups", ref_opname(ctx, n));
     if (x->ndim != 4 || w->ndim != 4)
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x and weight must be rank 4 (got %d and %d)", ref_opname(n),
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x and weight must be rank 4 (got %d and %d)", ref_opname(ctx, n),
                              x->ndim, w->ndim);
     mge_dtype dt = dy->dtype;
     if (!mge_dtype_is_float(dt))
-        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(n),
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(ctx, n),
                              mge_dtype_name(dt));
     q->N = x->dims[0], q->C = x->dims[1], q->H = x->dims[2], q->W = x->dims[3];
     q->O = w->dims[0], q->KH = w->dims[2], q->KW = w->dims[3];
     if (q->C % q->g || q->O % q->g || q->C / q->g != w->dims[1])
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x has %lld channels, weight is [%lld,%lld,...]: does not fit groups=%lld",
-                             ref_opname(n), (long long)q->C, (long long)q->O, (long long)w->dims[1], (long long)q->g);
+        return mge_error_set(
+            err, MGE_ERR_SHAPE, "%s: x has %lld channels, weight is [%lld,%lld,...]: does not fit groups=%lld",
+            ref_opname(ctx, n), (long long)q->C, (long long)q->O, (long long)w->dims[1], (long long)q->g);
     q->OH = mge_conv_out_dim(q->H, q->KH, q->s[0], q->p[0], q->d[0], 0);
     q->OW = mge_conv_out_dim(q->W, q->KW, q->s[1], q->p[1], q->d[1], 0);
     int64_t ey[4] = {q->N, q->O, q->OH, q->OW};
     const mge_tensor *like = n->op == MGE_OP_CONV2D_GRAD_INPUT ? x : w;
     mge_status st;
-    if ((st = ref_check(n, "dy", dy, dt, 4, ey, err)) || (st = ref_check(n, "weight", w, dt, 4, w->dims, err)) ||
-        (st = ref_check(n, "result", res, dt, 4, like->dims, err)))
+    if ((st = ref_check(ctx, n, "dy", dy, dt, 4, ey, err)) ||
+        (st = ref_check(ctx, n, "weight", w, dt, 4, w->dims, err)) ||
+        (st = ref_check(ctx, n, "result", res, dt, 4, like->dims, err)))
         return st;
     /* x is read only by the weight gradient */
-    return n->op == MGE_OP_CONV2D_GRAD_WEIGHT ? ref_check(n, "x", x, dt, 4, x->dims, err) : MGE_OK;
+    return n->op == MGE_OP_CONV2D_GRAD_WEIGHT ? ref_check(ctx, n, "x", x, dt, 4, x->dims, err) : MGE_OK;
 }
 
 /* dx[n,c,ih,iw] = sum over o in c's group and taps (kh, kw) with
@@ -120,9 +122,8 @@ static inline __attribute__((always_inline)) void grad_weight_loops(mge_dtype dt
 static mge_status conv2d_grad_input_float(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
                                           mge_tensor *const *out, mge_error *err)
 {
-    (void)ctx;
     cg_geom q;
-    mge_status st = cg_setup(n, in[0], in[1], in[2], out[0], &q, err);
+    mge_status st = cg_setup(ctx, n, in[0], in[1], in[2], out[0], &q, err);
     if (st)
         return st;
     if (in[0]->dtype == MGE_F32)
@@ -135,9 +136,8 @@ static mge_status conv2d_grad_input_float(const mge_kctx *ctx, const mge_node *n
 static mge_status conv2d_grad_weight_float(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
                                            mge_tensor *const *out, mge_error *err)
 {
-    (void)ctx;
     cg_geom q;
-    mge_status st = cg_setup(n, in[0], in[2], in[1], out[0], &q, err);
+    mge_status st = cg_setup(ctx, n, in[0], in[2], in[1], out[0], &q, err);
     if (st)
         return st;
     if (in[0]->dtype == MGE_F32)
@@ -152,23 +152,23 @@ static mge_status conv2d_grad_weight_float(const mge_kctx *ctx, const mge_node *
 static mge_status linear_grad_input_float(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
                                           mge_tensor *const *out, mge_error *err)
 {
-    (void)ctx;
     const mge_tensor *dy = in[0], *w = in[1];
     mge_tensor *dx = out[0];
     mge_dtype dt = dy->dtype;
     if (!mge_dtype_is_float(dt))
-        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(n),
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(ctx, n),
                              mge_dtype_name(dt));
     if (dy->ndim < 1 || w->ndim != 2)
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: dy rank %d, weight rank %d: expected >= 1 and 2", ref_opname(n),
-                             dy->ndim, w->ndim);
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: dy rank %d, weight rank %d: expected >= 1 and 2",
+                             ref_opname(ctx, n), dy->ndim, w->ndim);
     int64_t O = dy->dims[dy->ndim - 1], K = w->dims[1];
     int64_t ew[2] = {O, K}, ex[MGE_MAX_DIMS];
     memcpy(ex, dy->dims, sizeof ex);
     ex[dy->ndim - 1] = K;
     mge_status st;
-    if ((st = ref_check(n, "dy", dy, dt, dy->ndim, dy->dims, err)) || (st = ref_check(n, "weight", w, dt, 2, ew, err)) ||
-        (st = ref_check(n, "result", dx, dt, dy->ndim, ex, err)))
+    if ((st = ref_check(ctx, n, "dy", dy, dt, dy->ndim, dy->dims, err)) ||
+        (st = ref_check(ctx, n, "weight", w, dt, 2, ew, err)) ||
+        (st = ref_check(ctx, n, "result", dx, dt, dy->ndim, ex, err)))
         return st;
     int64_t M = 1;
     for (int i = 0; i < dy->ndim - 1; i++)
@@ -186,23 +186,23 @@ static mge_status linear_grad_input_float(const mge_kctx *ctx, const mge_node *n
 static mge_status linear_grad_weight_float(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
                                            mge_tensor *const *out, mge_error *err)
 {
-    (void)ctx;
     const mge_tensor *dy = in[0], *x = in[1];
     mge_tensor *dw = out[0];
     mge_dtype dt = dy->dtype;
     if (!mge_dtype_is_float(dt))
-        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(n),
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(ctx, n),
                              mge_dtype_name(dt));
     if (dy->ndim < 1 || x->ndim != dy->ndim)
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: dy rank %d, x rank %d: expected equal ranks >= 1", ref_opname(n),
-                             dy->ndim, x->ndim);
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: dy rank %d, x rank %d: expected equal ranks >= 1",
+                             ref_opname(ctx, n), dy->ndim, x->ndim);
     int64_t O = dy->dims[dy->ndim - 1], K = x->dims[x->ndim - 1];
     int64_t ex[MGE_MAX_DIMS], ew[2] = {O, K};
     memcpy(ex, dy->dims, sizeof ex);
     ex[dy->ndim - 1] = K;
     mge_status st;
-    if ((st = ref_check(n, "dy", dy, dt, dy->ndim, dy->dims, err)) || (st = ref_check(n, "x", x, dt, x->ndim, ex, err)) ||
-        (st = ref_check(n, "result", dw, dt, 2, ew, err)))
+    if ((st = ref_check(ctx, n, "dy", dy, dt, dy->ndim, dy->dims, err)) ||
+        (st = ref_check(ctx, n, "x", x, dt, x->ndim, ex, err)) ||
+        (st = ref_check(ctx, n, "result", dw, dt, 2, ew, err)))
         return st;
     int64_t M = 1;
     for (int i = 0; i < dy->ndim - 1; i++)

@@ -46,15 +46,16 @@ static double gop(int op, double g, double t, double alpha)
 }
 
 /* dy, the second input and the output: dtype dt, one shape. */
-static mge_status act_check(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, mge_error *err)
+static mge_status act_check(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                            mge_error *err)
 {
     mge_dtype dt = in[0]->dtype;
-    mge_status st = ref_check_dtype(n, "dy", in[0], dt, err);
-    if (st || (st = ref_check(n, "y/x", in[1], dt, in[0]->ndim, in[0]->dims, err)) ||
-        (st = ref_check(n, "output", out[0], dt, in[0]->ndim, in[0]->dims, err)))
+    mge_status st = ref_check_dtype(ctx, n, "dy", in[0], dt, err);
+    if (st || (st = ref_check(ctx, n, "y/x", in[1], dt, in[0]->ndim, in[0]->dims, err)) ||
+        (st = ref_check(ctx, n, "output", out[0], dt, in[0]->ndim, in[0]->dims, err)))
         return st;
     if (!mge_dtype_is_float(dt))
-        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(n),
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(ctx, n),
                              mge_dtype_name(dt));
     return MGE_OK;
 }
@@ -62,7 +63,7 @@ static mge_status act_check(const mge_node *n, mge_tensor *const *in, mge_tensor
 static mge_status act_grad(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
                            mge_error *err)
 {
-    mge_status st = act_check(n, in, out, err);
+    mge_status st = act_check(ctx, n, in, out, err);
     if (st)
         return st;
     mge_dtype dt = in[0]->dtype;
@@ -76,7 +77,7 @@ static mge_status act_grad(const mge_kctx *ctx, const mge_node *n, mge_tensor *c
 static mge_status dropout_grad(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
                                mge_tensor *const *out, mge_error *err)
 {
-    mge_status st = act_check(n, in, out, err);
+    mge_status st = act_check(ctx, n, in, out, err);
     if (st)
         return st;
     mge_dtype dt = in[0]->dtype;
@@ -104,8 +105,8 @@ static mge_status sum_to(const mge_kctx *ctx, const mge_node *n, mge_tensor *con
 {
     const mge_tensor *x = in[0], *like = in[1];
     mge_tensor *y = out[0];
-    mge_status st = ref_check_data(n, "x", x, err);
-    if (st || (st = ref_check(n, "output", y, like->dtype, like->ndim, like->dims, err)))
+    mge_status st = ref_check_data(ctx, n, "x", x, err);
+    if (st || (st = ref_check(ctx, n, "output", y, like->dtype, like->ndim, like->dims, err)))
         return st;
     if (!mge_dtype_is_float(x->dtype) || !mge_dtype_is_float(y->dtype))
         return mge_error_set(err, MGE_ERR_UNSUPPORTED, "sum_to: no reference kernel for %s to %s",
@@ -173,13 +174,13 @@ static mge_status minmax_grad(const mge_kctx *ctx, const mge_node *n, mge_tensor
 {
     const mge_tensor *dy = in[0], *a = in[1], *b = in[2];
     mge_dtype dt = dy->dtype;
-    mge_status st = ref_check_dtype(n, "dy", dy, dt, err);
-    if (st || (st = ref_check_dtype(n, "a", a, dt, err)) || (st = ref_check_dtype(n, "b", b, dt, err)) ||
-        (st = ref_check(n, "da", out[0], dt, dy->ndim, dy->dims, err)) ||
-        (st = ref_check(n, "db", out[1], dt, dy->ndim, dy->dims, err)))
+    mge_status st = ref_check_dtype(ctx, n, "dy", dy, dt, err);
+    if (st || (st = ref_check_dtype(ctx, n, "a", a, dt, err)) || (st = ref_check_dtype(ctx, n, "b", b, dt, err)) ||
+        (st = ref_check(ctx, n, "da", out[0], dt, dy->ndim, dy->dims, err)) ||
+        (st = ref_check(ctx, n, "db", out[1], dt, dy->ndim, dy->dims, err)))
         return st;
     if (!mge_dtype_is_float(dt))
-        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(n),
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(ctx, n),
                              mge_dtype_name(dt));
     int nd = dy->ndim;
     int64_t sa[MGE_MAX_DIMS], sb[MGE_MAX_DIMS], ta = 1, tb = 1;
@@ -187,7 +188,7 @@ static mge_status minmax_grad(const mge_kctx *ctx, const mge_node *n, mge_tensor
         int ia = a->ndim - nd + i, ib = b->ndim - nd + i;
         int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
         if ((da != 1 && da != dy->dims[i]) || (db != 1 && db != dy->dims[i]) || a->ndim > nd || b->ndim > nd)
-            return mge_error_set(err, MGE_ERR_SHAPE, "%s: a and b do not broadcast to dy", ref_opname(n));
+            return mge_error_set(err, MGE_ERR_SHAPE, "%s: a and b do not broadcast to dy", ref_opname(ctx, n));
         sa[i] = da == 1 ? 0 : ta;
         sb[i] = db == 1 ? 0 : tb;
         ta *= da;
@@ -213,14 +214,14 @@ static mge_status minmax_grad(const mge_kctx *ctx, const mge_node *n, mge_tensor
 /* ---------------------------------------------------------------- losses */
 
 /* The loss's gradient: one f32. */
-static mge_status scalar_dy(const mge_node *n, const mge_tensor *dy, double *g, mge_error *err)
+static mge_status scalar_dy(const mge_kctx *ctx, const mge_node *n, const mge_tensor *dy, double *g, mge_error *err)
 {
-    mge_status st = ref_check_dtype(n, "dy", dy, MGE_F32, err);
+    mge_status st = ref_check_dtype(ctx, n, "dy", dy, MGE_F32, err);
     if (st)
         return st;
     if (ref_numel(dy) != 1)
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: dy has %lld elements: expected the loss's scalar gradient",
-                             ref_opname(n), (long long)ref_numel(dy));
+                             ref_opname(ctx, n), (long long)ref_numel(dy));
     *g = ((const float *)dy->data)[0];
     return MGE_OK;
 }
@@ -234,13 +235,13 @@ static mge_status ce_grad(const mge_kctx *ctx, const mge_node *n, mge_tensor *co
     mge_tensor *y = out[0];
     double g;
     mge_dtype dt = x->dtype;
-    mge_status st = scalar_dy(n, in[0], &g, err);
-    if (st || (st = ref_check_data(n, "logits", x, err)) || (st = ref_check_data(n, "label", lab, err)) ||
-        (st = ref_check(n, "output", y, dt, x->ndim, x->dims, err)))
+    mge_status st = scalar_dy(ctx, n, in[0], &g, err);
+    if (st || (st = ref_check_data(ctx, n, "logits", x, err)) || (st = ref_check_data(ctx, n, "label", lab, err)) ||
+        (st = ref_check(ctx, n, "output", y, dt, x->ndim, x->dims, err)))
         return st;
     /* labels checked first, so a bad one leaves the output untouched */
     int64_t N = 0, C = 0, S = 0;
-    if ((st = ref_ce_check(n, x, lab, &N, &C, &S, err)))
+    if ((st = ref_ce_check(ctx, n, x, lab, &N, &C, &S, err)))
         return st;
     double scale = N * S != 0 ? g / (double)(N * S) : 0;
     for (int64_t i = 0; i < N; i++)
@@ -263,9 +264,10 @@ static mge_status mse_grad(const mge_kctx *ctx, const mge_node *n, mge_tensor *c
     const mge_tensor *a = in[1], *b = in[2];
     double g;
     mge_dtype dt = a->dtype;
-    mge_status st = scalar_dy(n, in[0], &g, err);
-    if (st || (st = ref_check_data(n, "a", a, err)) || (st = ref_check(n, "b", b, dt, a->ndim, a->dims, err)) ||
-        (st = ref_check(n, "output", out[0], dt, a->ndim, a->dims, err)))
+    mge_status st = scalar_dy(ctx, n, in[0], &g, err);
+    if (st || (st = ref_check_data(ctx, n, "a", a, err)) ||
+        (st = ref_check(ctx, n, "b", b, dt, a->ndim, a->dims, err)) ||
+        (st = ref_check(ctx, n, "output", out[0], dt, a->ndim, a->dims, err)))
         return st;
     if (!mge_dtype_is_float(dt))
         return mge_error_set(err, MGE_ERR_UNSUPPORTED, "mse_grad: no reference kernel for %s", mge_dtype_name(dt));

@@ -12,20 +12,20 @@
 #include <math.h>
 #include <stdlib.h>
 
-static mge_status check_common(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int wnd,
-                               const int64_t *wdims, mge_error *err)
+static mge_status check_common(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                               int wnd, const int64_t *wdims, mge_error *err)
 {
     const mge_tensor *x = in[1];
     mge_dtype dt = x->dtype;
     mge_status st;
     if (!mge_dtype_is_float(dt))
-        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(n),
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(ctx, n),
                              mge_dtype_name(dt));
-    if ((st = ref_check(n, "dy", in[0], dt, x->ndim, x->dims, err)) ||
-        (st = ref_check(n, "weight", in[2], dt, wnd, wdims, err)) ||
-        (st = ref_check(n, "dx", out[0], dt, x->ndim, x->dims, err)) ||
-        (st = ref_check(n, "dweight", out[1], dt, wnd, wdims, err)) ||
-        (st = ref_check(n, "dbias", out[2], dt, wnd, wdims, err)))
+    if ((st = ref_check(ctx, n, "dy", in[0], dt, x->ndim, x->dims, err)) ||
+        (st = ref_check(ctx, n, "weight", in[2], dt, wnd, wdims, err)) ||
+        (st = ref_check(ctx, n, "dx", out[0], dt, x->ndim, x->dims, err)) ||
+        (st = ref_check(ctx, n, "dweight", out[1], dt, wnd, wdims, err)) ||
+        (st = ref_check(ctx, n, "dbias", out[2], dt, wnd, wdims, err)))
         return st;
     return MGE_OK;
 }
@@ -34,7 +34,7 @@ static mge_status batchnorm_grad_float(const mge_kctx *ctx, const mge_node *n, m
                                        mge_tensor *const *out, mge_error *err)
 {
     const mge_tensor *dy = in[0], *x = in[1], *w = in[2];
-    mge_status st = ref_check_data(n, "x", x, err);
+    mge_status st = ref_check_data(ctx, n, "x", x, err);
     if (st)
         return st;
     if (x->ndim < 2)
@@ -42,7 +42,7 @@ static mge_status batchnorm_grad_float(const mge_kctx *ctx, const mge_node *n, m
     int64_t N = x->dims[0], C = x->dims[1], S = 1;
     for (int i = 2; i < x->ndim; i++)
         S *= x->dims[i];
-    if ((st = check_common(n, in, out, 1, &x->dims[1], err)))
+    if ((st = check_common(ctx, n, in, out, 1, &x->dims[1], err)))
         return st;
     int64_t M = N * S;
     if (M < 1 && C > 0)
@@ -83,11 +83,12 @@ static mge_status layernorm_grad_float(const mge_kctx *ctx, const mge_node *n, m
                                        mge_tensor *const *out, mge_error *err)
 {
     const mge_tensor *dy = in[0], *x = in[1], *w = in[2];
-    mge_status st = ref_check_data(n, "x", x, err);
+    mge_status st = ref_check_data(ctx, n, "x", x, err);
     if (st)
         return st;
     int ax;
-    if ((st = ref_axis(n, x, -1, &ax, err)) || (st = check_common(n, in, out, x->ndim - ax, &x->dims[ax], err)))
+    if ((st = ref_axis(ctx, n, x, -1, &ax, err)) ||
+        (st = check_common(ctx, n, in, out, x->ndim - ax, &x->dims[ax], err)))
         return st;
     int64_t rows = 1, D = 1;
     for (int i = 0; i < ax; i++)

@@ -17,21 +17,22 @@ typedef struct pg_geom {
     int incl;
 } pg_geom;
 
-static mge_status pg_setup(const mge_node *n, const mge_tensor *dy, const mge_tensor *x, const mge_tensor *dx,
-                           pg_geom *pg, mge_error *err)
+static mge_status pg_setup(const mge_kctx *ctx, const mge_node *n, const mge_tensor *dy, const mge_tensor *x,
+                           const mge_tensor *dx, pg_geom *pg, mge_error *err)
 {
     int mx = n->op == MGE_OP_MAXPOOL2D_GRAD, glob = n->op == MGE_OP_GLOBAL_AVGPOOL_GRAD;
     ref_pool_geom *g = &pg->g;
-    mge_status st = glob ? MGE_OK : ref_pool_attrs(n, mx, g, err);
+    mge_status st = glob ? MGE_OK : ref_pool_attrs(ctx, n, mx, g, err);
     if (st)
         return st;
     pg->incl = (int)mge_node_int(n, MGE_KEY_count_include_pad, 1);
     mge_dtype dt = dy->dtype;
     if (!mge_dtype_is_float(dt))
-        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(n),
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(ctx, n),
                              mge_dtype_name(dt));
     if (x->ndim != 4)
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x has rank %d: expected 4 [N,C,H,W]", ref_opname(n), x->ndim);
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x has rank %d: expected 4 [N,C,H,W]", ref_opname(ctx, n),
+                             x->ndim);
     g->N = x->dims[0], g->C = x->dims[1], g->H = x->dims[2], g->W = x->dims[3];
     if (glob) {
         g->OH = g->OW = 1;
@@ -41,10 +42,11 @@ static mge_status pg_setup(const mge_node *n, const mge_tensor *dy, const mge_te
         g->OW = mge_conv_out_dim(g->W, g->k[1], g->s[1], g->p[1], g->d[1], ceil_mode);
     }
     int64_t ey[4] = {g->N, g->C, g->OH, g->OW};
-    if ((st = ref_check(n, "dy", dy, dt, 4, ey, err)) || (st = ref_check(n, "result", dx, dt, 4, x->dims, err)))
+    if ((st = ref_check(ctx, n, "dy", dy, dt, 4, ey, err)) ||
+        (st = ref_check(ctx, n, "result", dx, dt, 4, x->dims, err)))
         return st;
     /* maxpool reads x's values; the average pools its shape only */
-    return mx ? ref_check(n, "x", x, dt, 4, x->dims, err) : MGE_OK;
+    return mx ? ref_check(ctx, n, "x", x, dt, 4, x->dims, err) : MGE_OK;
 }
 
 static size_t pg_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int threads)
@@ -59,7 +61,7 @@ static mge_status pool_grad_float(const mge_kctx *ctx, const mge_node *n, mge_te
 {
     pg_geom pg = {0};
     const mge_tensor *dy = in[0], *x = in[1];
-    mge_status st = pg_setup(n, dy, x, out[0], &pg, err);
+    mge_status st = pg_setup(ctx, n, dy, x, out[0], &pg, err);
     if (st)
         return st;
     const ref_pool_geom g = pg.g;
@@ -76,7 +78,7 @@ static mge_status pool_grad_float(const mge_kctx *ctx, const mge_node *n, mge_te
     if (HW == 0)
         return MGE_OK;
     if (!ctx || !ctx->ws || ctx->ws_size < sizeof(double) * (size_t)HW)
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: workspace of %zu bytes, need %zu", ref_opname(n),
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: workspace of %zu bytes, need %zu", ref_opname(ctx, n),
                              ctx ? ctx->ws_size : 0, sizeof(double) * (size_t)HW);
     double *acc = ctx->ws;
     int mx = n->op == MGE_OP_MAXPOOL2D_GRAD;

@@ -12,7 +12,7 @@
 #include <string.h>
 
 /* The reduced dims (red[d] = 1) of x from the axis attribute; absent = all. */
-static mge_status reduced_dims(const mge_node *n, const mge_tensor *x, int *red, mge_error *err)
+static mge_status reduced_dims(const mge_kctx *ctx, const mge_node *n, const mge_tensor *x, int *red, mge_error *err)
 {
     const mge_attr *a = mge_node_attr(n, MGE_KEY_axis);
     for (int d = 0; d < x->ndim; d++)
@@ -21,7 +21,7 @@ static mge_status reduced_dims(const mge_node *n, const mge_tensor *x, int *red,
         int d = mge_axis(a->i[i], x->ndim);
         if (d < 0 || red[d])
             return mge_error_set(err, MGE_ERR_INVALID, "%s: axis %lld is out of range for rank %d or repeated",
-                                 ref_opname(n), (long long)a->i[i], x->ndim);
+                                 ref_opname(ctx, n), (long long)a->i[i], x->ndim);
         red[d] = 1;
     }
     return MGE_OK;
@@ -30,26 +30,26 @@ static mge_status reduced_dims(const mge_node *n, const mge_tensor *x, int *red,
 /* Checks sum_grad/mean_grad/max_grad's tensors and fills, per dim of x, the
  * stride of the matching element of dy (0 along reduced dims) and the
  * reduced element count. */
-static mge_status bcast_setup(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int64_t *ystr,
-                              int64_t *rcount, mge_error *err)
+static mge_status bcast_setup(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                              int64_t *ystr, int64_t *rcount, mge_error *err)
 {
     const mge_tensor *dy = in[0], *x = in[1];
     mge_dtype dt = x->dtype;
     int red[MGE_MAX_DIMS], keep = (int)mge_node_int(n, MGE_KEY_keepdim, 0), ny = 0;
-    mge_status st = ref_check_data(n, "x", x, err);
-    if (st || (st = reduced_dims(n, x, red, err)))
+    mge_status st = ref_check_data(ctx, n, "x", x, err);
+    if (st || (st = reduced_dims(ctx, n, x, red, err)))
         return st;
     if (!mge_dtype_is_float(dt))
-        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(n),
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(ctx, n),
                              mge_dtype_name(dt));
     int64_t ydims[MGE_MAX_DIMS], stride = 1;
     for (int d = 0; d < x->ndim; d++)
         if (!red[d] || keep)
             ydims[ny++] = red[d] ? 1 : x->dims[d];
-    if ((st = ref_check(n, "dy", dy, dt, ny, ydims, err)) ||
-        (st = ref_check(n, "output", out[0], dt, x->ndim, x->dims, err)))
+    if ((st = ref_check(ctx, n, "dy", dy, dt, ny, ydims, err)) ||
+        (st = ref_check(ctx, n, "output", out[0], dt, x->ndim, x->dims, err)))
         return st;
-    if (n->op == MGE_OP_MAX_GRAD && (st = ref_check(n, "y", in[2], dt, ny, ydims, err)))
+    if (n->op == MGE_OP_MAX_GRAD && (st = ref_check(ctx, n, "y", in[2], dt, ny, ydims, err)))
         return st;
     *rcount = 1;
     for (int d = x->ndim - 1; d >= 0; d--) {
@@ -69,7 +69,7 @@ static mge_status sum_grad_float(const mge_kctx *ctx, const mge_node *n, mge_ten
                                  mge_tensor *const *out, mge_error *err)
 {
     int64_t ystr[MGE_MAX_DIMS], rcount;
-    mge_status st = bcast_setup(n, in, out, ystr, &rcount, err);
+    mge_status st = bcast_setup(ctx, n, in, out, ystr, &rcount, err);
     if (st)
         return st;
     const mge_tensor *dy = in[0], *x = in[1];
@@ -91,7 +91,7 @@ static mge_status max_grad_float(const mge_kctx *ctx, const mge_node *n, mge_ten
                                  mge_tensor *const *out, mge_error *err)
 {
     int64_t ystr[MGE_MAX_DIMS], rcount;
-    mge_status st = bcast_setup(n, in, out, ystr, &rcount, err);
+    mge_status st = bcast_setup(ctx, n, in, out, ystr, &rcount, err);
     if (st)
         return st;
     const mge_tensor *dy = in[0], *x = in[1], *y = in[2];
@@ -125,19 +125,19 @@ static mge_status softmax_grad_float(const mge_kctx *ctx, const mge_node *n, mge
 {
     const mge_tensor *dy = in[0], *y = in[1];
     mge_dtype dt = y->dtype;
-    mge_status st = ref_check_data(n, "y", y, err);
+    mge_status st = ref_check_data(ctx, n, "y", y, err);
     if (st)
         return st;
     if (!mge_dtype_is_float(dt))
-        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(n),
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(ctx, n),
                              mge_dtype_name(dt));
     int64_t av = mge_node_ints(n, MGE_KEY_axis, 0, -1);
     int ax = mge_axis(av, y->ndim);
     if (ax < 0)
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: axis=%lld is out of range for rank %d", ref_opname(n),
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: axis=%lld is out of range for rank %d", ref_opname(ctx, n),
                              (long long)av, y->ndim);
-    if ((st = ref_check(n, "dy", dy, dt, y->ndim, y->dims, err)) ||
-        (st = ref_check(n, "output", out[0], dt, y->ndim, y->dims, err)))
+    if ((st = ref_check(ctx, n, "dy", dy, dt, y->ndim, y->dims, err)) ||
+        (st = ref_check(ctx, n, "output", out[0], dt, y->ndim, y->dims, err)))
         return st;
     int64_t outer = 1, len = y->dims[ax], inner = 1;
     for (int d = 0; d < ax; d++)
@@ -174,9 +174,9 @@ static mge_status slice_grad_any(const mge_kctx *ctx, const mge_node *n, mge_ten
         return mge_error_set(err, MGE_ERR_SHAPE, "slice_grad: x has rank %d", x->ndim);
     ref_slice sl = {0};
     int64_t ydims[MGE_MAX_DIMS];
-    if ((st = ref_slice_setup(n, x, &sl, ydims, err)) ||
-        (st = ref_check(n, "dy", dy, x->dtype, x->ndim, ydims, err)) ||
-        (st = ref_check(n, "output", dx, x->dtype, x->ndim, x->dims, err)))
+    if ((st = ref_slice_setup(ctx, n, x, &sl, ydims, err)) ||
+        (st = ref_check(ctx, n, "dy", dy, x->dtype, x->ndim, ydims, err)) ||
+        (st = ref_check(ctx, n, "output", dx, x->dtype, x->ndim, x->dims, err)))
         return st;
     if (ref_numel(x))
         memset(dx->data, 0, (size_t)ref_numel(x) * mge_dtype_size(x->dtype));
@@ -191,8 +191,8 @@ static mge_status reshape_as_any(const mge_kctx *ctx, const mge_node *n, mge_ten
 {
     const mge_tensor *dy = in[0];
     mge_tensor *y = out[0];
-    mge_status st = ref_check_data(n, "dy", dy, err);
-    if (st || (st = ref_check(n, "output", y, dy->dtype, in[1]->ndim, in[1]->dims, err)))
+    mge_status st = ref_check_data(ctx, n, "dy", dy, err);
+    if (st || (st = ref_check(ctx, n, "output", y, dy->dtype, in[1]->ndim, in[1]->dims, err)))
         return st;
     if (ref_numel(dy) != ref_numel(y))
         return mge_error_set(err, MGE_ERR_SHAPE, "reshape_as: %lld elements into %lld", (long long)ref_numel(dy),

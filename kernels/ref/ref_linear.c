@@ -22,9 +22,10 @@ static mge_status linear_float(const mge_kctx *ctx, const mge_node *n, mge_tenso
     mge_dtype dt = x->dtype;
     if (!mge_dtype_is_float(dt))
         return mge_error_set(err, MGE_ERR_UNSUPPORTED, "linear: no reference kernel for %s", mge_dtype_name(dt));
-    if ((st = ref_check(n, "x", x, dt, x->ndim, x->dims, err)) || (st = ref_check(n, "weight", w, dt, 2, ew, err)) ||
-        (b && (st = ref_check(n, "bias", b, dt, 1, eb, err))) ||
-        (st = ref_check(n, "output", y, dt, x->ndim, ey, err)))
+    if ((st = ref_check(ctx, n, "x", x, dt, x->ndim, x->dims, err)) ||
+        (st = ref_check(ctx, n, "weight", w, dt, 2, ew, err)) ||
+        (b && (st = ref_check(ctx, n, "bias", b, dt, 1, eb, err))) ||
+        (st = ref_check(ctx, n, "output", y, dt, x->ndim, ey, err)))
         return st;
     int64_t M = 1;
     for (int i = 0; i < x->ndim - 1; i++)
@@ -127,7 +128,7 @@ static mge_status matmul_any(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     mge_dtype dt = a->dtype;
     int isf = mge_dtype_is_float(dt);
     mge_status st;
-    if ((st = ref_check_data(n, "a", a, err)) || (st = ref_check_dtype(n, "b", b, dt, err)))
+    if ((st = ref_check_data(ctx, n, "a", a, err)) || (st = ref_check_dtype(ctx, n, "b", b, dt, err)))
         return st;
     if (!isf && dt != MGE_I32 && dt != MGE_I64)
         return mge_error_set(err, MGE_ERR_UNSUPPORTED, "matmul: no reference kernel for %s", mge_dtype_name(dt));
@@ -141,7 +142,7 @@ static mge_status matmul_any(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     int64_t bdims[MGE_MAX_DIMS], dims[MGE_MAX_DIMS + 2];
     if (!matmul_shape(a, b, &oa, &ob, &nb, bdims, &nd, dims) || nd > MGE_MAX_DIMS)
         return mge_error_set(err, MGE_ERR_SHAPE, "matmul: operands of rank %d and %d do not fit", a->ndim, b->ndim);
-    if ((st = ref_check(n, "output", y, dt, nd, dims, err)))
+    if ((st = ref_check(ctx, n, "output", y, dt, nd, dims, err)))
         return st;
     int64_t M = oa.rows, K = oa.cols, N = ob.cols, idx[MGE_MAX_DIMS] = {0}, nbatch = 1;
     for (int i = 0; i < nb; i++)

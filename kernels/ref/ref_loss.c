@@ -8,13 +8,13 @@
 #include <math.h>
 
 /* The output: one f32 (rank 0 or any shape of one element). */
-static mge_status scalar_out(const mge_node *n, const mge_tensor *y, mge_error *err)
+static mge_status scalar_out(const mge_kctx *ctx, const mge_node *n, const mge_tensor *y, mge_error *err)
 {
-    mge_status st = ref_check_dtype(n, "output", y, MGE_F32, err);
+    mge_status st = ref_check_dtype(ctx, n, "output", y, MGE_F32, err);
     if (st)
         return st;
     if (ref_numel(y) != 1)
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: output has %lld elements: expected a scalar", ref_opname(n),
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: output has %lld elements: expected a scalar", ref_opname(ctx, n),
                              (long long)ref_numel(y));
     return MGE_OK;
 }
@@ -24,11 +24,11 @@ static mge_status cross_entropy_float(const mge_kctx *ctx, const mge_node *n, mg
 {
     const mge_tensor *x = in[0], *lab = in[1];
     mge_dtype dt = x->dtype;
-    mge_status st = ref_check_data(n, "logits", x, err);
-    if (st || (st = ref_check_data(n, "label", lab, err)) || (st = scalar_out(n, out[0], err)))
+    mge_status st = ref_check_data(ctx, n, "logits", x, err);
+    if (st || (st = ref_check_data(ctx, n, "label", lab, err)) || (st = scalar_out(ctx, n, out[0], err)))
         return st;
     int64_t N = 0, C = 0, S = 0;
-    if ((st = ref_ce_check(n, x, lab, &N, &C, &S, err)))
+    if ((st = ref_ce_check(ctx, n, x, lab, &N, &C, &S, err)))
         return st;
     const void *xp = x->data;
     double total = 0;
@@ -50,8 +50,8 @@ static mge_status mse_float(const mge_kctx *ctx, const mge_node *n, mge_tensor *
 {
     const mge_tensor *a = in[0], *b = in[1];
     mge_dtype dt = a->dtype;
-    mge_status st = ref_check_data(n, "a", a, err);
-    if (st || (st = ref_check(n, "b", b, dt, a->ndim, a->dims, err)) || (st = scalar_out(n, out[0], err)))
+    mge_status st = ref_check_data(ctx, n, "a", a, err);
+    if (st || (st = ref_check(ctx, n, "b", b, dt, a->ndim, a->dims, err)) || (st = scalar_out(ctx, n, out[0], err)))
         return st;
     if (!mge_dtype_is_float(dt))
         return mge_error_set(err, MGE_ERR_UNSUPPORTED, "mse: no reference kernel for %s", mge_dtype_name(dt));

@@ -27,12 +27,12 @@ static mge_status batchnorm_float(const mge_kctx *ctx, const mge_node *n, mge_te
     const mge_tensor *pv[4] = {w, b, rm, rv};
     static const char *const pn[4] = {"weight", "bias", "running_mean", "running_var"};
     for (int i = 0; i < 4; i++)
-        if ((st = ref_check(n, pn[i], pv[i], pv[i]->dtype == MGE_F32 ? MGE_F32 : dt, 1, ec, err)))
+        if ((st = ref_check(ctx, n, pn[i], pv[i], pv[i]->dtype == MGE_F32 ? MGE_F32 : dt, 1, ec, err)))
             return st;
-    if ((st = ref_check(n, "x", x, dt, x->ndim, x->dims, err)) ||
-        (st = ref_check(n, "output", y, dt, x->ndim, x->dims, err)))
+    if ((st = ref_check(ctx, n, "x", x, dt, x->ndim, x->dims, err)) ||
+        (st = ref_check(ctx, n, "output", y, dt, x->ndim, x->dims, err)))
         return st;
-    if (nbt && ctx->training && ((st = ref_check_dtype(n, "num_batches_tracked", nbt, MGE_I64, err))))
+    if (nbt && ctx->training && ((st = ref_check_dtype(ctx, n, "num_batches_tracked", nbt, MGE_I64, err))))
         return st;
     if (nbt && ctx->training && ref_numel(nbt) != 1)
         return mge_error_set(err, MGE_ERR_SHAPE, "batchnorm: num_batches_tracked must hold one value");
@@ -83,17 +83,17 @@ static mge_status layernorm_float(const mge_kctx *ctx, const mge_node *n, mge_te
     const mge_tensor *x = in[0], *w = in[1], *b = in[2];
     mge_tensor *y = out[0];
     int ax;
-    mge_status st = ref_axis(n, x, -1, &ax, err);
+    mge_status st = ref_axis(ctx, n, x, -1, &ax, err);
     if (st)
         return st;
     int nd = x->ndim - ax;
     mge_dtype dt = x->dtype;
     if (!mge_dtype_is_float(dt))
         return mge_error_set(err, MGE_ERR_UNSUPPORTED, "layernorm: no reference kernel for %s", mge_dtype_name(dt));
-    if ((st = ref_check(n, "x", x, dt, x->ndim, x->dims, err)) ||
-        (st = ref_check(n, "weight", w, dt, nd, x->dims + ax, err)) ||
-        (st = ref_check(n, "bias", b, dt, nd, x->dims + ax, err)) ||
-        (st = ref_check(n, "output", y, dt, x->ndim, x->dims, err)))
+    if ((st = ref_check(ctx, n, "x", x, dt, x->ndim, x->dims, err)) ||
+        (st = ref_check(ctx, n, "weight", w, dt, nd, x->dims + ax, err)) ||
+        (st = ref_check(ctx, n, "bias", b, dt, nd, x->dims + ax, err)) ||
+        (st = ref_check(ctx, n, "output", y, dt, x->ndim, x->dims, err)))
         return st;
     int64_t rows = 1, D = 1;
     for (int i = 0; i < ax; i++)

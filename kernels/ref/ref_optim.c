@@ -24,26 +24,27 @@ static double lanes_sum(const double *a)
 }
 
 /* hyper {lr, step} and scale (1 when absent) as doubles, checked. */
-static mge_status read_hyper(const mge_node *n, mge_tensor *const *in, int ih, double *lr, double *step, double *sc,
-                             mge_error *err)
+static mge_status read_hyper(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, int ih, double *lr,
+                             double *step, double *sc, mge_error *err)
 {
     static const int64_t two = 2;
     mge_status s;
-    if ((s = ref_check(n, "hyper", in[ih], MGE_F32, 1, &two, err)))
+    if ((s = ref_check(ctx, n, "hyper", in[ih], MGE_F32, 1, &two, err)))
         return s;
     const float *h = in[ih]->data;
     *lr = h[0];
     *step = h[1];
     if (!(isfinite(*lr) && *lr >= 0))
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: hyper lr=%g: expected a finite lr >= 0", ref_opname(n), *lr);
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: hyper lr=%g: expected a finite lr >= 0", ref_opname(ctx, n),
+                             *lr);
     if (!(*step >= 1 && *step <= 16777216.0 && *step == floor(*step)))
         return mge_error_set(err, MGE_ERR_INVALID,
                              "%s: hyper step=%g: expected a whole number >= 1 (the 1-based update count; set it "
                              "with mge_optim_set_hyper)",
-                             ref_opname(n), *step);
+                             ref_opname(ctx, n), *step);
     *sc = 1.0;
     if (n->nin > ih + 1) {
-        if ((s = ref_check(n, "scale", in[ih + 1], MGE_F32, 0, NULL, err)))
+        if ((s = ref_check(ctx, n, "scale", in[ih + 1], MGE_F32, 0, NULL, err)))
             return s;
         *sc = ((const float *)in[ih + 1]->data)[0];
     }
@@ -55,17 +56,17 @@ static mge_status sgd_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor *co
 {
     mge_tensor *pt = in[0];
     mge_status s;
-    if ((s = ref_check_dtype(n, "param", pt, MGE_F32, err)) ||
-        (s = ref_check(n, "grad", in[1], MGE_F32, pt->ndim, pt->dims, err)) ||
-        (s = ref_check(n, "output", out[0], MGE_F32, 0, NULL, err)))
+    if ((s = ref_check_dtype(ctx, n, "param", pt, MGE_F32, err)) ||
+        (s = ref_check(ctx, n, "grad", in[1], MGE_F32, pt->ndim, pt->dims, err)) ||
+        (s = ref_check(ctx, n, "output", out[0], MGE_F32, 0, NULL, err)))
         return s;
     double mom = mge_node_float(n, MGE_KEY_momentum, 0), damp = mge_node_float(n, MGE_KEY_dampening, 0);
     double wd = mge_node_float(n, MGE_KEY_weight_decay, 0);
     int nesterov = (int)mge_node_int(n, MGE_KEY_nesterov, 0);
-    if (mom != 0 && (s = ref_check(n, "momentum_buffer", in[2], MGE_F32, pt->ndim, pt->dims, err)))
+    if (mom != 0 && (s = ref_check(ctx, n, "momentum_buffer", in[2], MGE_F32, pt->ndim, pt->dims, err)))
         return s;
     double lr, step, sc;
-    if ((s = read_hyper(n, in, 3, &lr, &step, &sc, err)))
+    if ((s = read_hyper(ctx, n, in, 3, &lr, &step, &sc, err)))
         return s;
     float *p = pt->data, *buf = mom != 0 ? in[2]->data : NULL;
     const float *g = in[1]->data;
@@ -103,14 +104,14 @@ static mge_status adam_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor *c
 {
     mge_tensor *pt = in[0];
     mge_status s;
-    if ((s = ref_check_dtype(n, "param", pt, MGE_F32, err)) ||
-        (s = ref_check(n, "grad", in[1], MGE_F32, pt->ndim, pt->dims, err)) ||
-        (s = ref_check(n, "exp_avg", in[2], MGE_F32, pt->ndim, pt->dims, err)) ||
-        (s = ref_check(n, "exp_avg_sq", in[3], MGE_F32, pt->ndim, pt->dims, err)) ||
-        (s = ref_check(n, "output", out[0], MGE_F32, 0, NULL, err)))
+    if ((s = ref_check_dtype(ctx, n, "param", pt, MGE_F32, err)) ||
+        (s = ref_check(ctx, n, "grad", in[1], MGE_F32, pt->ndim, pt->dims, err)) ||
+        (s = ref_check(ctx, n, "exp_avg", in[2], MGE_F32, pt->ndim, pt->dims, err)) ||
+        (s = ref_check(ctx, n, "exp_avg_sq", in[3], MGE_F32, pt->ndim, pt->dims, err)) ||
+        (s = ref_check(ctx, n, "output", out[0], MGE_F32, 0, NULL, err)))
         return s;
     double lr, step, sc;
-    if ((s = read_hyper(n, in, 4, &lr, &step, &sc, err)))
+    if ((s = read_hyper(ctx, n, in, 4, &lr, &step, &sc, err)))
         return s;
     double b1 = mge_node_float(n, MGE_KEY_beta1, 0.9), b2 = mge_node_float(n, MGE_KEY_beta2, 0.999);
     double eps = mge_node_float(n, MGE_KEY_eps, 1e-8), wd = mge_node_float(n, MGE_KEY_weight_decay, 0);
@@ -151,24 +152,24 @@ static mge_status adam_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor *c
 }
 
 /* Input k of sumsq and clip_coef: a float tensor holding its data. */
-static mge_status float_input(const mge_node *n, int k, const mge_tensor *t, mge_error *err)
+static mge_status float_input(const mge_kctx *ctx, const mge_node *n, int k, const mge_tensor *t, mge_error *err)
 {
     if (!mge_dtype_is_float(t->dtype))
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: input %d is %s: expected a float dtype", ref_opname(n), k,
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: input %d is %s: expected a float dtype", ref_opname(ctx, n), k,
                              mge_dtype_name(t->dtype));
-    return ref_check_data(n, "input", t, err);
+    return ref_check_data(ctx, n, "input", t, err);
 }
 
 static mge_status sumsq_float(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
                               mge_error *err)
 {
     mge_status s;
-    if ((s = ref_check(n, "output", out[0], MGE_F32, 0, NULL, err)))
+    if ((s = ref_check(ctx, n, "output", out[0], MGE_F32, 0, NULL, err)))
         return s;
     double total = 0;
     for (int k = 0; k < n->nin; k++) {
         const mge_tensor *t = in[k];
-        if ((s = float_input(n, k, t, err)))
+        if ((s = float_input(ctx, n, k, t, err)))
             return s;
         int64_t numel = ref_numel(t);
         for (int64_t b0 = 0; b0 < numel; b0 += OPTIM_BLOCK) {
@@ -194,12 +195,12 @@ static mge_status clip_coef_float(const mge_kctx *ctx, const mge_node *n, mge_te
                                   mge_tensor *const *out, mge_error *err)
 {
     mge_status s;
-    if ((s = ref_check(n, "output", out[0], MGE_F32, 0, NULL, err)))
+    if ((s = ref_check(ctx, n, "output", out[0], MGE_F32, 0, NULL, err)))
         return s;
     double total = 0, mx = mge_node_float(n, MGE_KEY_max_norm, 1);
     for (int k = 0; k < n->nin; k++) {
         const mge_tensor *t = in[k];
-        if ((s = float_input(n, k, t, err)))
+        if ((s = float_input(ctx, n, k, t, err)))
             return s;
         int64_t numel = ref_numel(t);
         for (int64_t i = 0; i < numel; i++)

@@ -10,13 +10,15 @@
 typedef ref_pool_geom pool_geom;
 
 /* Attributes and shapes; checks x and the output against them. */
-static mge_status geom(const mge_node *n, const mge_tensor *x, const mge_tensor *y, pool_geom *g, mge_error *err)
+static mge_status geom(const mge_kctx *ctx, const mge_node *n, const mge_tensor *x, const mge_tensor *y, pool_geom *g,
+                       mge_error *err)
 {
-    mge_status st = ref_pool_attrs(n, n->op == MGE_OP_MAXPOOL2D, g, err);
+    mge_status st = ref_pool_attrs(ctx, n, n->op == MGE_OP_MAXPOOL2D, g, err);
     if (st)
         return st;
     if (x->ndim != 4)
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x has rank %d: expected 4 [N,C,H,W]", ref_opname(n), x->ndim);
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x has rank %d: expected 4 [N,C,H,W]", ref_opname(ctx, n),
+                             x->ndim);
     int ceil_mode = (int)mge_node_int(n, MGE_KEY_ceil_mode, 0);
     g->N = x->dims[0];
     g->C = x->dims[1];
@@ -25,8 +27,8 @@ static mge_status geom(const mge_node *n, const mge_tensor *x, const mge_tensor 
     g->OH = mge_conv_out_dim(g->H, g->k[0], g->s[0], g->p[0], g->d[0], ceil_mode);
     g->OW = mge_conv_out_dim(g->W, g->k[1], g->s[1], g->p[1], g->d[1], ceil_mode);
     int64_t ey[4] = {g->N, g->C, g->OH, g->OW};
-    st = ref_check_data(n, "x", x, err);
-    return st ? st : ref_check(n, "output", y, x->dtype, 4, ey, err);
+    st = ref_check_data(ctx, n, "x", x, err);
+    return st ? st : ref_check(ctx, n, "output", y, x->dtype, 4, ey, err);
 }
 
 /* maxpool takes i8, u8 and qs8 too: their values are exact in a double,
@@ -59,7 +61,7 @@ static mge_status maxpool_any(const mge_kctx *ctx, const mge_node *n, mge_tensor
 {
     pool_geom g;
     mge_dtype dt = in[0]->dtype;
-    mge_status st = geom(n, in[0], out[0], &g, err);
+    mge_status st = geom(ctx, n, in[0], out[0], &g, err);
     if (st)
         return st;
     if (!mge_dtype_is_float(dt) && dt != MGE_I8 && dt != MGE_U8 && dt != MGE_QS8)
@@ -94,7 +96,7 @@ static mge_status avgpool_float(const mge_kctx *ctx, const mge_node *n, mge_tens
 {
     pool_geom g;
     mge_dtype dt = in[0]->dtype;
-    mge_status st = geom(n, in[0], out[0], &g, err);
+    mge_status st = geom(ctx, n, in[0], out[0], &g, err);
     if (st)
         return st;
     if (!mge_dtype_is_float(dt))
@@ -120,7 +122,7 @@ static mge_status global_avgpool_float(const mge_kctx *ctx, const mge_node *n, m
 {
     const mge_tensor *x = in[0];
     mge_dtype dt = x->dtype;
-    mge_status st = ref_check_data(n, "x", x, err);
+    mge_status st = ref_check_data(ctx, n, "x", x, err);
     if (st)
         return st;
     if (!mge_dtype_is_float(dt))
@@ -129,7 +131,7 @@ static mge_status global_avgpool_float(const mge_kctx *ctx, const mge_node *n, m
     if (x->ndim != 4)
         return mge_error_set(err, MGE_ERR_SHAPE, "global_avgpool: x has rank %d: expected 4 [N,C,H,W]", x->ndim);
     int64_t ey[4] = {x->dims[0], x->dims[1], 1, 1}, S = x->dims[2] * x->dims[3];
-    if ((st = ref_check(n, "output", out[0], dt, 4, ey, err)))
+    if ((st = ref_check(ctx, n, "output", out[0], dt, 4, ey, err)))
         return st;
     for (int64_t nc = 0; nc < x->dims[0] * x->dims[1]; nc++) {
         double sum = 0;

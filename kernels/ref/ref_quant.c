@@ -23,11 +23,10 @@
 static mge_status quantize_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
                                mge_tensor *const *out, mge_error *err)
 {
-    (void)ctx;
     const mge_tensor *x = in[0];
     mge_status st;
-    if ((st = ref_check_dtype(n, "x", x, MGE_F32, err)) ||
-        (st = ref_check(n, "output", out[0], MGE_QS8, x->ndim, x->dims, err)))
+    if ((st = ref_check_dtype(ctx, n, "x", x, MGE_F32, err)) ||
+        (st = ref_check(ctx, n, "output", out[0], MGE_QS8, x->ndim, x->dims, err)))
         return st;
     float inv = 1.0f / (float)mge_node_float(n, MGE_KEY_scale, 1.0);
     int32_t zero = (int32_t)mge_node_int(n, MGE_KEY_zero, 0);
@@ -41,11 +40,10 @@ static mge_status quantize_f32(const mge_kctx *ctx, const mge_node *n, mge_tenso
 static mge_status dequantize_qs8(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
                                  mge_tensor *const *out, mge_error *err)
 {
-    (void)ctx;
     const mge_tensor *x = in[0];
     mge_status st;
-    if ((st = ref_check_dtype(n, "x", x, MGE_QS8, err)) ||
-        (st = ref_check(n, "output", out[0], MGE_F32, x->ndim, x->dims, err)))
+    if ((st = ref_check_dtype(ctx, n, "x", x, MGE_QS8, err)) ||
+        (st = ref_check(ctx, n, "output", out[0], MGE_F32, x->ndim, x->dims, err)))
         return st;
     float scale = (float)mge_node_float(n, MGE_KEY_scale, 1.0);
     int32_t zero = (int32_t)mge_node_int(n, MGE_KEY_zero, 0);
@@ -64,9 +62,10 @@ typedef struct requant {
     int32_t x_zero, y_zero, lo, hi;
 } requant;
 
-static mge_status requant_setup(const mge_node *n, const mge_tensor *w, int64_t O, requant *r, mge_error *err)
+static mge_status requant_setup(const mge_kctx *ctx, const mge_node *n, const mge_tensor *w, int64_t O, requant *r,
+                                mge_error *err)
 {
-    const char *name = ref_opname(n), *node = n->name ? n->name : "?";
+    const char *name = ref_opname(ctx, n), *node = n->name ? n->name : "?";
     const mge_quant *q = &w->q;
     int per_channel = q->axis == 0 && q->nscale == O;
     if (!q->scale || !(per_channel || (q->axis == -1 && q->nscale == 1)))
@@ -105,20 +104,20 @@ static inline int8_t requant_one(const requant *r, int64_t o, int64_t acc)
 static mge_status qconv2d_qs8(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
                               mge_tensor *const *out, mge_error *err)
 {
-    (void)ctx;
     const mge_tensor *x = in[0], *w = in[1], *b = n->nin >= 3 ? in[2] : NULL, *y = out[0];
     ref_conv_geom g;
-    mge_status st = mge_ref_conv_geom(n, x, w, &g, err);
+    mge_status st = mge_ref_conv_geom(ctx, n, x, w, &g, err);
     if (st)
         return st;
     int64_t ex[4] = {g.N, g.C, g.H, g.W}, ew[4] = {g.O, g.C / g.g, g.KH, g.KW}, eb[1] = {g.O};
     int64_t ey[4] = {g.N, g.O, g.OH, g.OW};
-    if ((st = ref_check(n, "x", x, MGE_QS8, 4, ex, err)) || (st = ref_check(n, "weight", w, MGE_QS8, 4, ew, err)) ||
-        (b && (st = ref_check(n, "bias", b, MGE_QS32, 1, eb, err))) ||
-        (st = ref_check(n, "output", y, MGE_QS8, 4, ey, err)))
+    if ((st = ref_check(ctx, n, "x", x, MGE_QS8, 4, ex, err)) ||
+        (st = ref_check(ctx, n, "weight", w, MGE_QS8, 4, ew, err)) ||
+        (b && (st = ref_check(ctx, n, "bias", b, MGE_QS32, 1, eb, err))) ||
+        (st = ref_check(ctx, n, "output", y, MGE_QS8, 4, ey, err)))
         return st;
     requant r;
-    if ((st = requant_setup(n, w, g.O, &r, err)))
+    if ((st = requant_setup(ctx, n, w, g.O, &r, err)))
         return st;
     const int8_t *xp = x->data, *wp = w->data;
     const int32_t *bp = b ? b->data : NULL;
@@ -153,23 +152,22 @@ static mge_status qconv2d_qs8(const mge_kctx *ctx, const mge_node *n, mge_tensor
 static mge_status qlinear_qs8(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
                               mge_tensor *const *out, mge_error *err)
 {
-    (void)ctx;
     const mge_tensor *x = in[0], *w = in[1], *b = n->nin >= 3 ? in[2] : NULL, *y = out[0];
     if (x->ndim < 1 || x->ndim > MGE_MAX_DIMS || w->ndim != 2)
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: x rank %d, weight rank %d: expected >= 1 and 2",
-                             ref_opname(n), x->ndim, w->ndim);
+                             ref_opname(ctx, n), x->ndim, w->ndim);
     int64_t K = x->dims[x->ndim - 1], O = w->dims[0];
     int64_t ew[2] = {O, K}, eb[1] = {O}, ey[MGE_MAX_DIMS];
     memcpy(ey, x->dims, sizeof ey);
     ey[x->ndim - 1] = O;
     mge_status st;
-    if ((st = ref_check(n, "x", x, MGE_QS8, x->ndim, x->dims, err)) ||
-        (st = ref_check(n, "weight", w, MGE_QS8, 2, ew, err)) ||
-        (b && (st = ref_check(n, "bias", b, MGE_QS32, 1, eb, err))) ||
-        (st = ref_check(n, "output", y, MGE_QS8, x->ndim, ey, err)))
+    if ((st = ref_check(ctx, n, "x", x, MGE_QS8, x->ndim, x->dims, err)) ||
+        (st = ref_check(ctx, n, "weight", w, MGE_QS8, 2, ew, err)) ||
+        (b && (st = ref_check(ctx, n, "bias", b, MGE_QS32, 1, eb, err))) ||
+        (st = ref_check(ctx, n, "output", y, MGE_QS8, x->ndim, ey, err)))
         return st;
     requant r;
-    if ((st = requant_setup(n, w, O, &r, err)))
+    if ((st = requant_setup(ctx, n, w, O, &r, err)))
         return st;
     int64_t M = ref_numel(x) / (K > 0 ? K : 1);
     if (K == 0)
@@ -191,12 +189,11 @@ static mge_status qlinear_qs8(const mge_kctx *ctx, const mge_node *n, mge_tensor
 static mge_status qadd_qs8(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
                            mge_error *err)
 {
-    (void)ctx;
     const mge_tensor *a = in[0], *b = in[1];
     mge_status st;
-    if ((st = ref_check_dtype(n, "a", a, MGE_QS8, err)) ||
-        (st = ref_check(n, "b", b, MGE_QS8, a->ndim, a->dims, err)) ||
-        (st = ref_check(n, "output", out[0], MGE_QS8, a->ndim, a->dims, err)))
+    if ((st = ref_check_dtype(ctx, n, "a", a, MGE_QS8, err)) ||
+        (st = ref_check(ctx, n, "b", b, MGE_QS8, a->ndim, a->dims, err)) ||
+        (st = ref_check(ctx, n, "output", out[0], MGE_QS8, a->ndim, a->dims, err)))
         return st;
     double xs = mge_node_float(n, MGE_KEY_x_scale, NAN), x2s = mge_node_float(n, MGE_KEY_x2_scale, NAN);
     double ys = mge_node_float(n, MGE_KEY_y_scale, NAN);
@@ -207,7 +204,7 @@ static mge_status qadd_qs8(const mge_kctx *ctx, const mge_node *n, mge_tensor *c
         return mge_error_set(err, MGE_ERR_INVALID,
                              "%s %s: multipliers x_scale/y_scale = %g, x2_scale/y_scale = %g: expected both "
                              "finite, >= 0 and below 2^22",
-                             ref_opname(n), n->name ? n->name : "?", xs / ys, x2s / ys);
+                             ref_opname(ctx, n), n->name ? n->name : "?", xs / ys, x2s / ys);
     mge_q_act_bounds(mge_node_int(n, MGE_KEY_act, -1), ys, zy, &lo, &hi);
     const int8_t *ap = a->data, *bp = b->data;
     int8_t *yp = out[0]->data;
@@ -222,14 +219,14 @@ static mge_status qadd_qs8(const mge_kctx *ctx, const mge_node *n, mge_tensor *c
 static mge_status avgpool_qs8(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
                               mge_error *err)
 {
-    (void)ctx;
     const mge_tensor *x = in[0];
     ref_pool_geom g;
-    mge_status st = ref_pool_attrs(n, 0, &g, err);
-    if (st || (st = ref_check_dtype(n, "x", x, MGE_QS8, err)))
+    mge_status st = ref_pool_attrs(ctx, n, 0, &g, err);
+    if (st || (st = ref_check_dtype(ctx, n, "x", x, MGE_QS8, err)))
         return st;
     if (x->ndim != 4)
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x has rank %d: expected 4 [N,C,H,W]", ref_opname(n), x->ndim);
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x has rank %d: expected 4 [N,C,H,W]", ref_opname(ctx, n),
+                             x->ndim);
     int incl = (int)mge_node_int(n, MGE_KEY_count_include_pad, 1);
     if (incl && (g.p[0] > 0 || g.p[1] > 0))
         return mge_error_set(err, MGE_ERR_UNSUPPORTED,
@@ -240,7 +237,7 @@ static mge_status avgpool_qs8(const mge_kctx *ctx, const mge_node *n, mge_tensor
     g.OH = mge_conv_out_dim(g.H, g.k[0], g.s[0], g.p[0], 1, ceil_mode);
     g.OW = mge_conv_out_dim(g.W, g.k[1], g.s[1], g.p[1], 1, ceil_mode);
     int64_t ey[4] = {g.N, g.C, g.OH, g.OW};
-    if ((st = ref_check(n, "output", out[0], MGE_QS8, 4, ey, err)))
+    if ((st = ref_check(ctx, n, "output", out[0], MGE_QS8, 4, ey, err)))
         return st;
     const int8_t *xp = x->data;
     int8_t *yp = out[0]->data;
@@ -261,19 +258,19 @@ static mge_status avgpool_qs8(const mge_kctx *ctx, const mge_node *n, mge_tensor
 static mge_status global_avgpool_qs8(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
                                      mge_tensor *const *out, mge_error *err)
 {
-    (void)ctx;
     const mge_tensor *x = in[0];
-    mge_status st = ref_check_dtype(n, "x", x, MGE_QS8, err);
+    mge_status st = ref_check_dtype(ctx, n, "x", x, MGE_QS8, err);
     if (st)
         return st;
     if (x->ndim != 4)
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x has rank %d: expected 4 [N,C,H,W]", ref_opname(n), x->ndim);
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x has rank %d: expected 4 [N,C,H,W]", ref_opname(ctx, n),
+                             x->ndim);
     int64_t ey[4] = {x->dims[0], x->dims[1], 1, 1}, S = x->dims[2] * x->dims[3];
-    if ((st = ref_check(n, "output", out[0], MGE_QS8, 4, ey, err)))
+    if ((st = ref_check(ctx, n, "output", out[0], MGE_QS8, 4, ey, err)))
         return st;
     if (S >= (1LL << 24))
         return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: %lld positions: the int32 sum could overflow",
-                             ref_opname(n), (long long)S);
+                             ref_opname(ctx, n), (long long)S);
     const int8_t *xp = x->data;
     int8_t *yp = out[0]->data;
     for (int64_t nc = 0; nc < x->dims[0] * x->dims[1]; nc++) {

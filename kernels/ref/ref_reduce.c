@@ -18,12 +18,12 @@ static void split(const mge_tensor *x, int ax, int64_t *outer, int64_t *len, int
         *inner *= x->dims[i];
 }
 
-static mge_status one_axis(const mge_node *n, const mge_tensor *x, int *ax, mge_error *err)
+static mge_status one_axis(const mge_kctx *ctx, const mge_node *n, const mge_tensor *x, int *ax, mge_error *err)
 {
     int64_t v = mge_node_ints(n, MGE_KEY_axis, 0, -1);
     *ax = mge_axis(v, x->ndim);
     if (*ax < 0)
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: axis=%lld is out of range for rank %d", ref_opname(n),
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: axis=%lld is out of range for rank %d", ref_opname(ctx, n),
                              (long long)v, x->ndim);
     return MGE_OK;
 }
@@ -35,11 +35,12 @@ static mge_status softmax_float(const mge_kctx *ctx, const mge_node *n, mge_tens
     const mge_tensor *x = in[0];
     mge_dtype dt = x->dtype;
     int ax;
-    mge_status st = ref_check_data(n, "x", x, err);
-    if (st || (st = one_axis(n, x, &ax, err)) || (st = ref_check(n, "output", out[0], dt, x->ndim, x->dims, err)))
+    mge_status st = ref_check_data(ctx, n, "x", x, err);
+    if (st || (st = one_axis(ctx, n, x, &ax, err)) ||
+        (st = ref_check(ctx, n, "output", out[0], dt, x->ndim, x->dims, err)))
         return st;
     if (!mge_dtype_is_float(dt))
-        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(n),
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(ctx, n),
                              mge_dtype_name(dt));
     int64_t outer, len, inner;
     split(x, ax, &outer, &len, &inner);
@@ -69,7 +70,7 @@ static mge_status softmax_float(const mge_kctx *ctx, const mge_node *n, mge_tens
 }
 
 /* The reduced dims (red[d] = 1) from the axis attribute; absent = all. */
-static mge_status reduced_dims(const mge_node *n, const mge_tensor *x, int *red, mge_error *err)
+static mge_status reduced_dims(const mge_kctx *ctx, const mge_node *n, const mge_tensor *x, int *red, mge_error *err)
 {
     const mge_attr *a = mge_node_attr(n, MGE_KEY_axis);
     for (int d = 0; d < x->ndim; d++)
@@ -79,10 +80,10 @@ static mge_status reduced_dims(const mge_node *n, const mge_tensor *x, int *red,
     for (int i = 0; i < a->n && i < MGE_MAX_DIMS; i++) {
         int d = mge_axis(a->i[i], x->ndim);
         if (d < 0)
-            return mge_error_set(err, MGE_ERR_INVALID, "%s: axis %lld is out of range for rank %d", ref_opname(n),
+            return mge_error_set(err, MGE_ERR_INVALID, "%s: axis %lld is out of range for rank %d", ref_opname(ctx, n),
                                  (long long)a->i[i], x->ndim);
         if (red[d])
-            return mge_error_set(err, MGE_ERR_INVALID, "%s: axis %lld is given twice", ref_opname(n),
+            return mge_error_set(err, MGE_ERR_INVALID, "%s: axis %lld is given twice", ref_opname(ctx, n),
                                  (long long)a->i[i]);
         red[d] = 1;
     }
@@ -99,11 +100,11 @@ static mge_status reduce_any(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     const mge_tensor *x = in[0];
     mge_dtype dt = x->dtype;
     int red[MGE_MAX_DIMS], isf = mge_dtype_is_float(dt);
-    mge_status st = ref_check_data(n, "x", x, err);
-    if (st || (st = reduced_dims(n, x, red, err)))
+    mge_status st = ref_check_data(ctx, n, "x", x, err);
+    if (st || (st = reduced_dims(ctx, n, x, red, err)))
         return st;
     if (!isf && (n->op == MGE_OP_MEAN || dt == MGE_BOOL || dt == MGE_QS8 || dt == MGE_QS32))
-        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(n),
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(ctx, n),
                              mge_dtype_name(dt));
     int keep = (int)mge_node_int(n, MGE_KEY_keepdim, 0), nk = 0, nr = 0, ny = 0;
     int64_t kdims[MGE_MAX_DIMS], kstr[MGE_MAX_DIMS], rdims[MGE_MAX_DIMS], rstr[MGE_MAX_DIMS], ydims[MGE_MAX_DIMS];
@@ -126,7 +127,7 @@ static mge_status reduce_any(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     for (int d = 0; d < x->ndim; d++)
         if (!red[d] || keep)
             ydims[ny++] = red[d] ? 1 : x->dims[d];
-    if ((st = ref_check(n, "output", out[0], dt, ny, ydims, err)))
+    if ((st = ref_check(ctx, n, "output", out[0], dt, ny, ydims, err)))
         return st;
     int64_t ycount = ref_numel(out[0]);
     if (n->op == MGE_OP_MAX && rcount == 0 && ycount > 0)
@@ -177,8 +178,8 @@ static mge_status argmax_any(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     const mge_tensor *x = in[0];
     mge_dtype dt = x->dtype;
     int ax, isf = mge_dtype_is_float(dt);
-    mge_status st = ref_check_data(n, "x", x, err);
-    if (st || (st = one_axis(n, x, &ax, err)))
+    mge_status st = ref_check_data(ctx, n, "x", x, err);
+    if (st || (st = one_axis(ctx, n, x, &ax, err)))
         return st;
     if (dt == MGE_BOOL || dt == MGE_QS8 || dt == MGE_QS32)
         return mge_error_set(err, MGE_ERR_UNSUPPORTED, "argmax: no reference kernel for %s", mge_dtype_name(dt));
@@ -187,7 +188,7 @@ static mge_status argmax_any(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     for (int d = 0; d < x->ndim; d++)
         if (d != ax || keep)
             ydims[ny++] = d == ax ? 1 : x->dims[d];
-    if ((st = ref_check(n, "output", out[0], MGE_I64, ny, ydims, err)))
+    if ((st = ref_check(ctx, n, "output", out[0], MGE_I64, ny, ydims, err)))
         return st;
     int64_t outer, len, inner;
     split(x, ax, &outer, &len, &inner);

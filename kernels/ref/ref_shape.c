@@ -12,13 +12,13 @@ static mge_status reshape_any(const mge_kctx *ctx, const mge_node *n, mge_tensor
 {
     const mge_tensor *x = in[0];
     mge_tensor *y = out[0];
-    mge_status st = ref_check_data(n, "x", x, err);
-    if (st || (st = ref_check_dtype(n, "output", y, x->dtype, err)))
+    mge_status st = ref_check_data(ctx, n, "x", x, err);
+    if (st || (st = ref_check_dtype(ctx, n, "output", y, x->dtype, err)))
         return st;
     if (ref_numel(x) != ref_numel(y)) {
         char bx[96], by[96];
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: output %s does not hold the %lld elements of %s",
-                             ref_opname(n), mge_shape_str(y->dtype, y->ndim, y->dims, by, sizeof by),
+                             ref_opname(ctx, n), mge_shape_str(y->dtype, y->ndim, y->dims, by, sizeof by),
                              (long long)ref_numel(x), mge_shape_str(x->dtype, x->ndim, x->dims, bx, sizeof bx));
     }
     size_t nb = (size_t)ref_numel(x) * mge_dtype_size(x->dtype);
@@ -34,7 +34,7 @@ static mge_status transpose_any(const mge_kctx *ctx, const mge_node *n, mge_tens
 {
     const mge_tensor *x = in[0];
     mge_tensor *y = out[0];
-    mge_status st = ref_check_data(n, "x", x, err);
+    mge_status st = ref_check_data(ctx, n, "x", x, err);
     if (st)
         return st;
     const mge_attr *a = mge_node_attr(n, MGE_KEY_perm);
@@ -50,7 +50,7 @@ static mge_status transpose_any(const mge_kctx *ctx, const mge_node *n, mge_tens
         perm[i] = p;
         ydims[i] = x->dims[p];
     }
-    if ((st = ref_check(n, "output", y, x->dtype, nd, ydims, err)))
+    if ((st = ref_check(ctx, n, "output", y, x->dtype, nd, ydims, err)))
         return st;
     if (y->data == x->data && ref_numel(x) > 1)
         return mge_error_set(err, MGE_ERR_INVALID, "transpose: output may not be the input's buffer");
@@ -89,7 +89,7 @@ static mge_status concat_any(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     mge_status st;
     for (int k = 0; k < n->nin; k++) {
         const mge_tensor *x = in[k];
-        if ((st = ref_check_dtype(n, "input", x, x0->dtype, err)))
+        if ((st = ref_check_dtype(ctx, n, "input", x, x0->dtype, err)))
             return st;
         int ok = x->ndim == x0->ndim;
         for (int d = 0; ok && d < x->ndim; d++)
@@ -102,7 +102,7 @@ static mge_status concat_any(const mge_kctx *ctx, const mge_node *n, mge_tensor 
         }
         ydims[ax] += x->dims[ax];
     }
-    if ((st = ref_check(n, "output", y, x0->dtype, x0->ndim, ydims, err)))
+    if ((st = ref_check(ctx, n, "output", y, x0->dtype, x0->ndim, ydims, err)))
         return st;
     for (int d = 0; d < ax; d++)
         outer *= x0->dims[d];
@@ -131,13 +131,13 @@ static mge_status slice_any(const mge_kctx *ctx, const mge_node *n, mge_tensor *
 {
     const mge_tensor *x = in[0];
     mge_tensor *y = out[0];
-    mge_status st = ref_check_data(n, "x", x, err);
+    mge_status st = ref_check_data(ctx, n, "x", x, err);
     if (st)
         return st;
     ref_slice sl = {0};
     int64_t ydims[MGE_MAX_DIMS];
-    if ((st = ref_slice_setup(n, x, &sl, ydims, err)) ||
-        (st = ref_check(n, "output", y, x->dtype, x->ndim, ydims, err)))
+    if ((st = ref_slice_setup(ctx, n, x, &sl, ydims, err)) ||
+        (st = ref_check(ctx, n, "output", y, x->dtype, x->ndim, ydims, err)))
         return st;
     if (y->data == x->data && ref_numel(y) > 0)
         return mge_error_set(err, MGE_ERR_INVALID, "slice: output may not be the input's buffer");
@@ -151,11 +151,11 @@ static mge_status copy_any(const mge_kctx *ctx, const mge_node *n, mge_tensor *c
 {
     const mge_tensor *x = in[0];
     mge_tensor *y = out[0];
-    mge_status st = ref_check_data(n, "x", x, err);
-    if (st || (st = ref_check_dtype(n, "output", y, x->dtype, err)))
+    mge_status st = ref_check_data(ctx, n, "x", x, err);
+    if (st || (st = ref_check_dtype(ctx, n, "output", y, x->dtype, err)))
         return st;
     if (y->nbytes != x->nbytes)
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: output of %zu bytes for an input of %zu", ref_opname(n),
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: output of %zu bytes for an input of %zu", ref_opname(ctx, n),
                              y->nbytes, x->nbytes);
     if (x->nbytes)
         memcpy(y->data, x->data, x->nbytes);

@@ -12,13 +12,13 @@
 #include <string.h>
 
 /* Input and output: same dtype dt, same shape, data present. */
-static mge_status same(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, mge_dtype dt,
-                       mge_error *err)
+static mge_status same(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                       mge_dtype dt, mge_error *err)
 {
-    mge_status st = ref_check_dtype(n, "x", in[0], dt, err);
+    mge_status st = ref_check_dtype(ctx, n, "x", in[0], dt, err);
     if (st)
         return st;
-    return ref_check(n, "output", out[0], dt, in[0]->ndim, in[0]->dims, err);
+    return ref_check(ctx, n, "output", out[0], dt, in[0]->ndim, in[0]->dims, err);
 }
 
 static double relu6(double v)
@@ -54,7 +54,7 @@ static mge_status unary_float(const mge_kctx *ctx, const mge_node *n, mge_tensor
                               mge_tensor *const *out, mge_error *err)
 {
     mge_dtype dt = in[0]->dtype;
-    mge_status st = same(n, in, out, dt, err);
+    mge_status st = same(ctx, n, in, out, dt, err);
     if (st)
         return st;
     const void *x = in[0]->data;
@@ -73,11 +73,11 @@ static mge_status unary_int(const mge_kctx *ctx, const mge_node *n, mge_tensor *
                             mge_error *err)
 {
     mge_dtype dt = in[0]->dtype;
-    mge_status st = same(n, in, out, dt, err);
+    mge_status st = same(ctx, n, in, out, dt, err);
     if (st)
         return st;
     if (dt != MGE_I8 && dt != MGE_I32 && dt != MGE_I64)
-        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(n),
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(ctx, n),
                              mge_dtype_name(dt));
     int64_t cnt = ref_numel(in[0]);
     for (int64_t i = 0; i < cnt; i++) {
@@ -87,7 +87,7 @@ static mge_status unary_int(const mge_kctx *ctx, const mge_node *n, mge_tensor *
         case MGE_OP_RELU6: r = v < 0 ? 0 : v > 6 ? 6 : v; break;
         case MGE_OP_NEG: r = (int64_t)(0u - (uint64_t)v); break;
         case MGE_OP_ABS: r = v < 0 ? (int64_t)(0u - (uint64_t)v) : v; break;
-        default: return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no integer kernel", ref_opname(n));
+        default: return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no integer kernel", ref_opname(ctx, n));
         }
         ref_ist(dt, out[0]->data, i, r);
     }
@@ -101,7 +101,7 @@ static mge_status dropout_float(const mge_kctx *ctx, const mge_node *n, mge_tens
                                 mge_tensor *const *out, mge_error *err)
 {
     mge_dtype dt = in[0]->dtype;
-    mge_status st = same(n, in, out, dt, err);
+    mge_status st = same(ctx, n, in, out, dt, err);
     if (st)
         return st;
     const void *x = in[0]->data;
@@ -171,8 +171,8 @@ static mge_status cast_any(const mge_kctx *ctx, const mge_node *n, mge_tensor *c
         return mge_error_set(err, MGE_ERR_UNSUPPORTED, "cast: %s to dtype %lld is not supported",
                              mge_dtype_name(sdt), (long long)to);
     mge_dtype ddt = (mge_dtype)to;
-    mge_status st = ref_check_data(n, "x", x, err);
-    if (st || (st = ref_check(n, "output", y, ddt, x->ndim, x->dims, err)))
+    mge_status st = ref_check_data(ctx, n, "x", x, err);
+    if (st || (st = ref_check(ctx, n, "output", y, ddt, x->ndim, x->dims, err)))
         return st;
     int64_t cnt = ref_numel(x);
     if (sdt == ddt) {

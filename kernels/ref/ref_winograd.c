@@ -1,5 +1,5 @@
 /* ref_winograd.c — conv2d_winograd, the oracle: per output tile, in
- * double, the textbook steps with the matrices of op_winograd.c: input
+ * double, the textbook steps with the matrices of kshared.h: input
  * tile d (zero outside x), V = B^T d B, M = sum over c of U[c] .* V[c],
  * Y = A^T M A, then bias, residual and the activation. Plain loops, no
  * workspace; the unit tests check it against conv2d's ref kernel on the
@@ -38,34 +38,34 @@ static void tile_transform(const double *L, const double *R, int la, int k, cons
  * nest serves both: per tile, V = B^T d B of every channel, then per
  * output channel and tile position M = sum_c U V, then Y = A^T M A plus
  * bias, residual and act, all in double. */
-static mge_status winograd_any(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int blocked,
-                               mge_error *err)
+static mge_status winograd_any(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                               int blocked, mge_error *err)
 {
     const mge_tensor *x = in[0], *w = in[1], *y = out[0];
     int bias = (int)mge_node_int(n, MGE_KEY_bias, 1), res = (int)mge_node_int(n, MGE_KEY_residual, 0);
     int m = (int)mge_node_int(n, MGE_KEY_tile, 4);
     const double *AT, *BT;
     if (!mge_winograd_matrices(m, &AT, NULL, &BT))
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: tile=%d: expected 2 or 4", ref_opname(n), m);
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: tile=%d: expected 2 or 4", ref_opname(ctx, n), m);
     if (n->nin != 2 + bias + res)
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: %d inputs: expected %d", ref_opname(n), n->nin,
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: %d inputs: expected %d", ref_opname(ctx, n), n->nin,
                              2 + bias + res);
-    mge_status st = ref_check_dtype(n, "x", x, MGE_F32, err);
+    mge_status st = ref_check_dtype(ctx, n, "x", x, MGE_F32, err);
     if (st)
         return st;
     const int rank = blocked ? 5 : 4;
     if (x->ndim != rank || (blocked && x->dims[4] < 1))
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x has rank %d: expected %d", ref_opname(n), x->ndim, rank);
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x has rank %d: expected %d", ref_opname(ctx, n), x->ndim, rank);
     const int a = m + 2;
     const int64_t N = x->dims[0], Cb = x->dims[1], H = x->dims[2], W = x->dims[3], c = blocked ? x->dims[4] : 1;
     const int64_t O = mge_node_int(n, MGE_KEY_out, 0), Ob = (O + c - 1) / c, C = Cb * c;
     const int64_t ph = mge_node_ints(n, MGE_KEY_pad, 0, 0), pw = mge_node_ints(n, MGE_KEY_pad, 1, 0);
     const int64_t ew[5] = {(int64_t)a * a, Ob, Cb, c, c}, eb[1] = {O};
     const int64_t ey[5] = {N, Ob, H + 2 * ph - 2, W + 2 * pw - 2, c};
-    if ((st = ref_check(n, "weight_t", w, MGE_F32, blocked ? 5 : 3, ew, err)) ||
-        (bias && (st = ref_check(n, "bias", in[2], MGE_F32, 1, eb, err))) ||
-        (res && (st = ref_check(n, "residual", in[2 + bias], MGE_F32, rank, ey, err))) ||
-        (st = ref_check(n, "output", y, MGE_F32, rank, ey, err)))
+    if ((st = ref_check(ctx, n, "weight_t", w, MGE_F32, blocked ? 5 : 3, ew, err)) ||
+        (bias && (st = ref_check(ctx, n, "bias", in[2], MGE_F32, 1, eb, err))) ||
+        (res && (st = ref_check(ctx, n, "residual", in[2 + bias], MGE_F32, rank, ey, err))) ||
+        (st = ref_check(ctx, n, "output", y, MGE_F32, rank, ey, err)))
         return st;
     const int act = (int)mge_node_int(n, MGE_KEY_act, -1);
     const double alpha = mge_node_float(n, MGE_KEY_alpha, 0.01);
@@ -76,7 +76,7 @@ static mge_status winograd_any(const mge_node *n, mge_tensor *const *in, mge_ten
     /* V of every channel of one tile: C * a * a doubles */
     double *v = malloc(sizeof(double) * (size_t)(C * a * a + 1));
     if (!v)
-        return mge_error_set(err, MGE_ERR_NOMEM, "%s: out of memory", ref_opname(n));
+        return mge_error_set(err, MGE_ERR_NOMEM, "%s: out of memory", ref_opname(ctx, n));
     for (int64_t img = 0; img < N; img++)
         for (int64_t ti = 0; ti < TH; ti++)
             for (int64_t tj = 0; tj < TW; tj++) {
@@ -125,22 +125,20 @@ static mge_status winograd_any(const mge_node *n, mge_tensor *const *in, mge_ten
 static mge_status winograd_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
                                mge_tensor *const *out, mge_error *err)
 {
-    (void)ctx;
-    return winograd_any(n, in, out, 0, err);
+    return winograd_any(ctx, n, in, out, 0, err);
 }
 
 static mge_status nchwc_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
                             mge_error *err)
 {
-    (void)ctx;
-    return winograd_any(n, in, out, 1, err);
+    return winograd_any(ctx, n, in, out, 1, err);
 }
 
 /* winograd_weight (blocked = 0: u [a*a,O,C]) and winograd_weight_nchwc
  * (u [a*a,Ob,Cb,c,c], lanes past O and C zero): G w G^T of every (o, c),
  * the plain order being the blocked one with c = 1. */
-static mge_status weight_any(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int blocked,
-                             mge_error *err)
+static mge_status weight_any(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                             int blocked, mge_error *err)
 {
     const mge_tensor *w = in[0], *u = out[0];
     int m = (int)mge_node_int(n, MGE_KEY_tile, 4);
@@ -148,17 +146,17 @@ static mge_status weight_any(const mge_node *n, mge_tensor *const *in, mge_tenso
     const double *G;
     if (!mge_winograd_matrices(m, NULL, &G, NULL) || c < 1)
         return mge_error_set(err, MGE_ERR_INVALID, "%s: tile=%d block=%lld: expected 2 or 4, and at least 1",
-                             ref_opname(n), m, (long long)c);
-    mge_status st = ref_check_dtype(n, "w", w, MGE_F32, err);
+                             ref_opname(ctx, n), m, (long long)c);
+    mge_status st = ref_check_dtype(ctx, n, "w", w, MGE_F32, err);
     if (st)
         return st;
     if (w->ndim != 4)
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: w has rank %d: expected 4", ref_opname(n), w->ndim);
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: w has rank %d: expected 4", ref_opname(ctx, n), w->ndim);
     const int a = m + 2;
     const int64_t O = w->dims[0], C = w->dims[1], Ob = (O + c - 1) / c, Cb = (C + c - 1) / c;
     const int64_t ew[4] = {O, C, 3, 3}, eu[5] = {(int64_t)a * a, Ob, Cb, c, c};
-    if ((st = ref_check(n, "w", w, MGE_F32, 4, ew, err)) ||
-        (st = ref_check(n, "output", u, MGE_F32, blocked ? 5 : 3, eu, err)))
+    if ((st = ref_check(ctx, n, "w", w, MGE_F32, 4, ew, err)) ||
+        (st = ref_check(ctx, n, "output", u, MGE_F32, blocked ? 5 : 3, eu, err)))
         return st;
     const float *wd = w->data;
     float *ud = u->data;
@@ -179,15 +177,13 @@ static mge_status weight_any(const mge_node *n, mge_tensor *const *in, mge_tenso
 static mge_status weight_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
                              mge_tensor *const *out, mge_error *err)
 {
-    (void)ctx;
-    return weight_any(n, in, out, 0, err);
+    return weight_any(ctx, n, in, out, 0, err);
 }
 
 static mge_status weight_nchwc_f32(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
                                    mge_tensor *const *out, mge_error *err)
 {
-    (void)ctx;
-    return weight_any(n, in, out, 1, err);
+    return weight_any(ctx, n, in, out, 1, err);
 }
 
 void mge_ref_register_winograd(mge_backend *b)

@@ -76,6 +76,7 @@ static void test_sim_queue(void)
     mge_kernel k = {wait_kernel, NULL};
     mge_kctx ctx = {0};
     ctx.threads = 1;
+    ctx.opname = mge_op_info(g->nodes[0].op)->name;
     atomic_store(&host_went_on, 0);
     CHECK_OK(be->launch(d, &k, &ctx, &g->nodes[0], in, out, &err), err);
     atomic_store(&host_went_on, 1);

@@ -626,6 +626,7 @@ static float *run_naive(const mge_graph *g, int64_t batch, size_t *n)
         size_t ws = k && k->ws ? k->ws(nd, in, out, 1) : 0;
         ctx.ws = ws ? malloc(ws) : NULL;
         ctx.ws_size = ws;
+        ctx.opname = mge_op_info(nd->op)->name;
         if (k && k->run)
             CHECK_OK(k->run(&ctx, nd, in, out, &err), err);
         free(ctx.ws);

@@ -398,7 +398,12 @@ static mge_status krun(const mge_backend *be, mge_pool *pool, int training, kcas
     int threads = pool ? mge_pool_size(pool) : 1;
     size_t ws = kr->ws ? kr->ws(n, in, out, threads) : 0;
     void *wsp = ws ? mge_aligned_alloc(ws) : NULL;
-    mge_kctx ctx = {.pool = pool, .threads = threads, .ws = wsp, .ws_size = ws, .training = training};
+    mge_kctx ctx = {.pool = pool,
+                    .threads = threads,
+                    .ws = wsp,
+                    .ws_size = ws,
+                    .training = training,
+                    .opname = mge_op_info(n->op)->name};
     mge_status s = kr->run(&ctx, n, in, out, err);
     mge_aligned_free(wsp);
     return s;

@@ -421,6 +421,57 @@ static void test_infer_errors(void)
     mge_graph_free(g);
 }
 
+/* The ref kernels check the tensors they are given themselves (kernels do
+ * not call the shape inference): a weight or an output of another shape
+ * than the node's is refused by name. */
+static void test_ref_checks(void)
+{
+    mge_error err = {0};
+    mge_graph *g = mge_graph_new();
+    int64_t xd[5] = {1, 1, 6, 6, 8}, wd[6] = {1, 1, 3, 3, 8, 8}, wbd[6] = {1, 1, 2, 3, 8, 8};
+    int in[2] = {mge_graph_add_value(g, "x", MGE_VAL_INPUT, MGE_F32, 5, xd, &err),
+                 mge_graph_add_value(g, "w", MGE_VAL_PARAM, MGE_F32, 6, wd, &err)};
+    mge_attr a[3] = {A(MGE_KEY_out, 8), A(MGE_KEY_kernel, 3), A(MGE_KEY_bias, 0)}, pa = A(MGE_KEY_kernel, 2);
+    const char *o1[1] = {"y"}, *o2[1] = {"yp"};
+    int cn = mge_graph_add_node(g, "c", MGE_OP_CONV2D_NCHWC, 2, in, 3, a, 1, o1, &err);
+    int pn = mge_graph_add_node(g, "p", MGE_OP_MAXPOOL2D_NCHWC, 1, in, 1, &pa, 1, o2, &err);
+    CHECK_MSG(cn >= 0 && pn >= 0, "%s", err.msg);
+    mge_tensor x = {0}, w = {0}, wb = {0}, y = {0};
+    CHECK_OK(mge_tensor_alloc(&x, MGE_F32, 5, xd, &err), err);
+    CHECK_OK(mge_tensor_alloc(&w, MGE_F32, 6, wd, &err), err);
+    CHECK_OK(mge_tensor_alloc(&wb, MGE_F32, 6, wbd, &err), err);
+    ug_uniform(&x, &rng, -1, 1);
+    ug_uniform(&w, &rng, -1, 1);
+    ug_uniform(&wb, &rng, -1, 1);
+    const mge_backend *ref = mge_backend_ref();
+    int64_t yc[5] = {1, 1, 4, 4, 8}, ybad[5] = {1, 1, 5, 5, 8}, yp[5] = {1, 1, 3, 3, 8};
+    struct {
+        int node, bad_w, nd;
+        const int64_t *yd;
+        const char *want;   /* NULL: runs */
+    } cases[] = {
+        {cn, 0, 5, yc, NULL},
+        {cn, 1, 5, yc, "conv2d_nchwc: weight is f32[1,1,2,3,8,8]"},
+        {cn, 0, 5, ybad, "conv2d_nchwc: output is f32[1,1,5,5,8]: expected f32[1,1,4,4,8]"},
+        {pn, 0, 5, yp, NULL},
+        {pn, 0, 5, yc, "maxpool2d_nchwc: output is f32[1,1,4,4,8]: expected f32[1,1,3,3,8]"},
+    };
+    for (size_t i = 0; cn >= 0 && pn >= 0 && i < sizeof cases / sizeof cases[0]; i++) {
+        mge_tensor *ins[2] = {&x, cases[i].bad_w ? &wb : &w};
+        mge_status s = run_node(ref, NULL, g, cases[i].node, ins, cases[i].yd, cases[i].nd, &y, &err);
+        if (!cases[i].want)
+            CHECK_OK(s, err);
+        else
+            CHECK_MSG(s == MGE_ERR_SHAPE && strncmp(err.msg, cases[i].want, strlen(cases[i].want)) == 0,
+                      "case %zu: %s", i, err.msg);
+        mge_tensor_free(&y);
+    }
+    mge_graph_free(g);
+    mge_tensor *all[] = {&x, &w, &wb};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        mge_tensor_free(all[i]);
+}
+
 /* ---------------------------------------------------------------- the pass */
 
 /* The block the layout pass picks here (16 with AVX-512, 8 with AVX2 and
@@ -686,6 +737,7 @@ int main(int argc, char **argv)
     RUN(test_act_nonfinite);
     RUN(test_maxpool);
     RUN(test_infer_errors);
+    RUN(test_ref_checks);
     RUN(test_pass_small);
     RUN(test_pass_fused);
     RUN(test_pass_stem);

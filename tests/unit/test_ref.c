@@ -63,7 +63,9 @@ static mge_status runk(const mge_kctx *ctx, mge_node *n, mge_tensor **in, mge_te
     CHECK_MSG(k != NULL, "no ref kernel for %s/%s", mge_op_info(n->op)->name, mge_dtype_name(in[0]->dtype));
     if (!k)
         return MGE_ERR_UNSUPPORTED;
-    return k->run(ctx ? ctx : &ctx0, n, in, out, err);
+    mge_kctx c = ctx ? *ctx : ctx0;
+    c.opname = mge_op_info(n->op)->name;   /* as the executor passes it */
+    return k->run(&c, n, in, out, err);
 }
 
 /* Runs and expects success. */
@@ -766,6 +768,42 @@ static void test_shape_ops(void)
         mge_tensor_free(all[i]);
 }
 
+/* ---------------------------------------------------------------- messages */
+
+/* Kernels name the op their context names (the executor passes the op's
+ * name: kernels do not look it up in the registry), else the node. */
+static void test_opname(void)
+{
+    mge_tensor x, y, lab, l;
+    tens(&x, MGE_F32, 2, (int64_t[]){2, 7});
+    tens(&y, MGE_F32, 2, (int64_t[]){2, 7});
+    tens(&lab, MGE_I64, 1, (int64_t[]){2});
+    tens(&l, MGE_F32, 0, NULL);
+    memset(x.data, 0, x.nbytes);
+    ((int64_t *)lab.data)[0] = 0;
+    ((int64_t *)lab.data)[1] = 9;   /* outside the 7 classes */
+    tnode t, tc;
+    mge_node *sl = mk(&t, MGE_OP_SLICE, 1, 2, (mge_attr[]){A(MGE_KEY_axis, 1), A(MGE_KEY_step, -1)});
+    mge_node *ce = mk(&tc, MGE_OP_CROSS_ENTROPY, 2, 0, NULL);
+    /* a ref kernel, and a cpu one that checks the labels itself */
+    const mge_kernel *ks = mge_backend_kernel(mge_backend_ref(), MGE_OP_SLICE, MGE_F32);
+    const mge_kernel *kc = mge_backend_kernel(mge_backend_cpu(), MGE_OP_CROSS_ENTROPY, MGE_F32);
+    const char *names[2] = {"slice", NULL}, *want[2][2] = {{"slice: ", "cross_entropy: "}, {"t: ", "t: "}};
+    for (int i = 0; i < 2; i++) {
+        mge_kctx c = ctx0;
+        mge_error err = {0};
+        c.opname = names[i];
+        CHECK(ks->run(&c, sl, (mge_tensor *[]){&x}, (mge_tensor *[]){&y}, &err) == MGE_ERR_INVALID);
+        CHECK_MSG(strncmp(err.msg, want[i][0], strlen(want[i][0])) == 0, "message: %s", err.msg);
+        c.opname = i ? NULL : "cross_entropy";
+        CHECK(kc->run(&c, ce, (mge_tensor *[]){&x, &lab}, (mge_tensor *[]){&l}, &err) == MGE_ERR_INVALID);
+        CHECK_MSG(strncmp(err.msg, want[i][1], strlen(want[i][1])) == 0, "message: %s", err.msg);
+    }
+    mge_tensor *all[] = {&x, &y, &lab, &l};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        mge_tensor_free(all[i]);
+}
+
 /* ---------------------------------------------------------------- losses */
 
 static void test_losses(void)
@@ -1085,6 +1123,7 @@ int main(void)
     RUN(test_reduce);
     RUN(test_shape_ops);
     RUN(test_losses);
+    RUN(test_opname);
     RUN(test_half_dtypes);
     RUN(test_int_reduce);
     RUN(test_infer_agrees);

@@ -262,7 +262,8 @@ static inline mge_status ug_run_kernel(const mge_kernel *k, mge_pool *pool, cons
     int threads = mge_pool_size(pool);
     size_t ws = k->ws ? k->ws(n, in, ys, threads) : 0;
     void *wsp = ws ? mge_aligned_alloc(ws) : NULL;
-    mge_kctx ctx = {.pool = pool, .threads = threads, .ws = wsp, .ws_size = ws};
+    /* the op's name as the executor passes it */
+    mge_kctx ctx = {.pool = pool, .threads = threads, .ws = wsp, .ws_size = ws, .opname = mge_op_info(n->op)->name};
     mge_blas_set_threads(1);   /* as the executor does */
     mge_status s = k->run(&ctx, n, in, ys, err);
     mge_aligned_free(wsp);

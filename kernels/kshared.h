@@ -1,0 +1,151 @@
+/* kshared.h — the arithmetic the core and the kernels both need, header
+ * only: one definition that lib/ (shape inference, passes) and kernels/
+ * (which recheck the shapes they touch) share without kernels linking to
+ * lib/'s registry or inference code (see tests/layers). Pure functions of
+ * numbers and op ids; nothing here reads the graph, the registry or any
+ * state. lib/internal.h includes it, so lib code calls these by the same
+ * names. */
+#ifndef MGE_KSHARED_H
+#define MGE_KSHARED_H
+
+#include "mge.h"
+
+#include <stdint.h>
+
+/* Normalizes a possibly negative axis; -1 when out of range. */
+static inline int mge_axis(int64_t axis, int ndim)
+{
+    if (axis < 0)
+        axis += ndim;
+    return axis >= 0 && axis < ndim ? (int)axis : -1;
+}
+
+/* Conv/pool output size along one dim (PyTorch formula); <= 0 when invalid. */
+static inline int64_t mge_conv_out_dim(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, int ceil_mode)
+{
+    if (k <= 0 || s <= 0 || p < 0 || d <= 0)
+        return 0;
+    int64_t span = d * (k - 1) + 1;
+    int64_t num = in + 2 * p - span;
+    if (ceil_mode)
+        num += s - 1; /* PyTorch: a window may hang over the padded end */
+    if (num < 0)
+        return 0;
+    int64_t o = num / s + 1;
+    /* ceil mode: the last window must start inside the input or left padding */
+    if (ceil_mode && (o - 1) * s >= in + p)
+        o--;
+    return o;
+}
+
+/* What a fused op's act (incl. -1, none), a fused_elemwise unary entry and
+ * a binary entry may be (lib/op_fused.c's inference and the fused kernels
+ * must agree on it). */
+static inline int mge_fused_act_ok(int64_t op)
+{
+    switch (op) {
+    case -1:
+    case MGE_OP_RELU:
+    case MGE_OP_RELU6:
+    case MGE_OP_LEAKY_RELU:
+    case MGE_OP_SIGMOID:
+    case MGE_OP_TANH:
+    case MGE_OP_GELU:
+    case MGE_OP_SILU:
+    case MGE_OP_HSWISH:
+    case MGE_OP_HSIGMOID: return 1;
+    }
+    return 0;
+}
+
+static inline int mge_fused_unary_ok(int64_t op)
+{
+    switch (op) {
+    case MGE_OP_EXP:
+    case MGE_OP_LOG:
+    case MGE_OP_SQRT:
+    case MGE_OP_NEG:
+    case MGE_OP_ABS: return 1;
+    }
+    return op != -1 && mge_fused_act_ok(op);
+}
+
+static inline int mge_fused_binary_ok(int64_t op)
+{
+    switch (op) {
+    case MGE_OP_ADD:
+    case MGE_OP_SUB:
+    case MGE_OP_MUL:
+    case MGE_OP_DIV:
+    case MGE_OP_POW:
+    case MGE_OP_MAXIMUM:
+    case MGE_OP_MINIMUM: return 1;
+    }
+    return 0;
+}
+
+/* Winograd F(m,3) for conv2d_winograd (m = tile, 2 or 4; a = m + 2):
+ * A^T [m][a], G [a][3] and B^T [a][a] (row-major); 0 for an unsupported m.
+ * Matrices of Lavin and Gray, "Fast Algorithms for Convolutional Neural
+ * Networks", 2015: F(2,3) on the points 0, 1, -1 and infinity; F(4,3) on
+ * 0, 1, -1, 2, -2 and infinity. Y = A^T [(G g G^T) .* (B^T d B)] A for an
+ * a x a input tile d and a 3x3 kernel g (correlation, as conv2d). The
+ * tables are static locals: one copy per file that calls this, which is
+ * harmless for constants. */
+static inline int mge_winograd_matrices(int m, const double **at, const double **g, const double **bt)
+{
+    static const double at2[2 * 4] = {1, 1, 1, 0, 0, 1, -1, -1};
+    static const double g2[4 * 3] = {1, 0, 0, 0.5, 0.5, 0.5, 0.5, -0.5, 0.5, 0, 0, 1};
+    static const double bt2[4 * 4] = {1, 0, -1, 0, 0, 1, 1, 0, 0, -1, 1, 0, 0, 1, 0, -1};
+    static const double at4[4 * 6] = {1, 1, 1, 1, 1, 0, 0, 1, -1, 2, -2, 0, 0, 1, 1, 4, 4, 0, 0, 1, -1, 8, -8, 1};
+    static const double g4[6 * 3] = {1.0 / 4,  0,         0,         -1.0 / 6, -1.0 / 6, -1.0 / 6,
+                                     -1.0 / 6, 1.0 / 6,   -1.0 / 6,  1.0 / 24, 1.0 / 12, 1.0 / 6,
+                                     1.0 / 24, -1.0 / 12, 1.0 / 6,   0,        0,        1};
+    static const double bt4[6 * 6] = {4, 0, -5, 0,  1, 0, 0, -4, -4, 1, 1, 0, 0, 4, -4, -1, 1, 0,
+                                      0, -2, -1, 2, 1, 0, 0, 2,  -1, -2, 1, 0, 0, 4, 0, -5, 0, 1};
+    const double *a = NULL, *gg = NULL, *b = NULL;
+    if (m == 2)
+        a = at2, gg = g2, b = bt2;
+    else if (m == 4)
+        a = at4, gg = g4, b = bt4;
+    else
+        return 0;
+    if (at)
+        *at = a;
+    if (g)
+        *g = gg;
+    if (bt)
+        *bt = b;
+    return 1;
+}
+
+/* The weight transform: u[p][o][c] = (G w[o][c] G^T)[p / a][p % a] for w
+ * [O,C,3,3], computed in double (u holds a*a*O*C floats). The mge-opt pass
+ * stores it, the winograd_weight kernels compute it, the tests check
+ * kernels against it: all must give the same bits, so the sums stay
+ * unfused (no FMA contraction wherever this is inlined). */
+static inline void mge_winograd_weight_transform(const float *w, int64_t O, int64_t C, int m, float *u)
+{
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF /* GCC in ISO C mode contracts nothing already */
+#endif
+    const double *G;
+    if (!mge_winograd_matrices(m, NULL, &G, NULL))
+        return;
+    const int a = m + 2;
+    for (int64_t o = 0; o < O; o++)
+        for (int64_t c = 0; c < C; c++) {
+            const float *k = w + (o * C + c) * 9;
+            double t[6 * 3], r[6 * 6];   /* t = G k, r = t G^T */
+            for (int i = 0; i < a; i++)
+                for (int j = 0; j < 3; j++)
+                    t[i * 3 + j] = G[i * 3] * k[j] + G[i * 3 + 1] * k[3 + j] + G[i * 3 + 2] * k[6 + j];
+            for (int i = 0; i < a; i++)
+                for (int j = 0; j < a; j++)
+                    r[i * a + j] = t[i * 3] * G[j * 3] + t[i * 3 + 1] * G[j * 3 + 1] + t[i * 3 + 2] * G[j * 3 + 2];
+            for (int p = 0; p < a * a; p++)
+                u[((int64_t)p * O + o) * C + c] = (float)r[p];
+        }
+}
+
+#endif
