@@ -483,6 +483,27 @@ int cli_slurp(const char *path, void **buf, size_t *n, int *mapped)
 
 /* ---------------------------------------------------------------- reports */
 
+const char *cli_human_bytes(double b, char *buf, size_t n)
+{
+    if (b < 1024)
+        snprintf(buf, n, "%.0f B", b);
+    else if (b < 1024.0 * 1024)
+        snprintf(buf, n, "%.1f KiB", b / 1024);
+    else if (b < 1024.0 * 1024 * 1024)
+        snprintf(buf, n, "%.1f MiB", b / (1024.0 * 1024));
+    else
+        snprintf(buf, n, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+    return buf;
+}
+
+double cli_value_bytes(const mge_graph *g, const int *ndims, const int64_t *dims, int v)
+{
+    double n = (double)mge_dtype_size(g->values[v].dtype);
+    for (int k = 0; k < ndims[v]; k++)
+        n *= (double)dims[(size_t)v * MGE_MAX_DIMS + k];
+    return n;
+}
+
 void cli_json_str(mge_buf *b, const char *s)
 {
     mge_buf_put(b, "\"", 1);

@@ -98,6 +98,10 @@ int cli_model_load(const char *path, mge_graph **g);
 double cli_tensor_value(const mge_tensor *t, int64_t i);
 /* A JSON string literal of s (quotes, backslashes, control characters escaped). */
 void cli_json_str(mge_buf *b, const char *s);
+/* Bytes for people: "512 B", "1.5 KiB", "44.6 MiB", "1.25 GiB"; returns buf. */
+const char *cli_human_bytes(double bytes, char *buf, size_t n);
+/* Bytes of value v of g at the concrete shapes ndims/dims (mge_graph_shapes). */
+double cli_value_bytes(const mge_graph *g, const int *ndims, const int64_t *dims, int v);
 /* The CPU's model name from /proc/cpuinfo ("unknown" when absent); tabs become spaces. */
 const char *cli_cpu_model(void);
 

@@ -8,26 +8,6 @@
 
 #include "cli.h"
 
-static const char *human_bytes(double v, char *buf, size_t n)
-{
-    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    while (v >= 1024 && u < 4) {
-        v /= 1024;
-        u++;
-    }
-    snprintf(buf, n, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
-    return buf;
-}
-
-static double value_bytes(const mge_graph *g, const int *ndims, const int64_t *dims, int v)
-{
-    double n = (double)mge_dtype_size(g->values[v].dtype);
-    for (int k = 0; k < ndims[v]; k++)
-        n *= (double)dims[(size_t)v * MGE_MAX_DIMS + k];
-    return n;
-}
-
 int dump_placement(const mge_graph *g, const char *device, int64_t batch, int threads, int json, mge_buf *b,
                    const char *where)
 {
@@ -69,7 +49,7 @@ int dump_placement(const mge_graph *g, const char *device, int64_t batch, int th
     for (int i = 0; i < pg->nnodes; i++) {
         const mge_node *n = &pg->nodes[i];
         if (n->op == MGE_OP_COPY) {
-            double nb = value_bytes(pg, ndims, dims, n->out[0]);
+            double nb = cli_value_bytes(pg, ndims, dims, n->out[0]);
             if (mge_node_int(n, MGE_KEY_to, 0)) {
                 up++;
                 bup += nb;
@@ -86,7 +66,7 @@ int dump_placement(const mge_graph *g, const char *device, int64_t batch, int th
     for (int v = 0; v < pg->nvalues; v++) {
         const mge_value *val = &pg->values[v];
         if (val->kind != MGE_VAL_NODE && val->kind != MGE_VAL_INPUT && mge_exec_value_on_device(e, v))
-            persistent += value_bytes(pg, ndims, dims, v);
+            persistent += cli_value_bytes(pg, ndims, dims, v);
     }
     char h1[32], h2[32], h3[32];
     if (json) {
@@ -103,7 +83,7 @@ int dump_placement(const mge_graph *g, const char *device, int64_t batch, int th
             cli_json_str(b, mge_exec_node_device(e, i));
             if (n->op == MGE_OP_COPY)
                 mge_buf_printf(b, ",\"to\":\"%s\",\"bytes\":%.0f", mge_node_int(n, MGE_KEY_to, 0) ? "device" : "host",
-                               value_bytes(pg, ndims, dims, n->out[0]));
+                               cli_value_bytes(pg, ndims, dims, n->out[0]));
             mge_buf_put(b, "}", 1);
         }
         mge_buf_printf(b,
@@ -118,13 +98,13 @@ int dump_placement(const mge_graph *g, const char *device, int64_t batch, int th
             const mge_node *n = &pg->nodes[i];
             if (n->op == MGE_OP_COPY)
                 mge_buf_printf(b, "#   %-5s %s (%s)\n", mge_node_int(n, MGE_KEY_to, 0) ? "up" : "down", n->name,
-                               human_bytes(value_bytes(pg, ndims, dims, n->out[0]), h1, sizeof h1));
+                               cli_human_bytes(cli_value_bytes(pg, ndims, dims, n->out[0]), h1, sizeof h1));
             else
                 mge_buf_printf(b, "#   %-5s %s %s\n", mge_exec_node_device(e, i), n->name, mge_op_info(n->op)->name);
         }
         mge_buf_printf(b, "# copies per run: %d up (%s), %d down (%s); uploaded once: %s of params, state and consts\n",
-                       up, human_bytes(bup, h1, sizeof h1), down, human_bytes(bdown, h2, sizeof h2),
-                       human_bytes(persistent, h3, sizeof h3));
+                       up, cli_human_bytes(bup, h1, sizeof h1), down, cli_human_bytes(bdown, h2, sizeof h2),
+                       cli_human_bytes(persistent, h3, sizeof h3));
         mge_buf_printf(b, "# arenas: %s %zu bytes (lower bound %zu), cpu %zu bytes\n", dev, arena, lower,
                        st.arena_bytes - arena);
     }

@@ -647,18 +647,6 @@ static void report_csv(mge_buf *b, const opts *o, const config *cs, int nc, cons
     }
 }
 
-static void human_bytes(char *buf, size_t n, size_t v)
-{
-    if (v >= (size_t)1 << 30)
-        snprintf(buf, n, "%.1f GiB", (double)v / (1 << 30));
-    else if (v >= (size_t)1 << 20)
-        snprintf(buf, n, "%.1f MiB", (double)v / (1 << 20));
-    else if (v >= 1024)
-        snprintf(buf, n, "%.1f KiB", (double)v / 1024);
-    else
-        snprintf(buf, n, "%zu B", v);
-}
-
 enum { NCOL = 17 };
 
 /* The text table and --md: the same cells, aligned or between pipes. */
@@ -690,10 +678,10 @@ static void report_table(mge_buf *b, const opts *o, const config *cs, int nc, co
         for (int j = 0; j < 9; j++)
             snprintf(r[3 + j], 96, "%.3f", v[j]);
         snprintf(r[12], 96, "%.1f", samples_per_s(c));
-        human_bytes(r[13], 96, rss);
-        human_bytes(r[14], 96, c->arena);
+        cli_human_bytes((double)rss, r[13], 96);
+        cli_human_bytes((double)c->arena, r[14], 96);
         snprintf(r[15], 96, "%.2fx", c->st.mean / cs[0].st.mean);
-        human_bytes(r[16], 96, c->dev_peak);
+        cli_human_bytes((double)c->dev_peak, r[16], 96);
         for (int j = 0; j < ncol; j++)
             if ((int)strlen(r[j]) > width[j])
                 width[j] = (int)strlen(r[j]);

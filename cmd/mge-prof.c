@@ -120,28 +120,6 @@ static int cmp_row(const void *pa, const void *pb)
     return a->index - b->index;
 }
 
-static double value_bytes(const mge_graph *g, const int *ndims, const int64_t *dims, int v)
-{
-    double n = (double)mge_dtype_size(g->values[v].dtype);
-    for (int k = 0; k < ndims[v]; k++)
-        n *= (double)dims[(size_t)v * MGE_MAX_DIMS + k];
-    return n;
-}
-
-/* "1.5 MiB" */
-static const char *human(double b, char *buf, size_t n)
-{
-    if (b < 1024)
-        snprintf(buf, n, "%.0f B", b);
-    else if (b < 1024.0 * 1024)
-        snprintf(buf, n, "%.1f KiB", b / 1024);
-    else if (b < 1024.0 * 1024 * 1024)
-        snprintf(buf, n, "%.1f MiB", b / (1024.0 * 1024));
-    else
-        snprintf(buf, n, "%.2f GiB", b / (1024.0 * 1024 * 1024));
-    return buf;
-}
-
 /* ---------------------------------------------------------------- report */
 
 typedef struct report {
@@ -170,9 +148,9 @@ static void print_devices(const report *r)
     printf("by device: cpu %.3f ms, %s %.3f ms, copies %.3f ms\n", r->host_sec * 1e3 / r->iters, r->device,
            r->dev_sec * 1e3 / r->iters, r->copy_sec * 1e3 / r->iters);
     printf("copies per run: %d up (%s), %d down (%s); the device counted %.0f uploads (%s), %.0f downloads (%s)\n",
-           r->copies_up, human(r->bytes_up, a, sizeof a), r->copies_down, human(r->bytes_down, b, sizeof b),
-           r->dev_uploads, human(r->dev_upload_bytes, c, sizeof c), r->dev_downloads,
-           human(r->dev_download_bytes, d, sizeof d));
+           r->copies_up, cli_human_bytes(r->bytes_up, a, sizeof a), r->copies_down, cli_human_bytes(r->bytes_down, b, sizeof b),
+           r->dev_uploads, cli_human_bytes(r->dev_upload_bytes, c, sizeof c), r->dev_downloads,
+           cli_human_bytes(r->dev_download_bytes, d, sizeof d));
 }
 
 static void print_text(const report *r, row *rows, int nrows, const row *tot)
@@ -235,7 +213,7 @@ static void print_text(const report *r, row *rows, int nrows, const row *tot)
             printf(" %8.2f %6.1f", gf, r->peak > 0 ? 100 * gf / r->peak : 0);
         else
             printf(" %8s %6s", "-", "-");
-        printf(" %10s %10s", human(w->bread / r->iters, rb, sizeof rb), human(w->bwritten / r->iters, wb, sizeof wb));
+        printf(" %10s %10s", cli_human_bytes(w->bread / r->iters, rb, sizeof rb), cli_human_bytes(w->bwritten / r->iters, wb, sizeof wb));
         if (w->flops > 0 && bytes > 0)
             printf(" %7.2f\n", w->flops / bytes);
         else
@@ -550,7 +528,7 @@ int main(int argc, char **argv)
         w->dev = mge_exec_node_device(e, i);
         if (n->op == MGE_OP_COPY) {
             int up = mge_node_int(n, MGE_KEY_to, 0) != 0;
-            double nb = value_bytes(pg, ndims, dims, n->out[0]);
+            double nb = cli_value_bytes(pg, ndims, dims, n->out[0]);
             r.copy_sec += w->sec;
             if (up) {
                 r.copies_up++;
@@ -572,9 +550,9 @@ int main(int argc, char **argv)
         /* views move no bytes */
         if (!(oi->flags & MGE_OPF_ALIAS)) {
             for (int k = 0; k < n->nin; k++)
-                w->bread += value_bytes(pg, ndims, dims, n->in[k]) * (double)p.calls[i];
+                w->bread += cli_value_bytes(pg, ndims, dims, n->in[k]) * (double)p.calls[i];
             for (int k = 0; k < n->nout; k++)
-                w->bwritten += value_bytes(pg, ndims, dims, n->out[k]) * (double)p.calls[i];
+                w->bwritten += cli_value_bytes(pg, ndims, dims, n->out[k]) * (double)p.calls[i];
         }
         tot.sec += w->sec;
         tot.flops += w->flops;

@@ -4,7 +4,7 @@
  * lib/'s registry or inference code (see tests/layers). Pure functions of
  * numbers and op ids; nothing here reads the graph, the registry or any
  * state. lib/internal.h includes it, so lib code calls these by the same
- * names. */
+ * names. mge_window_geom reads the node's attributes, which kernels may. */
 #ifndef MGE_KSHARED_H
 #define MGE_KSHARED_H
 
@@ -18,6 +18,23 @@ static inline int mge_axis(int64_t axis, int ndim)
     if (axis < 0)
         axis += ndim;
     return axis >= 0 && axis < ndim ? (int)axis : -1;
+}
+
+/* A conv or pool window from the node's attributes (kernel, stride, pad,
+ * dilation; stride defaults to 1, or to the kernel with stride_is_kernel,
+ * as pools do); 0 when a value is out of range. */
+static inline int mge_window_geom(const mge_node *n, int stride_is_kernel, int64_t k[2], int64_t s[2], int64_t p[2],
+                                  int64_t d[2])
+{
+    for (int i = 0; i < 2; i++) {
+        k[i] = mge_node_ints(n, MGE_KEY_kernel, i, 0);
+        s[i] = mge_node_ints(n, MGE_KEY_stride, i, stride_is_kernel ? k[i] : 1);
+        p[i] = mge_node_ints(n, MGE_KEY_pad, i, 0);
+        d[i] = mge_node_ints(n, MGE_KEY_dilation, i, 1);
+        if (k[i] < 1 || s[i] < 1 || p[i] < 0 || d[i] < 1)
+            return 0;
+    }
+    return 1;
 }
 
 /* Conv/pool output size along one dim (PyTorch formula); <= 0 when invalid. */

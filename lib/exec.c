@@ -546,8 +546,10 @@ static mge_status grow(mge_exec *e, int d, void **buf, size_t *cap, size_t need,
         return MGE_OK;
     const mge_backend_iface *be = d ? e->dc->be : e->hif;
     mge_device *dev = d ? e->dc->dev : e->host;
-    if (d && *buf && (be->sync(dev, err)))
-        return err ? err->code : MGE_ERR_INVALID;
+    mge_status s;
+    /* queued kernels may still use the old buffer */
+    if (d && *buf && (s = be->sync(dev, err)))
+        return s;
     be->free(dev, *buf);
     *cap = 0;
     if (!(*buf = be->alloc(dev, need ? need : 64)))
@@ -662,35 +664,36 @@ mge_status mge_exec_device_stats(mge_exec *e, mge_devstats *st, size_t *arena, s
     return MGE_OK;
 }
 
-mge_status mge_exec_sync_value(mge_exec *e, int v, mge_error *err)
+/* Queues the download of source value v into its host tensor when the
+ * device holds it and is its home (nothing to do otherwise); the queue
+ * orders it after the kernels that updated it. */
+static mge_status queue_home_download(mge_exec *e, int v, mge_error *err)
 {
     devctx *dc = e->dc;
-    if (!dc || v < 0 || v >= dc->nvalues || !dc->home[v] || !dc->valid[v] || !dc->buf[v])
+    if (v < 0 || v >= dc->nvalues || !dc->home[v] || !dc->valid[v] || !dc->buf[v])
         return MGE_OK;
     mge_tensor *d = e->src->values[v].data;
     if (!d || !d->data || d->nbytes != dc->bytes[v])
         return MGE_OK;
-    mge_status s = dc->be->download(dc->dev, d->data, dc->buf[v], d->nbytes, err);
-    return s ? s : dc->be->sync(dc->dev, err);
+    return dc->be->download(dc->dev, d->data, dc->buf[v], d->nbytes, err);
+}
+
+mge_status mge_exec_sync_value(mge_exec *e, int v, mge_error *err)
+{
+    if (!e->dc)
+        return MGE_OK;
+    mge_status s = queue_home_download(e, v, err);
+    return s ? s : e->dc->be->sync(e->dc->dev, err);
 }
 
 mge_status mge_exec_sync_params(mge_exec *e, mge_error *err)
 {
-    devctx *dc = e->dc;
-    if (!dc)
+    if (!e->dc)
         return MGE_OK;
-    mge_status s = dc->be->sync(dc->dev, err);
-    for (int v = 0; v < dc->nvalues && !s; v++) {
-        if (!dc->home[v] || !dc->valid[v] || !dc->buf[v])
-            continue;
-        mge_tensor *d = e->src->values[v].data;
-        if (!d || !d->data || d->nbytes != dc->bytes[v])
-            continue;
-        s = dc->be->download(dc->dev, d->data, dc->buf[v], d->nbytes, err);
-    }
-    if (!s)
-        s = dc->be->sync(dc->dev, err);
-    return s;
+    mge_status s = MGE_OK;
+    for (int v = 0; v < e->dc->nvalues && !s; v++)
+        s = queue_home_download(e, v, err);
+    return s ? s : e->dc->be->sync(e->dc->dev, err);
 }
 
 /* ---------------------------------------------------------------- running */

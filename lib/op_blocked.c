@@ -77,14 +77,8 @@ static mge_status conv_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *
     int64_t c = G == 1 && w->ndim == 6 && w->dims[5] >= 1 && w->dims[5] <= BLOCK_MAX ? w->dims[5] : ci;
     int64_t O = mge_node_int(n, MGE_KEY_out, 0);
     int64_t k[2], s[2], p[2], d[2];
-    for (int i = 0; i < 2; i++) {
-        k[i] = mge_node_ints(n, MGE_KEY_kernel, i, 0);
-        s[i] = mge_node_ints(n, MGE_KEY_stride, i, 1);
-        p[i] = mge_node_ints(n, MGE_KEY_pad, i, 0);
-        d[i] = mge_node_ints(n, MGE_KEY_dilation, i, 1);
-        if (k[i] < 1 || s[i] < 1 || p[i] < 0 || d[i] < 1)
-            return mge_error_set(err, MGE_ERR_INVALID, "conv2d_nchwc: invalid kernel, stride, pad or dilation");
-    }
+    if (!mge_window_geom(n, 0, k, s, p, d))
+        return mge_error_set(err, MGE_ERR_INVALID, "conv2d_nchwc: invalid kernel, stride, pad or dilation");
     if (O < 1)
         return mge_error_set(err, MGE_ERR_INVALID, "conv2d_nchwc: out=%lld", (long long)O);
     int64_t Ob = (O + c - 1) / c;
@@ -130,27 +124,13 @@ static mge_status conv_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *
     return res ? mge_fused_check_residual("conv2d_nchwc", &in[2 + bias], out, err) : MGE_OK;
 }
 
-/* Window geometry of maxpool2d_nchwc (stride defaults to the kernel). */
-static int pool_geom(const mge_node *n, int64_t k[2], int64_t s[2], int64_t p[2], int64_t d[2])
-{
-    for (int i = 0; i < 2; i++) {
-        k[i] = mge_node_ints(n, MGE_KEY_kernel, i, 0);
-        s[i] = mge_node_ints(n, MGE_KEY_stride, i, k[i]);
-        p[i] = mge_node_ints(n, MGE_KEY_pad, i, 0);
-        d[i] = mge_node_ints(n, MGE_KEY_dilation, i, 1);
-        if (k[i] < 1 || s[i] < 1 || p[i] < 0 || d[i] < 1)
-            return 0;
-    }
-    return 1;
-}
-
 static mge_status pool_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
 {
     const mge_tdesc *x = &in[0];
     if (x->dtype != MGE_F32 || x->ndim != 5 || x->dims[4] < 1 || x->dims[4] > BLOCK_MAX)
         return shape_err(n, "x", x, "f32[N,Cb,H,W,c]", err);
     int64_t k[2], s[2], p[2], d[2];
-    if (!pool_geom(n, k, s, p, d))
+    if (!mge_window_geom(n, 1, k, s, p, d))   /* stride defaults to the kernel */
         return mge_error_set(err, MGE_ERR_INVALID, "maxpool2d_nchwc: invalid kernel, stride, pad or dilation");
     int ceil_mode = (int)mge_node_int(n, MGE_KEY_ceil_mode, 0);
     int64_t OH = mge_conv_out_dim(x->dims[2], k[0], s[0], p[0], d[0], ceil_mode);

@@ -175,7 +175,6 @@ static int add_copy(builder *b, int v, int to, mge_error *err)
     p->ndev[i] = (signed char)to;
     p->src_node[i] = -1;
     g->nnodes++;
-    p->ncopies++;
     return c;
 }
 
@@ -316,7 +315,6 @@ mge_status mge_place(const mge_graph *src, const char *need, int nout, const int
         p->src_node[j] = i;
         for (int k = 0; k < n->nout; k++)
             p->g.values[n->out[k]].producer = j;
-        p->ndevice += dev;
     }
     /* results come back to the host */
     for (int i = 0; i < nout; i++) {
@@ -332,7 +330,6 @@ mge_status mge_place(const mge_graph *src, const char *need, int nout, const int
         p->g.outputs[i] = p->outs[i];
     }
     p->g.noutputs = nout;
-    p->nout = nout;
 out:
     free(ndims);
     free(dims);

@@ -14,8 +14,6 @@ typedef struct mge_placed {
     int *src_node;           /* per node: the source node, or -1 for a copy */
     int *shadow_of;          /* per value: the host value a device shadow mirrors, or -1 */
     int *outs;               /* per requested output: the value holding it on the host */
-    int nout;
-    int ncopies, ndevice;    /* copy nodes; nodes on the device */
 } mge_placed;
 
 /* Nonzero when the device has a kernel for node n at these shapes. */

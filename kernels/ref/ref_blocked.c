@@ -81,14 +81,8 @@ static mge_status nchwc_conv_check(const mge_kctx *ctx, const mge_node *n, mge_t
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: x has rank %d: expected 5 [N,Cb,H,W,c]", name, x->ndim);
     int64_t G = mge_node_int(n, MGE_KEY_groups, 1), O = mge_node_int(n, MGE_KEY_out, 0);
     int64_t k[2], s[2], p[2], d[2];
-    for (int i = 0; i < 2; i++) {
-        k[i] = mge_node_ints(n, MGE_KEY_kernel, i, 0);
-        s[i] = mge_node_ints(n, MGE_KEY_stride, i, 1);
-        p[i] = mge_node_ints(n, MGE_KEY_pad, i, 0);
-        d[i] = mge_node_ints(n, MGE_KEY_dilation, i, 1);
-        if (k[i] < 1 || s[i] < 1 || p[i] < 0 || d[i] < 1)
-            return mge_error_set(err, MGE_ERR_INVALID, "%s: invalid kernel, stride, pad or dilation", name);
-    }
+    if (!mge_window_geom(n, 0, k, s, p, d))
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: invalid kernel, stride, pad or dilation", name);
     if (O < 1)
         return mge_error_set(err, MGE_ERR_INVALID, "%s: out=%lld", name, (long long)O);
     /* a dense conv may change the block: ci in, c out (from the weight) */

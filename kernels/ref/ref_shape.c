@@ -1,4 +1,4 @@
-/* ref_shape.c — reshape, flatten, transpose, concat and slice for every
+/* ref_shape.c — reshape, flatten, transpose, concat, slice and copy for every
  * dtype, by bytes (element size from the dtype). reshape/flatten copy only
  * when the executor did not make the output a view of the input. */
 #include "ref.h"
@@ -145,29 +145,21 @@ static mge_status slice_any(const mge_kctx *ctx, const mge_node *n, mge_tensor *
     return MGE_OK;
 }
 
-/* copy on the host: the bytes, and the quantization of a qs8 tensor */
+/* copy on the host (or within one device): reshape's bytes, keeping the
+ * layout tag */
 static mge_status copy_any(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
                            mge_error *err)
 {
-    const mge_tensor *x = in[0];
-    mge_tensor *y = out[0];
-    mge_status st = ref_check_data(ctx, n, "x", x, err);
-    if (st || (st = ref_check_dtype(ctx, n, "output", y, x->dtype, err)))
-        return st;
-    if (y->nbytes != x->nbytes)
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: output of %zu bytes for an input of %zu", ref_opname(ctx, n),
-                             y->nbytes, x->nbytes);
-    if (x->nbytes)
-        memcpy(y->data, x->data, x->nbytes);
-    y->layout = x->layout;
-    return MGE_OK;
+    mge_status st = reshape_any(ctx, n, in, out, err);
+    if (!st)
+        out[0]->layout = in[0]->layout;
+    return st;
 }
 
 void mge_ref_register_shape(mge_backend *b)
 {
-    for (int dt = 0; dt < MGE_NDTYPES; dt++)
-        b->k[MGE_OP_COPY][dt].run = copy_any;
     for (int dt = 0; dt < MGE_NDTYPES; dt++) {
+        b->k[MGE_OP_COPY][dt].run = copy_any;
         b->k[MGE_OP_RESHAPE][dt].run = reshape_any;
         b->k[MGE_OP_FLATTEN][dt].run = reshape_any;
         b->k[MGE_OP_TRANSPOSE][dt].run = transpose_any;

@@ -76,11 +76,16 @@ static int default_claim(int op)
     }
 }
 
+static void claim_default(unsigned char *c)
+{
+    for (int op = 0; op < MGE_NOPS; op++)
+        c[op] = (unsigned char)default_claim(op);
+}
+
 static mge_status parse_claims(unsigned char *c, mge_error *err)
 {
     const char *s = getenv("MGE_SIM_OPS");
-    for (int op = 0; op < MGE_NOPS; op++)
-        c[op] = (unsigned char)default_claim(op);
+    claim_default(c);
     if (!s || !*s || strcmp(s, "default") == 0)
         return MGE_OK;
     memset(c, 0, MGE_NOPS);
@@ -96,8 +101,7 @@ static mge_status parse_claims(unsigned char *c, mge_error *err)
         } else if (wn == 4 && strncmp(w, "none", 4) == 0) {
             memset(c, 0, MGE_NOPS);
         } else if (wn == 7 && strncmp(w, "default", 7) == 0) {
-            for (int op = 0; op < MGE_NOPS; op++)
-                c[op] = (unsigned char)default_claim(op);
+            claim_default(c);
         } else if (wn > 0) {
             int op = mge_op_lookup(w, wn);
             if (op < 0)
@@ -302,8 +306,15 @@ static void sim_free(mge_device *d, void *q)
     free(p);
 }
 
-static mge_status queue_copy(mge_device *d, void *dst, const void *src, size_t n, int stage, mge_error *err)
+/* A copy on the queue, counted in *calls and *bytes; stage: the caller may
+ * reuse src as soon as we return. */
+static mge_status queue_copy(mge_device *d, void *dst, const void *src, size_t n, int stage, int64_t *calls,
+                             int64_t *bytes, mge_error *err)
 {
+    pthread_mutex_lock(&d->mu);
+    (*calls)++;
+    *bytes += (int64_t)n;
+    pthread_mutex_unlock(&d->mu);
     job *j = calloc(1, sizeof *j);
     if (!j)
         return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
@@ -312,7 +323,6 @@ static mge_status queue_copy(mge_device *d, void *dst, const void *src, size_t n
     j->src = src;
     j->len = n;
     if (stage && n) {
-        /* the caller may reuse src as soon as we return */
         if (!(j->staged = malloc(n))) {
             free(j);
             return mge_error_set(err, MGE_ERR_NOMEM, "sim: cannot stage an upload of %zu bytes", n);
@@ -326,29 +336,17 @@ static mge_status queue_copy(mge_device *d, void *dst, const void *src, size_t n
 
 static mge_status sim_upload(mge_device *d, void *dst, const void *src, size_t n, mge_error *err)
 {
-    pthread_mutex_lock(&d->mu);
-    d->st.uploads++;
-    d->st.upload_bytes += (int64_t)n;
-    pthread_mutex_unlock(&d->mu);
-    return queue_copy(d, dst, src, n, 1, err);
+    return queue_copy(d, dst, src, n, 1, &d->st.uploads, &d->st.upload_bytes, err);
 }
 
 static mge_status sim_download(mge_device *d, void *dst, const void *src, size_t n, mge_error *err)
 {
-    pthread_mutex_lock(&d->mu);
-    d->st.downloads++;
-    d->st.download_bytes += (int64_t)n;
-    pthread_mutex_unlock(&d->mu);
-    return queue_copy(d, dst, src, n, 0, err);
+    return queue_copy(d, dst, src, n, 0, &d->st.downloads, &d->st.download_bytes, err);
 }
 
 static mge_status sim_copy(mge_device *d, void *dst, const void *src, size_t n, mge_error *err)
 {
-    pthread_mutex_lock(&d->mu);
-    d->st.d2d++;
-    d->st.d2d_bytes += (int64_t)n;
-    pthread_mutex_unlock(&d->mu);
-    return queue_copy(d, dst, src, n, 0, err);
+    return queue_copy(d, dst, src, n, 0, &d->st.d2d, &d->st.d2d_bytes, err);
 }
 
 static mge_status sim_sync(mge_device *d, mge_error *err)

@@ -3,6 +3,7 @@
  * come from the file bytes as /usr/bin/python3 + gzip read them. */
 #include "mge.h"
 #include "unit.h"
+#include "unit_tmp.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -11,33 +12,6 @@
 #include <unistd.h>
 
 #define SAMPLE "samples/data/fashion-mnist"
-
-static char tmpdir[256];
-
-static const char *tmp(const char *name)
-{
-    static char b[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(b[k], sizeof b[k], "%s/%s", tmpdir, name);
-    return b[k];
-}
-
-static int rm_cb(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st, (void)flag, (void)f;
-    return remove(p);
-}
-
-static void write_file(const char *path, const void *p, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    CHECK(f != NULL);
-    if (!f)
-        return;
-    CHECK(fwrite(p, 1, n, f) == n);
-    fclose(f);
-}
 
 static mge_tensor make(mge_dtype dt, int ndim, const int64_t *dims, int start)
 {
@@ -657,11 +631,8 @@ static void test_loader(void)
 
 int main(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "%s/mge-dataset-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
+    if (unit_tmp_make("dataset"))
         return 1;
-    }
     RUN(test_idx_sample);
     RUN(test_fashion_mnist);
     RUN(test_idx_reader);
@@ -671,6 +642,6 @@ int main(void)
     RUN(test_bind_errors);
     RUN(test_split);
     RUN(test_loader);
-    nftw(tmpdir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    unit_tmp_remove();
     return unit_done();
 }

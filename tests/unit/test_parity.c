@@ -51,22 +51,44 @@ static int is_device(const char *name)
     return strcmp(name, "cpu") != 0 && strcmp(name, "ref") != 0;
 }
 
+/* Whether a device opens, asked once per name (opening sim starts its
+ * queue thread; every case asks), and why not. */
+static int device_check(const char *name, const char **why)
+{
+    static struct {
+        const char *name;
+        int ok;
+        char why[1024];
+    } seen[NBACK];
+    int i = 0;
+    while (i < NBACK && seen[i].name && strcmp(seen[i].name, name) != 0)
+        i++;
+    if (i == NBACK)
+        return 0;
+    if (!seen[i].name) {
+        mge_error err = {0};
+        seen[i].ok = mge_device_check(name, &err) == MGE_OK;
+        snprintf(seen[i].why, sizeof seen[i].why, "%s", seen[i].ok ? "present" : err.msg);
+        seen[i].name = name;
+    }
+    if (why)
+        *why = seen[i].why;
+    return seen[i].ok;
+}
+
 static int backend_present(const char *name)
 {
     if (!is_device(name))
         return mge_backend_get(name) != NULL;
-    mge_error err = {0};
-    return mge_device_check(name, &err) == MGE_OK;
+    return device_check(name, NULL);
 }
 
 /* Why a device is absent, for the skip line. */
-static const char *absent_why(const char *name, char *buf, size_t n)
+static const char *absent_why(const char *name)
 {
-    mge_error err = {0};
-    if (mge_device_check(name, &err) == MGE_OK)
-        return "present";
-    snprintf(buf, n, "%s", err.msg);
-    return buf;
+    const char *why = "not checked";
+    device_check(name, &why);
+    return why;
 }
 
 /* Whether backend `name` runs op on a first input of dtype dt: a kernel in
@@ -682,8 +704,7 @@ static void summary(void)
     for (int b = 0; b < NBACK; b++) {
         const char *bn = backends[b].name;
         if (!backend_present(bn)) {
-            char why[1100];
-            printf("parity: %s: skipped: %s\n", bn, absent_why(bn, why, sizeof why));
+            printf("parity: %s: skipped: %s\n", bn, absent_why(bn));
             CHECK_MSG(!backends[b].required, "backend %s is required but absent", bn);
             continue;
         }

@@ -5,6 +5,7 @@
  * names climb out or that are not regular files are refused by name. */
 #include "mge.h"
 #include "unit.h"
+#include "unit_tmp.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -15,33 +16,6 @@
 #include <zlib.h>
 
 #define MIB ((size_t)1 << 20)
-
-static char tmpdir[256];
-
-static const char *tmp(const char *name)
-{
-    static char b[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(b[k], sizeof b[k], "%s/%s", tmpdir, name);
-    return b[k];
-}
-
-static int rm_cb(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st, (void)flag, (void)f;
-    return remove(p);
-}
-
-static void write_file(const char *path, const void *p, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    CHECK(f != NULL);
-    if (!f)
-        return;
-    CHECK(fwrite(p, 1, n, f) == n);
-    fclose(f);
-}
 
 static void put_be32(unsigned char *p, uint32_t v)
 {
@@ -317,15 +291,12 @@ static void test_member_ratio(void)
 
 int main(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "%s/mge-unpack-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
+    if (unit_tmp_make("unpack"))
         return 1;
-    }
     RUN(test_idx_claim);
     RUN(test_gzip_ratio);
     RUN(test_member_names_and_types);
     RUN(test_member_ratio);
-    nftw(tmpdir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    unit_tmp_remove();
     return unit_done();
 }
