@@ -8,7 +8,7 @@
 
 #include "cli.h"
 
-int dump_placement(const mge_graph *g, const char *device, int64_t batch, int threads, int json, mge_buf *b,
+int dump_placement(const mge_graph *g, const char *device, const mge_binding *bind, int threads, int json, mge_buf *b,
                    const char *where)
 {
     mge_error err;
@@ -38,7 +38,7 @@ int dump_placement(const mge_graph *g, const char *device, int64_t batch, int th
     }
     size_t arena = 0, lower = 0;
     mge_plan_stats st;
-    if (mge_graph_shapes(pg, batch, ndims, dims, &err) || mge_exec_stats(e, batch, &st, &err) ||
+    if (mge_graph_shapes(pg, bind, ndims, dims, &err) || mge_exec_stats(e, bind, &st, &err) ||
         mge_exec_device_stats(e, NULL, &arena, &lower, NULL, &err)) {
         cli_mge_error(where, &err);
         goto out;
@@ -92,8 +92,9 @@ int dump_placement(const mge_graph *g, const char *device, int64_t batch, int th
                        "\"device_lower_bound\":%zu,\"host_arena_bytes\":%zu}",
                        ondev, onhost, up, down, bup, bdown, persistent, arena, lower, st.arena_bytes - arena);
     } else {
-        mge_buf_printf(b, "#\n# placement on %s (%s), batch %lld: %d nodes there, %d on the host\n", dev,
-                       mge_exec_device_info(e), (long long)batch, ondev, onhost);
+        char bs[256];
+        mge_buf_printf(b, "#\n# placement on %s (%s), %s: %d nodes there, %d on the host\n", dev,
+                       mge_exec_device_info(e), mge_binding_str(bind, bs, sizeof bs), ondev, onhost);
         for (int i = 0; i < pg->nnodes; i++) {
             const mge_node *n = &pg->nodes[i];
             if (n->op == MGE_OP_COPY)

@@ -9,7 +9,7 @@
 /* Appends the placement of g on device at batch to b: comment lines of
  * the text form, or (json) a ",\"placement\":{...}" member. Prints the
  * error and returns -1 on failure. */
-int dump_placement(const mge_graph *g, const char *device, int64_t batch, int threads, int json, mge_buf *b,
+int dump_placement(const mge_graph *g, const char *device, const mge_binding *bind, int threads, int json, mge_buf *b,
                    const char *where);
 
 #endif

@@ -64,48 +64,42 @@ void bench_shapes_free(bench_shapes *s)
     memset(s, 0, sizeof *s);
 }
 
-static char *dims_str(int ndim, const int64_t *dims, char *buf, size_t n)
+/* Binds the symbolic dims of template v to dims into b (src[i] says where
+ * b's entry i came from, for messages). Returns 0, or -1 with why set. */
+static int bind_dims(const mge_value *v, int ndim, const int64_t *dims, mge_binding *b, const char **src,
+                     const char *here, char *why, size_t n)
 {
-    size_t k = 0;
-    buf[0] = 0;
-    for (int i = 0; i < ndim && k < n; i++) {
-        int w = dims[i] == MGE_DIM_N ? snprintf(buf + k, n - k, "%sN", i ? "x" : "")
-                                      : snprintf(buf + k, n - k, "%s%lld", i ? "x" : "", (long long)dims[i]);
-        if (w < 0)
-            break;
-        k += (size_t)w;
+    if (ndim != v->ndim) {
+        snprintf(why, n, "rank %d, not %d", ndim, v->ndim);
+        return -1;
     }
-    if (ndim == 0)
-        snprintf(buf, n, "(scalar)");
-    return buf;
-}
-
-/* Checks dims against the template of v; *nb gets the dims at N (-1 when
- * the template has no N), or -2 when they disagree among themselves.
- * Returns 1 when the rank and every fixed dim fit. */
-static int fits(const mge_value *v, int ndim, const int64_t *dims, int64_t *nb)
-{
-    *nb = -1;
-    if (ndim != v->ndim)
-        return 0;
     for (int k = 0; k < ndim; k++) {
-        if (v->dims[k] == MGE_DIM_N) {
-            if (*nb == -1)
-                *nb = dims[k];
-            else if (*nb != dims[k])
-                *nb = -2;
-        } else if (v->dims[k] != dims[k]) {
-            return 0;
+        if (v->dims[k] >= 0) {
+            if (v->dims[k] != dims[k]) {
+                snprintf(why, n, "dimension %d is %lld, not %lld", k, (long long)dims[k], (long long)v->dims[k]);
+                return -1;
+            }
+            continue;
         }
+        int64_t have;
+        const char *sn = mge_dim_name(v->dims[k]);
+        if (mge_binding_get(b, v->dims[k], &have)) {
+            if (have != dims[k]) {
+                int j = 0;
+                while (b->sym[j] != v->dims[k])
+                    j++;
+                snprintf(why, n, "%s is %lld from %s but %lld from %s", sn ? sn : "?", (long long)have, src[j],
+                         (long long)dims[k], here);
+                return -1;
+            }
+            continue;
+        }
+        if (b->n == MGE_MAX_SYMS || mge_binding_set(b, v->dims[k], dims[k], NULL)) {
+            snprintf(why, n, "too many symbols");
+            return -1;
+        }
+        src[b->n - 1] = here;
     }
-    return 1;
-}
-
-static int has_n(const mge_value *v)
-{
-    for (int k = 0; k < v->ndim; k++)
-        if (v->dims[k] == MGE_DIM_N)
-            return 1;
     return 0;
 }
 
@@ -146,8 +140,12 @@ static int from_file(const mge_graph *g, const char *path, bench_inputs *b, int6
     mge_error err;
     mge_error_clear(&err);
     int rc = -1;
-    int64_t fb = -1;      /* the batch the records carry */
-    int first_n = -1;     /* the record that set fb */
+    const char *src[MGE_MAX_SYMS];
+    char here[MGE_MAX_SYMS][48];
+    if (batch > 0) {
+        mge_binding_set(&b->bind, MGE_DIM_N, batch, NULL);
+        src[0] = "--batch";
+    }
     for (int i = 0; i < b->n; i++) {
         const mge_value *v = &g->values[b->values[i]];
         mge_status s = mge_npy_read(f, &b->t[i], &err);
@@ -161,30 +159,25 @@ static int from_file(const mge_graph *g, const char *path, bench_inputs *b, int6
             goto done;
         }
         const mge_tensor *t = &b->t[i];
-        int64_t nb;
-        char want[160], got[160];
-        if (t->dtype != v->dtype || !fits(v, t->ndim, t->dims, &nb) || nb == -2) {
+        char want[160], got[160], why[256];
+        snprintf(here[i < MGE_MAX_SYMS ? i : MGE_MAX_SYMS - 1], sizeof here[0], "record %d ('%s')", i + 1, v->name);
+        if (t->dtype != v->dtype) {
             cli_error(fn, "record %d is %s, but input '%s' is %s", i + 1,
                       mge_shape_str(t->dtype, t->ndim, t->dims, got, sizeof got), v->name,
                       mge_shape_str(v->dtype, v->ndim, v->dims, want, sizeof want));
             goto done;
         }
-        if (nb >= 0 && fb >= 0 && nb != fb) {
-            cli_error(fn, "record %d (input '%s') has batch %lld, record %d has %lld", i + 1, v->name,
-                      (long long)nb, first_n + 1, (long long)fb);
+        if (bind_dims(v, t->ndim, t->dims, &b->bind, src, here[i < MGE_MAX_SYMS ? i : MGE_MAX_SYMS - 1], why,
+                      sizeof why)) {
+            cli_error(fn, "record %d is %s, but input '%s' is %s: %s", i + 1,
+                      mge_shape_str(t->dtype, t->ndim, t->dims, got, sizeof got), v->name,
+                      mge_shape_str(v->dtype, v->ndim, v->dims, want, sizeof want), why);
             goto done;
-        }
-        if (nb >= 0 && fb < 0) {
-            fb = nb;
-            first_n = i;
         }
         b->ptr[i] = t;
     }
-    if (batch > 0 && fb >= 0 && fb != batch) {
-        cli_error(fn, "the records have batch %lld, but --batch is %lld", (long long)fb, (long long)batch);
-        goto done;
-    }
-    b->batch = fb > 0 ? fb : 1;
+    if (!mge_binding_get(&b->bind, MGE_DIM_N, &b->batch))
+        b->batch = 1;
     rc = 0;
 done:
     if (f != stdin)
@@ -211,9 +204,12 @@ int bench_inputs_make(const mge_graph *g, const char *where, int nin, const int 
         return 0;
     }
 
-    /* Every --shape must name an input and fit it; the N dims give the batch. */
-    int64_t sb = -1;
-    const char *sb_arg = NULL;
+    /* Every --shape must name an input and fit it; its symbolic dims bind the symbols. */
+    const char *src[MGE_MAX_SYMS];
+    if (batch > 0) {
+        mge_binding_set(&out->bind, MGE_DIM_N, batch, NULL);
+        src[0] = "--batch";
+    }
     int *shape_of = malloc(sizeof(int) * (size_t)(g->nvalues + 1));
     if (!shape_of) {
         cli_error(NULL, "out of memory");
@@ -240,44 +236,30 @@ int bench_inputs_make(const mge_graph *g, const char *where, int nin, const int 
             goto fail;
         }
         const mge_value *val = &g->values[v];
-        int64_t nb;
-        char want[160], got[160];
-        if (!fits(val, sh->ndim, sh->dims, &nb) || nb == -2) {
-            char why[96];
-            int k = 0;
-            while (k < sh->ndim && k < val->ndim && (val->dims[k] == MGE_DIM_N || val->dims[k] == sh->dims[k]))
-                k++;
-            if (sh->ndim != val->ndim)
-                snprintf(why, sizeof why, "rank %d, not %d", sh->ndim, val->ndim);
-            else if (nb == -2)
-                snprintf(why, sizeof why, "its batch dimensions (N) differ");
-            else
-                snprintf(why, sizeof why, "dimension %d is %lld, not %lld", k, (long long)sh->dims[k],
-                         (long long)val->dims[k]);
+        char want[160], why[256];
+        if (bind_dims(val, sh->ndim, sh->dims, &out->bind, src, sh->arg, why, sizeof why)) {
             cli_error(where, "--shape %s does not fit input '%s' %s: %s", sh->arg, sh->name,
                       mge_shape_str(val->dtype, val->ndim, val->dims, want, sizeof want), why);
             free(shape_of);
             goto fail;
         }
-        if (nb >= 0) {
-            if (batch > 0 && nb != batch) {
-                cli_error(where, "--shape %s gives batch %lld, but --batch is %lld (input '%s' is %s)", sh->arg,
-                          (long long)nb, (long long)batch, sh->name, dims_str(val->ndim, val->dims, got, sizeof got));
-                free(shape_of);
-                goto fail;
-            }
-            if (sb >= 0 && nb != sb) {
-                cli_error(where, "--shape %s gives batch %lld, but --shape %s gives %lld", sh->arg, (long long)nb,
-                          sb_arg, (long long)sb);
-                free(shape_of);
-                goto fail;
-            }
-            sb = nb;
-            sb_arg = sh->arg;
-        }
         shape_of[v] = i;
     }
-    int64_t B = batch > 0 ? batch : sb > 0 ? sb : 1;
+    /* N defaults to 1; other symbols need a --shape */
+    if (!mge_binding_get(&out->bind, MGE_DIM_N, NULL))
+        mge_binding_set(&out->bind, MGE_DIM_N, 1, NULL);
+    for (int i = 0; i < nin; i++) {
+        const mge_value *val = &g->values[inputs[i]];
+        for (int k = 0; k < val->ndim; k++)
+            if (val->dims[k] < 0 && !mge_binding_get(&out->bind, val->dims[k], NULL)) {
+                char want[160];
+                cli_error(where, "input '%s' is %s: give %s a value with --shape %s=DIMS", val->name,
+                          mge_shape_str(val->dtype, val->ndim, val->dims, want, sizeof want),
+                          mge_dim_name(val->dims[k]), val->name);
+                free(shape_of);
+                goto fail;
+            }
+    }
 
     /* Class count for labels of a cross_entropy loss. */
     int logits = -1, labels = -1;
@@ -290,14 +272,17 @@ int bench_inputs_make(const mge_graph *g, const char *where, int nin, const int 
     mge_rng_seed(&r, seed);
     mge_error err;
     mge_error_clear(&err);
-    int any_n = 0;
     for (int i = 0; i < nin; i++) {
         const mge_value *val = &g->values[inputs[i]];
         int64_t dims[MGE_MAX_DIMS];
         int si = shape_of[inputs[i]];
-        for (int k = 0; k < val->ndim; k++)
-            dims[k] = si >= 0 ? shapes->s[si].dims[k] : val->dims[k] == MGE_DIM_N ? B : val->dims[k];
-        any_n |= has_n(val);
+        for (int k = 0; k < val->ndim; k++) {
+            dims[k] = val->dims[k];
+            if (si >= 0)
+                dims[k] = shapes->s[si].dims[k];
+            else if (val->dims[k] < 0)
+                mge_binding_get(&out->bind, val->dims[k], &dims[k]);
+        }
         if (mge_tensor_alloc(&out->t[i], val->dtype, val->ndim, dims, &err)) {
             cli_error(where, "input '%s': %s", val->name, err.msg);
             free(shape_of);
@@ -310,7 +295,7 @@ int bench_inputs_make(const mge_graph *g, const char *where, int nin, const int 
         out->ptr[i] = &out->t[i];
     }
     free(shape_of);
-    out->batch = any_n ? B : 1;
+    mge_binding_get(&out->bind, MGE_DIM_N, &out->batch);
     return 0;
 fail:
     bench_inputs_free(out);

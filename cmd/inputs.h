@@ -34,16 +34,19 @@ typedef struct bench_inputs {
     int *values;             /* value index of each, in the caller's order */
     mge_tensor *t;           /* owned data */
     const mge_tensor **ptr;  /* &t[i], ready for mge_exec_run / mge_trainer_step */
-    int64_t batch;           /* the batch these inputs carry (1 when no input has N) */
+    int64_t batch;           /* the value of N these inputs carry (1 when no input has N) */
+    mge_binding bind;        /* every symbol's value (N = batch) */
 } bench_inputs;
 
 /* Makes tensors for inputs[0..nin) (value indices of g, in the order the
  * executor or trainer wants them). where names the model in messages.
  *
  * Every --shape must name an input of g (needed or not) and fit its template:
- * the same rank and every fixed dim equal; the dims at N give the batch,
- * which must agree among shapes and with batch (when batch > 0: --batch was
- * given). Inputs without a --shape get their template with N = the batch.
+ * the same rank and every fixed dim equal; its dims at symbols bind them
+ * (N = batch when batch > 0: --batch was given), and a symbol bound two
+ * ways is an error naming both. Inputs without a --shape get their
+ * template with the symbols' values (N = 1 unless bound; other symbols
+ * must be bound).
  *
  * With input_file (shapes should then be empty; callers reject the mix), the
  * first nin records of the stream are used: each must have its input's dtype

@@ -385,7 +385,7 @@ static int setup(config *c, const model_ent *me, const opts *o)
     }
     mge_plan_stats ps;
     memset(&ps, 0, sizeof ps);
-    mge_status s = c->t ? mge_trainer_stats(c->t, c->in.batch, &ps, &err) : mge_exec_stats(c->e, c->in.batch, &ps, &err);
+    mge_status s = c->t ? mge_trainer_stats(c->t, &c->in.bind, &ps, &err) : mge_exec_stats(c->e, &c->in.bind, &ps, &err);
     if (s) {
         cli_mge_error(where, &err);
         return -1;

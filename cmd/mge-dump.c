@@ -43,15 +43,16 @@ static void json_num(mge_buf *b, double v)
         mge_buf_printf(b, "%.9g", v);
 }
 
-/* dims as a JSON array; MGE_DIM_N is "N". */
+/* dims as a JSON array; symbolic dims are strings ("N", "(H+1)/2", "?" for plan time). */
 static void json_dims(mge_buf *b, int ndim, const int64_t *dims)
 {
     mge_buf_put(b, "[", 1);
     for (int i = 0; i < ndim; i++) {
         if (i)
             mge_buf_put(b, ",", 1);
-        if (dims[i] == MGE_DIM_N)
-            mge_buf_printf(b, "\"N\"");
+        char d[96];
+        if (dims[i] < 0)
+            mge_buf_printf(b, "\"%s\"", mge_dim_str(dims[i], d, sizeof d));
         else
             mge_buf_printf(b, "%lld", (long long)dims[i]);
     }
@@ -89,7 +90,10 @@ static double elem(const mge_tensor *t, int64_t i)
 /* ---------------------------------------------------------------- model */
 
 typedef struct model_info {
-    int64_t batch;
+    mge_binding bind;    /* every symbol's value, or have_shapes = 0 */
+    int have_shapes;
+    int symbolic;        /* print templates: symbols beyond N and no --shape */
+    char shapes_msg[512];
     int *ndims;
     int64_t *dims;       /* concrete shapes at batch, MGE_MAX_DIMS per value */
     double *flops;
@@ -110,12 +114,28 @@ static int model_analyze(const mge_graph *g, const char *where, model_info *mi)
         cli_error(NULL, "out of memory");
         return -1;
     }
-    if (mge_graph_shapes(g, mi->batch, mi->ndims, mi->dims, &err)) {
+    /* symbols other than N need a value from --shape: without one there
+     * are no concrete shapes, FLOPs or plan, only the symbolic model */
+    int64_t syms[MGE_MAX_SYMS];
+    int ns = mge_graph_symbols(g, syms, MGE_MAX_SYMS);
+    for (int i = 0; i < ns && i < MGE_MAX_SYMS; i++)
+        if (!mge_binding_get(&mi->bind, syms[i], NULL)) {
+            if (syms[i] == MGE_DIM_N) {
+                mge_binding_set(&mi->bind, MGE_DIM_N, 1, NULL);
+                continue;
+            }
+            snprintf(mi->shapes_msg, sizeof mi->shapes_msg,
+                     "no value for the symbol %s: give the inputs' shapes with --shape NAME=DIMS", mge_dim_name(syms[i]));
+            snprintf(mi->plan_msg, sizeof mi->plan_msg, "%s", mi->shapes_msg);
+            return 0;
+        }
+    if (mge_graph_shapes(g, &mi->bind, mi->ndims, mi->dims, &err)) {
         cli_mge_error(where, &err);
         return -1;
     }
+    mi->have_shapes = 1;
     for (int i = 0; i < g->nnodes; i++) {
-        mi->flops[i] = mge_graph_node_flops(g, i, mi->batch);
+        mi->flops[i] = mge_graph_node_flops(g, i, mi->ndims, mi->dims);
         mi->total += mi->flops[i];
     }
     int one = g->loss;
@@ -123,7 +143,7 @@ static int model_analyze(const mge_graph *g, const char *where, model_info *mi)
     const int *outs = g->noutputs ? g->outputs : &one;
     if (nout == 0) {
         snprintf(mi->plan_msg, sizeof mi->plan_msg, "the model has no outputs");
-    } else if (mge_plan_graph(g, mi->batch, nout, outs, &mi->plan, &err)) {
+    } else if (mge_plan_graph(g, &mi->bind, nout, outs, &mi->plan, &err)) {
         snprintf(mi->plan_msg, sizeof mi->plan_msg, "%s", err.msg);
     } else {
         mi->have_plan = 1;
@@ -138,9 +158,25 @@ static void model_info_free(model_info *mi)
     free(mi->flops);
 }
 
+/* Node shapes: concrete at the binding, or the symbolic template (with
+ * '?' for dims known only at plan time) when there is no binding. */
 static const char *vshape(const mge_graph *g, const model_info *mi, int v, char *buf, size_t n)
 {
+    if (!mi->have_shapes || mi->symbolic)
+        return mge_shape_str(g->values[v].dtype, g->values[v].ndim, g->values[v].dims, buf, n);
     return mge_shape_str(g->values[v].dtype, mi->ndims[v], &mi->dims[(size_t)v * MGE_MAX_DIMS], buf, n);
+}
+
+/* "batch 1" for batch-only models, else the binding ("N=1,H=224,W=224"). */
+static const char *bind_label(const model_info *mi, char *buf, size_t n)
+{
+    if (!mi->have_shapes)
+        snprintf(buf, n, "symbolic");
+    else if (mi->bind.n == 1 && mi->bind.sym[0] == MGE_DIM_N)
+        snprintf(buf, n, "batch %lld", (long long)mi->bind.val[0]);
+    else
+        mge_binding_str(&mi->bind, buf, n);
+    return buf;
 }
 
 /* Parameter bytes by dtype (optimizer state left out, as
@@ -185,8 +221,8 @@ static const char *quant_str(const mge_node *nd, char *buf, size_t n)
 
 static void model_text(const mge_graph *g, const model_info *mi, mge_buf *b)
 {
-    char s1[256], h[32];
-    mge_buf_printf(b, "\n# ---- summary (batch %lld)\n", (long long)mi->batch);
+    char s1[256], h[32], bl[256];
+    mge_buf_printf(b, "\n# ---- summary (%s)\n", bind_label(mi, bl, sizeof bl));
     for (int pass = 0; pass < 2; pass++) {
         int n = pass ? g->noutputs : g->ninputs;
         const int *vs = pass ? g->outputs : g->inputs;
@@ -238,8 +274,8 @@ static void model_text(const mge_graph *g, const model_info *mi, mge_buf *b)
     mge_buf_printf(b, "# %-*s  %15.0f (%s)\n", wn + wo + ws + 4, "total", mi->total, human(mi->total, h, sizeof h));
     if (mi->have_plan) {
         const mge_plan_stats *p = &mi->plan;
-        mge_buf_printf(b, "#\n# memory plan (batch %lld): arena %zu bytes, lower bound %zu (ratio %.2f),"
-                          " no reuse %zu, workspace %zu\n", (long long)mi->batch, p->arena_bytes,
+        mge_buf_printf(b, "#\n# memory plan (%s): arena %zu bytes, lower bound %zu (ratio %.2f),"
+                          " no reuse %zu, workspace %zu\n", bind_label(mi, bl, sizeof bl), p->arena_bytes,
                        p->lower_bound, p->lower_bound ? (double)p->arena_bytes / (double)p->lower_bound : 1.0,
                        p->no_reuse_bytes, p->workspace_bytes);
         mge_buf_printf(b, "# buffers %d, in place %d\n", p->nbuffers, p->ninplace);
@@ -311,7 +347,18 @@ static void model_json(const mge_graph *g, const model_info *mi, mge_buf *b)
     }
     mge_buf_printf(b, "],\"flops_total\":");
     json_num(b, mi->total);
-    mge_buf_printf(b, ",\"batch\":%lld,\"plan\":", (long long)mi->batch);
+    int64_t nb = 1;
+    mge_binding_get(&mi->bind, MGE_DIM_N, &nb);
+    mge_buf_printf(b, ",\"batch\":%lld,\"binding\":", (long long)nb);
+    if (mi->have_shapes) {
+        mge_buf_put(b, "{", 1);
+        for (int i = 0; i < mi->bind.n; i++)
+            mge_buf_printf(b, "%s\"%s\":%lld", i ? "," : "", mge_dim_name(mi->bind.sym[i]), (long long)mi->bind.val[i]);
+        mge_buf_put(b, "}", 1);
+    } else {
+        mge_buf_printf(b, "null");
+    }
+    mge_buf_printf(b, ",\"plan\":");
     if (mi->have_plan)
         mge_buf_printf(b, "{\"arena_bytes\":%zu,\"lower_bound\":%zu,\"no_reuse_bytes\":%zu,\"workspace_bytes\":%zu}",
                        mi->plan.arena_bytes, mi->plan.lower_bound, mi->plan.no_reuse_bytes, mi->plan.workspace_bytes);
@@ -513,8 +560,8 @@ static void tensors_json(const mge_tlist *l, int named, int values, mge_buf *b)
 
 enum { OPT_JSON = CLI_OPT_FIRST_TOOL, OPT_DOT, OPT_PARAMS, OPT_SHAPE, OPT_BATCH, OPT_VALUES };
 
-/* --shape NAME=D1xD2x...: sets *batch from the input's N dimension. */
-static void apply_shape(const mge_graph *g, const char *where, const char *arg, int64_t *batch)
+/* --shape NAME=D1xD2x...: binds the symbols of input NAME's template. */
+static void apply_shape(const mge_graph *g, const char *where, const char *arg, mge_binding *bind)
 {
     const char *eq = strchr(arg, '=');
     if (!eq || eq == arg)
@@ -543,13 +590,17 @@ static void apply_shape(const mge_graph *g, const char *where, const char *arg, 
     const mge_value *val = &g->values[v];
     char s1[256], s2[256];
     int ok = val->ndim == nd;
-    int64_t b = -1;
     for (int i = 0; ok && i < nd; i++) {
-        if (val->dims[i] == MGE_DIM_N) {
-            if (b >= 0 && b != dims[i])
-                ok = 0;
-            b = dims[i];
-        } else if (val->dims[i] != dims[i]) {
+        int64_t have;
+        if (val->dims[i] >= 0) {
+            ok = val->dims[i] == dims[i];
+        } else if (mge_binding_get(bind, val->dims[i], &have)) {
+            if (have != dims[i]) {
+                cli_error(where, "--shape %s: %s is %lld here but %lld from an earlier --shape or --batch", arg,
+                          mge_dim_name(val->dims[i]), (long long)dims[i], (long long)have);
+                exit(1);
+            }
+        } else if (mge_binding_set(bind, val->dims[i], dims[i], NULL)) {
             ok = 0;
         }
     }
@@ -558,14 +609,6 @@ static void apply_shape(const mge_graph *g, const char *where, const char *arg, 
                   mge_shape_str(val->dtype, val->ndim, val->dims, s1, sizeof s1),
                   mge_shape_str(val->dtype, nd, dims, s2, sizeof s2));
         exit(1);
-    }
-    if (b >= 0) {
-        if (*batch >= 0 && *batch != b) {
-            cli_error(where, "--shape %s: batch %lld disagrees with batch %lld given before", arg, (long long)b,
-                      (long long)*batch);
-            exit(1);
-        }
-        *batch = b;
     }
     free(name);
 }
@@ -675,10 +718,17 @@ int main(int argc, char **argv)
         cli_mge_error(where, &err);
         goto done;
     }
-    for (int i = 0; i < nshapes; i++)
-        apply_shape(g, where, shapes[i], &batch);
     model_info mi = {0};
-    mi.batch = batch > 0 ? batch : 1;
+    {
+        int64_t syms[MGE_MAX_SYMS];
+        int ns = mge_graph_symbols(g, syms, MGE_MAX_SYMS);
+        for (int i = 0; i < ns && i < MGE_MAX_SYMS; i++)
+            mi.symbolic |= syms[i] != MGE_DIM_N && nshapes == 0;
+    }
+    if (batch > 0)
+        mge_binding_set(&mi.bind, MGE_DIM_N, batch, NULL);
+    for (int i = 0; i < nshapes; i++)
+        apply_shape(g, where, shapes[i], &mi.bind);
     if (model_analyze(g, where, &mi) == 0) {
         int placed = co.device && strcmp(co.device, "cpu") != 0;
         if (json) {
@@ -688,7 +738,7 @@ int main(int argc, char **argv)
                 while (b.n && (b.p[b.n - 1] == '\n' || b.p[b.n - 1] == '}'))
                     if (b.p[--b.n] == '}')
                         break;
-                if (dump_placement(g, co.device, mi.batch, cli_threads(&co), 1, &b, where))
+                if (dump_placement(g, co.device, &mi.bind, cli_threads(&co), 1, &b, where))
                     goto model_done;
                 mge_buf_printf(&b, "}\n");
             }
@@ -699,7 +749,7 @@ int main(int argc, char **argv)
             goto model_done;
         } else {
             model_text(g, &mi, &b);
-            if (placed && dump_placement(g, co.device, mi.batch, cli_threads(&co), 0, &b, where))
+            if (placed && dump_placement(g, co.device, &mi.bind, cli_threads(&co), 0, &b, where))
                 goto model_done;
         }
         if (params) {

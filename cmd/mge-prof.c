@@ -459,7 +459,7 @@ int main(int argc, char **argv)
         cli_error(NULL, "out of memory");
         goto done;
     }
-    if (mge_graph_shapes(pg, B, ndims, dims, &err)) {
+    if (mge_graph_shapes(pg, &in.bind, ndims, dims, &err)) {
         cli_mge_error(where, &err);
         goto done;
     }
@@ -543,7 +543,7 @@ int main(int argc, char **argv)
         } else {
             r.dev_sec += w->sec;
         }
-        w->flops = mge_graph_node_flops(pg, i, B) * (double)p.calls[i];
+        w->flops = mge_graph_node_flops(pg, i, ndims, dims) * (double)p.calls[i];
         if (n->nout > 0)
             mge_shape_str(pg->values[n->out[0]].dtype, ndims[n->out[0]], &dims[(size_t)n->out[0] * MGE_MAX_DIMS],
                           w->shape, sizeof w->shape);
@@ -598,7 +598,7 @@ int main(int argc, char **argv)
 
     if (trace) {
         mge_buf tb = {0};
-        if (mge_exec_live_bytes(e, B, live, &err)) {
+        if (mge_exec_live_bytes(e, &in.bind, live, &err)) {
             cli_mge_error(where, &err);
             goto done;
         }

@@ -894,7 +894,7 @@ int main(int argc, char **argv)
         goto done;
     if (cli_verbose > 0) {
         mge_plan_stats st;
-        if (mge_trainer_stats(t, o.batch, &st, &err) == MGE_OK)
+        if (mge_trainer_stats(t, MGE_BATCH(o.batch), &st, &err) == MGE_OK)
             cli_note(where, "training step at batch %lld: arena %zu bytes, lower bound %zu (%.2fx), no reuse %zu",
                      (long long)o.batch, st.arena_bytes, st.lower_bound,
                      st.lower_bound ? (double)st.arena_bytes / (double)st.lower_bound : 1.0, st.no_reuse_bytes);

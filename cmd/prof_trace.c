@@ -86,7 +86,7 @@ void prof_trace_json(const prof_trace *t, mge_buf *b)
                           "\"args\": {\"op\": \"%s\", \"shape\": ",
                        us(t, s->t0), (s->t1 - s->t0) * 1e6, mge_op_info(n->op)->name);
         prof_json_str(b, shape);
-        mge_buf_printf(b, ", \"flops\": %.0f}}", mge_graph_node_flops(g, s->node, t->batch));
+        mge_buf_printf(b, ", \"flops\": %.0f}}", mge_graph_node_flops(g, s->node, t->ndims, t->dims));
         mge_buf_printf(b, ",\n{\"name\": \"arena\", \"ph\": \"C\", \"ts\": %.3f, \"pid\": 0, \"args\": {\"bytes\": %zu}}",
                        us(t, s->t0), t->live ? t->live[s->node] : (size_t)0);
     }

@@ -25,6 +25,10 @@
 #define MGEF_META_TEXT 0
 #define MGEF_META_INT 1
 
+/* A node output's dim that is an expression over symbols (version 2):
+ * the reader checks the inferred dim is symbolic. */
+#define MGEF_DIM_EXPR INT64_MIN
+
 /* Value record flags. */
 #define MGEF_VAL_HAS_DATA 1u
 

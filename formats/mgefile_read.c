@@ -31,6 +31,9 @@ typedef struct rd {
     size_t end;               /* end of the current section's payload */
     const char *what;         /* current section, for messages */
     mge_error *err;
+    uint32_t version;
+    int nsyms;                /* the file's symbol table (version 2; version 1: N only) */
+    int64_t syms[MGE_MAX_SYMS];
 } rd;
 
 /* ---------------------------------------------------------------- primitives */
@@ -310,9 +313,19 @@ static int read_value(rd *r, vrec *v)
     if (nd > MGE_MAX_DIMS)
         return bad(r, "value '%s' has rank %u (at most %d)", v->name, nd, MGE_MAX_DIMS);
     v->ndim = (int)nd;
-    for (int k = 0; k < v->ndim; k++)
+    for (int k = 0; k < v->ndim; k++) {
         if (!get_i64(r, &v->dims[k]))
             return 0;
+        int64_t d = v->dims[k];
+        if (d >= 0)
+            continue;
+        if (d == MGEF_DIM_EXPR && v->kind == MGE_VAL_NODE)
+            continue; /* an expression: replay checks the inferred dim is symbolic */
+        if (d < -(int64_t)r->nsyms || d == MGEF_DIM_EXPR)
+            return bad(r, "value '%s': dimension %d is %lld, not a number or one of the file's %d symbols", v->name,
+                       k, (long long)d, r->nsyms);
+        v->dims[k] = r->syms[-1 - d];
+    }
     if (!get_str(r, &v->init) || !get_u8(r, &v->flags))
         return 0;
     if (v->flags & ~MGEF_VAL_HAS_DATA)
@@ -322,7 +335,7 @@ static int read_value(rd *r, vrec *v)
     /* refuse absurd shapes here, before anything sizes memory from them */
     int64_t d1[MGE_MAX_DIMS];
     for (int k = 0; k < v->ndim; k++)
-        d1[k] = v->dims[k] == MGE_DIM_N ? 1 : v->dims[k];
+        d1[k] = v->dims[k] < 0 ? 1 : v->dims[k];
     mge_error e;
     if (mge_shape_numel(v->ndim, d1, (mge_dtype)v->dtype, NULL, NULL, &e))
         return api_bad(r, &e, "value '%s'", v->name);
@@ -510,8 +523,10 @@ static int replay(rd *r, const gtab *t, mge_graph *g)
         for (int k = 0; k < n->nout; k++) {
             const vrec *o = &t->v[v + (uint32_t)k];
             const mge_value *gv = &g->values[n->out[k]];
-            if (gv->dtype != (mge_dtype)o->dtype || gv->ndim != o->ndim ||
-                memcmp(gv->dims, o->dims, sizeof(int64_t) * (size_t)o->ndim) != 0) {
+            int same = gv->dtype == (mge_dtype)o->dtype && gv->ndim == o->ndim;
+            for (int d = 0; same && d < o->ndim; d++)
+                same = o->dims[d] == MGEF_DIM_EXPR ? gv->dims[d] < 0 : gv->dims[d] == o->dims[d];
+            if (!same) {
                 char a[128], b[128];
                 return bad(r, "node '%s': '%s' is stored as %s but infers to %s", n->name, o->name,
                            mge_shape_str((mge_dtype)o->dtype, o->ndim, o->dims, a, sizeof a),
@@ -530,6 +545,27 @@ static int read_graph(rd *r, gtab *t, mge_graph *g)
 {
     if (!open_section(r, MGEF_TAG_GRAPH, "graph section"))
         return 0;
+    r->nsyms = 1;
+    r->syms[0] = MGE_DIM_N;
+    if (r->version >= 2) {
+        uint32_t ns;
+        if (!get_u32(r, &ns))
+            return 0;
+        if (ns < 1 || ns > MGE_MAX_SYMS)
+            return bad(r, "%u symbols (1 to %d)", (unsigned)ns, MGE_MAX_SYMS);
+        for (uint32_t i = 0; i < ns; i++) {
+            char *name;
+            mge_error e;
+            if (!get_str(r, &name))
+                return 0;
+            if (mge_dim_symbol(name, strlen(name), &r->syms[i], &e))
+                return api_bad(r, &e, "symbol %s", name);
+            for (uint32_t j = 0; j < i; j++)
+                if (r->syms[j] == r->syms[i])
+                    return bad(r, "symbol '%s' listed twice", name);
+        }
+        r->nsyms = (int)ns;
+    }
     /* smallest records: a value 4+3+4+1 = 12 bytes, a node 4+5+8+8+4 = 29 */
     if (!get_count(r, 12, "values", &t->nv))
         return 0;
@@ -797,6 +833,7 @@ static int read_header(rd *r, size_t *data_off)
     uint64_t doff, fsize;
     if (!get_u32(r, &ver))
         return 0;
+    r->version = ver;
     if (ver > MGE_FORMAT_VERSION)
         return mge_error_set(r->err, MGE_ERR_UNSUPPORTED,
                              "file format version %u is newer than this mge supports (%d)", (unsigned)ver,
@@ -831,7 +868,7 @@ mge_status mge_file_read(const void *buf, size_t n, int borrow, mge_graph **out,
     *out = NULL;
     if (!buf && n)
         return mge_error_set(err, MGE_ERR_INVALID, "no buffer");
-    rd r = {buf, n, 0, n, "header", err};
+    rd r = {buf, n, 0, n, "header", err, 0, 0, {0}};
     size_t data_off = 0;
     if (!read_header(&r, &data_off))
         return err->code;

@@ -141,6 +141,8 @@ typedef struct wctx {
     int nstored;
     char *keep;       /* value is stored */
     char *ref;        /* value is read by a node, an output or the loss */
+    int nsyms;        /* the file's symbol table: N first, then the inputs' other symbols */
+    int64_t syms[MGE_MAX_SYMS];
 } wctx;
 
 static void emit_value(wctx *w, int v)
@@ -304,6 +306,11 @@ static mge_status write_graph(const wctx *w, mge_buf *b, mge_error *err)
     const mge_graph *g = w->g;
     size_t start;
     begin_section(b, MGEF_TAG_GRAPH, &start);
+    if (w->nsyms > 1) {
+        put_u32(b, (uint32_t)w->nsyms);
+        for (int i = 0; i < w->nsyms; i++)
+            put_str(b, mge_dim_name(w->syms[i]));
+    }
     put_u32(b, (uint32_t)w->nstored);
     for (int f = 0; f < w->nstored; f++) {
         const mge_value *v = &g->values[w->order[f]];
@@ -311,8 +318,16 @@ static mge_status write_graph(const wctx *w, mge_buf *b, mge_error *err)
         put_u8(b, (unsigned)v->kind);
         put_u8(b, (unsigned)v->dtype);
         put_u8(b, (unsigned)v->ndim);
-        for (int k = 0; k < v->ndim; k++)
-            put_i64(b, v->dims[k]);
+        for (int k = 0; k < v->ndim; k++) {
+            int64_t d = v->dims[k];
+            if (d < 0) {
+                int j = 0;
+                while (j < w->nsyms && w->syms[j] != d)
+                    j++;
+                d = j < w->nsyms ? -1 - (int64_t)j : MGEF_DIM_EXPR;
+            }
+            put_i64(b, d);
+        }
         put_str(b, v->kind == MGE_VAL_NODE ? NULL : v->init);
         put_u8(b, has_data(w, v) ? MGEF_VAL_HAS_DATA : 0);
     }
@@ -478,7 +493,7 @@ mge_status mge_file_write(const mge_graph *g, const mge_write_opts *o, mge_buf *
     if (out->failed)
         return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
     size_t nv = (size_t)(g->nvalues ? g->nvalues : 1);
-    wctx w = {g, o, malloc(sizeof(int) * nv), malloc(sizeof(int) * nv), 0, calloc(nv, 1), calloc(nv, 1)};
+    wctx w = {g, o, malloc(sizeof(int) * nv), malloc(sizeof(int) * nv), 0, calloc(nv, 1), calloc(nv, 1), 0, {0}};
     wtensor *ts = calloc(nv, sizeof *ts);
     mge_buf *b = out;
     size_t base = out->n; /* offsets count from the file start */
@@ -501,7 +516,25 @@ mge_status mge_file_write(const mge_graph *g, const mge_write_opts *o, mge_buf *
 
     /* header; data offset and file size are patched once known */
     mge_buf_put(b, MGEF_SIG, MGEF_SIG_LEN);
-    put_u32(b, MGE_FORMAT_VERSION);
+    /* version 1 unless symbols beyond N need the symbol table */
+    w.syms[0] = MGE_DIM_N;
+    int gs = mge_graph_symbols(g, w.syms + 1, MGE_MAX_SYMS - 1);
+    if (gs > MGE_MAX_SYMS - 1) {
+        s = mge_error_set(err, MGE_ERR_UNSUPPORTED, "more than %d symbols", MGE_MAX_SYMS);
+        goto done;
+    }
+    w.nsyms = 1 + gs;
+    for (int i = 1; i < w.nsyms; i++)
+        if (w.syms[i] == MGE_DIM_N) {
+            memmove(&w.syms[i], &w.syms[i + 1], sizeof(int64_t) * (size_t)(w.nsyms - i - 1));
+            w.nsyms--;
+            break;
+        }
+    if (w.nsyms > MGE_MAX_SYMS) {
+        s = mge_error_set(err, MGE_ERR_UNSUPPORTED, "more than %d symbols", MGE_MAX_SYMS);
+        goto done;
+    }
+    put_u32(b, w.nsyms > 1 ? 2 : 1);
     put_u32(b, 0);
     put_u64(b, 0);
     put_u64(b, 0);

@@ -245,11 +245,15 @@ static mge_status parse_type(parser *P, int allow_n, mge_dtype *dt, int *ndim, i
     while (P->cur.type != MGE_T_RBRACK) {
         if (*ndim == MGE_MAX_DIMS)
             return perr(P, P->cur.line, P->cur.col, MGE_ERR_SHAPE, "more than %d dimensions", MGE_MAX_DIMS);
-        if (tis(&P->cur, "N")) {
+        if (P->cur.type == MGE_T_NAME) {
+            /* a symbol: N is the batch; any other name is a dim bound per run */
             if (!allow_n)
                 return perr(P, P->cur.line, P->cur.col, MGE_ERR_SHAPE,
-                            "only inputs may have the symbolic batch dimension N");
-            dims[*ndim] = MGE_DIM_N;
+                            "'%s': only inputs may have symbolic dimensions (params, state and consts have fixed shapes)",
+                            tname(&P->cur, nb, sizeof nb));
+            mge_error e;
+            if (mge_dim_symbol(P->cur.p, P->cur.n, &dims[*ndim], &e))
+                return perr(P, P->cur.line, P->cur.col, e.code, "%s", e.msg);
         } else if (P->cur.type == MGE_T_INT && P->cur.i >= 0) {
             dims[*ndim] = P->cur.i;
         } else if (P->cur.type == MGE_T_INT || (P->cur.type == MGE_T_FLOAT && P->cur.bigint)) {
@@ -257,7 +261,7 @@ static mge_status parse_type(parser *P, int allow_n, mge_dtype *dt, int *ndim, i
                         tname(&P->cur, nb, sizeof nb));
         } else {
             return perr(P, P->cur.line, P->cur.col, MGE_ERR_FORMAT,
-                        "expected a dimension (a non-negative integer or N), found %s", tdesc(&P->cur, b, sizeof b));
+                        "expected a dimension (a non-negative integer or a symbol such as N), found %s", tdesc(&P->cur, b, sizeof b));
         }
         (*ndim)++;
         if ((s = next(P)))
@@ -271,7 +275,7 @@ static mge_status parse_type(parser *P, int allow_n, mge_dtype *dt, int *ndim, i
         return s;
     int64_t d1[MGE_MAX_DIMS];
     for (int i = 0; i < *ndim; i++)
-        d1[i] = dims[i] == MGE_DIM_N ? 1 : dims[i];
+        d1[i] = dims[i] < 0 ? 1 : dims[i];
     mge_error e;
     if (mge_shape_numel(*ndim, d1, *dt, NULL, NULL, &e))
         return perr(P, at.line, at.col, MGE_ERR_SHAPE, "%s", e.msg);

@@ -77,10 +77,8 @@ static void put_type(mge_buf *o, const mge_value *v)
 {
     mge_buf_printf(o, "%s[", mge_dtype_name(v->dtype));
     for (int i = 0; i < v->ndim; i++) {
-        if (v->dims[i] == MGE_DIM_N)
-            mge_buf_printf(o, "%sN", i ? "," : "");
-        else
-            mge_buf_printf(o, "%s%lld", i ? "," : "", (long long)v->dims[i]);
+        char d[96];
+        mge_buf_printf(o, "%s%s", i ? "," : "", mge_dim_str(v->dims[i], d, sizeof d));
     }
     mge_buf_put(o, "]", 1);
 }

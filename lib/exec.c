@@ -31,7 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PLAN_CACHE 4
+#define PLAN_CACHE_DEFAULT 16
+#define PLAN_CACHE_MAX 4096
 
 /* A device and the persistent values kept on it, shared by executors. */
 typedef struct devctx {
@@ -73,13 +74,17 @@ struct mge_exec {
     mge_tensor *t;             /* per value: bound tensor (borrowed data) */
     mge_tensor *copies;        /* per output: owned copy when the result lives outside the arena */
     const mge_tensor **res;    /* per output */
-    mge_plan plans[PLAN_CACHE];
-    int nplans;                /* filled entries; plans[0] is the most recent */
+    mge_plan *plans;           /* cached plans by binding, plans[0] the most recent (LRU) */
+    int nplans, plan_cap;
+    int64_t plan_hits, plan_misses;
+    int nsyms;                 /* the symbols of the needed inputs, in first-seen order */
+    int64_t syms[MGE_MAX_SYMS];
     void *arena[2];          /* per device: 0 host, 1 the device */
     size_t arena_cap[2];
     void *ws[2];
     size_t ws_cap[2];
-    int64_t last_batch;        /* -1 before the first run */
+    mge_binding last_bind;     /* the last run's binding */
+    int ran;                   /* a run has set last_bind */
     char *run;                 /* per node: needed and not preprocessed (what each run executes) */
     char *pre;                 /* per node: preprocessed once, or NULL when nothing is */
     int pre_done;
@@ -209,6 +214,7 @@ void mge_exec_free(mge_exec *e)
             mge_tensor_free(&e->copies[i]);
     for (int i = 0; i < e->nplans; i++)
         mge_plan_free(&e->plans[i]);
+    free(e->plans);
     if (e->ev && e->dc)
         for (int v = 0; v < e->g->nvalues; v++)
             if (e->ev[v])
@@ -355,7 +361,16 @@ static mge_status exec_create(const mge_graph *g, const mge_exec_opts *o, mge_ex
     e->hif = mge_backend_cpu_iface();
     e->threads = o->threads > 0 ? o->threads : 1;
     e->training = o->training != 0;
-    e->last_batch = -1;
+    if (o->plan_cache < 0 || o->plan_cache > PLAN_CACHE_MAX) {
+        free(e);
+        return mge_error_set(err, MGE_ERR_INVALID, "plan cache bound %d: expected 1 to %d (0: %d)", o->plan_cache,
+                             PLAN_CACHE_MAX, PLAN_CACHE_DEFAULT);
+    }
+    e->plan_cap = o->plan_cache ? o->plan_cache : PLAN_CACHE_DEFAULT;
+    if (!(e->plans = calloc((size_t)e->plan_cap, sizeof *e->plans))) {
+        free(e);
+        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+    }
     mge_rng_seed(&e->rng, seed_of(g));
     size_t nv = (size_t)(g->nvalues ? g->nvalues : 1), nn = (size_t)(g->nnodes ? g->nnodes : 1);
     size_t ni = (size_t)(g->ninputs ? g->ninputs : 1);
@@ -389,6 +404,11 @@ static mge_status exec_create(const mge_graph *g, const mge_exec_opts *o, mge_ex
         if (in_need[i])
             e->ins[e->nin++] = g->inputs[i];
     free(in_need);
+    /* all the graph's symbols: plans infer every value; those no needed input has get 1 */
+    if ((e->nsyms = mge_graph_symbols(g, e->syms, MGE_MAX_SYMS)) > MGE_MAX_SYMS) {
+        mge_exec_free(e);
+        return mge_error_set(err, MGE_ERR_SHAPE, "more than %d symbols in the graph's inputs", MGE_MAX_SYMS);
+    }
 
     if (dbe != mge_backend_cpu_iface()) {
         if (share && share->dc) {
@@ -574,29 +594,48 @@ static void plan_tensor(mge_tensor *t, const mge_graph *g, const mge_plan *p, in
         t->data = (char *)arena[d] + p->offset[v];
 }
 
-static mge_status build_plan(mge_exec *e, const char *need, int64_t batch, int nout, const int *outs, mge_plan *p,
-                             mge_error *err)
+static mge_status build_plan(mge_exec *e, const char *need, const mge_binding *b, int nout, const int *outs,
+                             mge_plan *p, mge_error *err)
 {
-    return mge_plan_build(e->g, need, batch, nout, outs, e->be, e->threads,
+    return mge_plan_build(e->g, need, b, nout, outs, e->be, e->threads,
                           e->is_placed ? e->placed.vdev : NULL, p, err);
 }
 
-/* The plan for batch, from the cache or built (then cached as most recent). */
-static mge_status get_plan(mge_exec *e, int64_t batch, mge_plan **pp, mge_error *err)
+/* b restricted to the executor's symbols, in their order (the cache key). */
+static mge_status bind_norm(const mge_exec *e, const mge_binding *b, mge_binding *out, mge_error *err)
+{
+    out->n = 0;
+    for (int i = 0; i < e->nsyms; i++) {
+        int64_t v;
+        if (!mge_binding_get(b, e->syms[i], &v))
+            return mge_error_set(err, MGE_ERR_SHAPE, "no value for the symbol %s", mge_dim_name(e->syms[i]));
+        if (v < 0)
+            return mge_error_set(err, MGE_ERR_SHAPE, "%s = %lld is negative", mge_dim_name(e->syms[i]), (long long)v);
+        out->sym[out->n] = e->syms[i];
+        out->val[out->n++] = v;
+    }
+    return MGE_OK;
+}
+
+/* The plan for binding b (normalized), from the cache or built (then
+ * cached as most recent, the least recent dropped when full). */
+static mge_status get_plan(mge_exec *e, const mge_binding *b, mge_plan **pp, mge_error *err)
 {
     for (int i = 0; i < e->nplans; i++)
-        if (e->plans[i].batch == batch) {
+        if (memcmp(e->plans[i].bind.val, b->val, sizeof(int64_t) * (size_t)b->n) == 0) {
             mge_plan hit = e->plans[i];
             memmove(&e->plans[1], &e->plans[0], sizeof(mge_plan) * (size_t)i);
             e->plans[0] = hit;
             *pp = &e->plans[0];
+            e->plan_hits++;
             return MGE_OK;
         }
     mge_plan p;
-    mge_status s = build_plan(e, e->run, batch, e->nout, e->outs, &p, err);
+    mge_status s = build_plan(e, e->run, b, e->nout, e->outs, &p, err);
     if (s)
         return s;
-    if (e->nplans == PLAN_CACHE)
+    e->plan_misses++;
+    if (e->nplans == e->plan_cap)
         mge_plan_free(&e->plans[--e->nplans]);
     memmove(&e->plans[1], &e->plans[0], sizeof(mge_plan) * (size_t)e->nplans);
     e->plans[0] = p;
@@ -605,28 +644,49 @@ static mge_status get_plan(mge_exec *e, int64_t batch, mge_plan **pp, mge_error 
     return MGE_OK;
 }
 
-/* The plan for batch, or for the last run's batch (1 before any) when batch <= 0. */
-static mge_status plan_for(mge_exec *e, int64_t batch, mge_plan **pp, mge_error *err)
+/* The plan for b, or for the last run's binding when b is NULL (before any
+ * run: N = 1 and the graph's probe values for other symbols). */
+static mge_status plan_for(mge_exec *e, const mge_binding *b, mge_plan **pp, mge_error *err)
 {
-    if (batch <= 0)
-        batch = e->last_batch >= 0 ? e->last_batch : 1;
-    return get_plan(e, batch, pp, err);
+    mge_binding nb, pb;
+    if (!b) {
+        if (e->ran) {
+            b = &e->last_bind;
+        } else {
+            mge_graph_probe_binding(e->g, &pb);
+            b = &pb;
+        }
+    }
+    mge_status s = bind_norm(e, b, &nb, err);
+    return s ? s : get_plan(e, &nb, pp, err);
 }
 
-mge_status mge_exec_stats(mge_exec *e, int64_t batch, mge_plan_stats *st, mge_error *err)
+void mge_exec_plan_cache(const mge_exec *e, int64_t *hits, int64_t *misses, int *cached, int *cap)
+{
+    if (hits)
+        *hits = e->plan_hits;
+    if (misses)
+        *misses = e->plan_misses;
+    if (cached)
+        *cached = e->nplans;
+    if (cap)
+        *cap = e->plan_cap;
+}
+
+mge_status mge_exec_stats(mge_exec *e, const mge_binding *b, mge_plan_stats *st, mge_error *err)
 {
     mge_plan *p;
-    mge_status s = plan_for(e, batch, &p, err);
+    mge_status s = plan_for(e, b, &p, err);
     if (s)
         return s;
     *st = p->st;
     return MGE_OK;
 }
 
-mge_status mge_exec_live_bytes(mge_exec *e, int64_t batch, size_t *live, mge_error *err)
+mge_status mge_exec_live_bytes(mge_exec *e, const mge_binding *b, size_t *live, mge_error *err)
 {
     mge_plan *p;
-    mge_status s = plan_for(e, batch, &p, err);
+    mge_status s = plan_for(e, b, &p, err);
     if (s)
         return s;
     return mge_plan_live(e->g, e->run, e->nout, e->outs, p, live, err);
@@ -653,7 +713,7 @@ mge_status mge_exec_device_stats(mge_exec *e, mge_devstats *st, size_t *arena, s
         *persistent = e->dc->persistent;
     if (arena || lower_bound) {
         mge_plan *p;
-        mge_status s = plan_for(e, -1, &p, err);
+        mge_status s = plan_for(e, NULL, &p, err);
         if (s)
             return s;
         if (arena)
@@ -697,13 +757,18 @@ mge_status mge_exec_sync_params(mge_exec *e, mge_error *err)
 }
 
 /* ---------------------------------------------------------------- running */
-/* Checks inputs against their templates; the batch is what N stands for
- * (1 when no needed input has N). */
-static mge_status check_inputs(const mge_exec *e, const mge_tensor *const *inputs, int64_t *batch, mge_error *err)
+/* Checks inputs against their templates; the binding gives each symbol
+ * the value its first input has there (in the executor's symbol order). */
+static mge_status check_inputs(const mge_exec *e, const mge_tensor *const *inputs, mge_binding *bind, mge_error *err)
 {
     const mge_graph *g = e->g;
-    int64_t b = -1;
-    int bfrom = -1;
+    int from[MGE_MAX_SYMS];   /* the input each symbol's value came from */
+    bind->n = e->nsyms;
+    for (int i = 0; i < e->nsyms; i++) {
+        bind->sym[i] = e->syms[i];
+        bind->val[i] = -1;
+        from[i] = -1;
+    }
     if (e->nin > 0 && !inputs)
         return mge_error_set(err, MGE_ERR_INVALID, "%d input%s expected, none given", e->nin, e->nin == 1 ? "" : "s");
     for (int i = 0; i < e->nin; i++) {
@@ -718,26 +783,33 @@ static mge_status check_inputs(const mge_exec *e, const mge_tensor *const *input
                                  (int)t->dtype);
         int ok = t->dtype == v->dtype && t->ndim == v->ndim;
         for (int k = 0; ok && k < v->ndim; k++)
-            ok = v->dims[k] == MGE_DIM_N ? t->dims[k] >= 0 : t->dims[k] == v->dims[k];
+            ok = v->dims[k] < 0 ? t->dims[k] >= 0 : t->dims[k] == v->dims[k];
         if (!ok)
             return mge_error_set(err, MGE_ERR_SHAPE, "input '%s': expected %s, got %s", v->name,
                                  mge_shape_str(v->dtype, v->ndim, v->dims, want, sizeof want),
                                  mge_shape_str(t->dtype, t->ndim, t->dims, got, sizeof got));
         for (int k = 0; k < v->ndim; k++) {
-            if (v->dims[k] != MGE_DIM_N)
+            if (v->dims[k] >= 0)
                 continue;
-            if (b < 0) {
-                b = t->dims[k];
-                bfrom = i;
-            } else if (t->dims[k] != b) {
-                if (bfrom == i)
+            int j = 0;
+            while (j < e->nsyms && e->syms[j] != v->dims[k])
+                j++;
+            if (j == e->nsyms)
+                return mge_error_set(err, MGE_ERR_SHAPE, "input '%s': dim %d is not a symbol", v->name, k);
+            if (from[j] < 0) {
+                bind->val[j] = t->dims[k];
+                from[j] = i;
+            } else if (t->dims[k] != bind->val[j]) {
+                const char *sn = mge_dim_name(e->syms[j]);
+                if (from[j] == i)
                     return mge_error_set(err, MGE_ERR_SHAPE,
-                                         "input '%s': expected %s with one batch size N, got %s", v->name,
-                                         mge_shape_str(v->dtype, v->ndim, v->dims, want, sizeof want),
-                                         mge_shape_str(t->dtype, t->ndim, t->dims, got, sizeof got));
-                return mge_error_set(err, MGE_ERR_SHAPE,
-                                     "input '%s': batch %lld does not match batch %lld of input '%s' (got %s)",
-                                     v->name, (long long)t->dims[k], (long long)b, g->values[e->ins[bfrom]].name,
+                                         "input '%s': expected %s with one value of %s, got %s (%s is %lld and %lld)",
+                                         v->name, mge_shape_str(v->dtype, v->ndim, v->dims, want, sizeof want), sn,
+                                         mge_shape_str(t->dtype, t->ndim, t->dims, got, sizeof got), sn,
+                                         (long long)bind->val[j], (long long)t->dims[k]);
+                return mge_error_set(err, MGE_ERR_SHAPE, "%s is %lld from %s but %lld from %s (got %s)", sn,
+                                     (long long)bind->val[j], g->values[e->ins[from[j]]].name,
+                                     (long long)t->dims[k], v->name,
                                      mge_shape_str(t->dtype, t->ndim, t->dims, got, sizeof got));
             }
         }
@@ -752,7 +824,10 @@ static mge_status check_inputs(const mge_exec *e, const mge_tensor *const *input
                                  mge_shape_str(t->dtype, t->ndim, t->dims, got, sizeof got),
                                  t->data ? t->nbytes : (size_t)0, nbytes);
     }
-    *batch = b >= 0 ? b : 1;
+    /* symbols only unneeded inputs carry: N defaults to 1 as before */
+    for (int i = 0; i < e->nsyms; i++)
+        if (from[i] < 0)
+            bind->val[i] = 1;
     return MGE_OK;
 }
 
@@ -955,7 +1030,9 @@ static mge_status preprocess(mge_exec *e, mge_error *err)
             }
         }
     }
-    if ((s = build_plan(e, e->pre, 1, nf, front, &pp, err)))
+    mge_binding pb;   /* any binding: these nodes read no input */
+    mge_graph_probe_binding(e->g, &pb);
+    if ((s = build_plan(e, e->pre, &pb, nf, front, &pp, err)))
         goto out;
     built = 1;
     size_t pre_cap[2] = {0, 0};   /* drops what an earlier, failed attempt left */
@@ -1063,16 +1140,17 @@ static mge_status run_all(mge_exec *e, mge_plan *p, mge_error *err)
 
 mge_status mge_exec_run(mge_exec *e, const mge_tensor *const *inputs, mge_error *err)
 {
-    int64_t batch = 1;
+    mge_binding b;
     mge_plan *p;
     mge_status s;
     for (int i = 0; i < e->nout; i++)
         e->res[i] = NULL;
-    if ((s = check_inputs(e, inputs, &batch, err)) || (s = get_plan(e, batch, &p, err)))
+    if ((s = check_inputs(e, inputs, &b, err)) || (s = get_plan(e, &b, &p, err)))
         return s;
     if ((s = grow_all(e, p, e->arena, e->arena_cap, err)) || (s = bind(e, p, inputs, err)))
         return s;
-    e->last_batch = batch;
+    e->last_bind = b;
+    e->ran = 1;
     if (e->hif->begin)
         e->hif->begin(e->host);
     if (e->dc && e->dc->be->begin)

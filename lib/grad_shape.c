@@ -68,9 +68,9 @@ mge_status mge_shape_grad(mge_graph *g, int node, const int *dy, const char *wan
         for (int k = 0; k < nin; k++) {
             int64_t len = g->values[in[k]].dims[ax];
             /* slice bounds are numbers: a batch-sized piece has none */
-            if (len == MGE_DIM_N)
+            if (len < 0)
                 return mge_error_set(err, MGE_ERR_UNSUPPORTED,
-                                     "%s: no gradient for concat along the batch dimension", base);
+                                     "%s: no gradient for concat along a symbolic dimension", base);
             if (want[k]) {
                 mge_attr sa[4];
                 memset(sa, 0, sizeof sa);

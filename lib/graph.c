@@ -1,16 +1,9 @@
-/* graph.c — building, querying and validating the graph IR.
- *
- * Shapes: ops infer concrete shapes only. A template shape with the symbolic
- * batch N is found by inferring at two batch sizes: a dim that equals the
- * batch both times is N, one that stays fixed is a number, anything else
- * (a dim of 2N, say) is refused. */
+/* graph.c — building, querying and validating the graph IR (template
+ * shapes: lib/graph_shapes.c). */
 #include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-#define PROBE_B1 5
-#define PROBE_B2 7
 
 /* ---------------------------------------------------------------- name hash */
 
@@ -160,6 +153,7 @@ void mge_graph_free(mge_graph *g)
         free(((names *)g->names)->nslot);
     }
     free(g->names);
+    mge_graph_probes_free(g);
     if (g->mapping)
         g->mapping->release(g->mapping);
     free(g);
@@ -193,15 +187,19 @@ int mge_graph_add_value(mge_graph *g, const char *name, mge_valkind kind, mge_dt
         return -1;
     }
     for (int i = 0; i < ndim; i++) {
-        if (dims[i] == MGE_DIM_N && kind == MGE_VAL_INPUT)
+        if (dims[i] >= 0 || kind == MGE_VAL_NODE)
             continue;
-        if (dims[i] == MGE_DIM_N && kind == MGE_VAL_NODE)
+        if (kind == MGE_VAL_INPUT && mge_dim_is_symbol(dims[i]))
             continue;
-        if (dims[i] < 0) {
-            mge_error_set(err, MGE_ERR_SHAPE, "'%s': %s", name,
-                          dims[i] == MGE_DIM_N ? "only inputs may have the symbolic batch N" : "negative dimension");
-            return -1;
-        }
+        char db[96];
+        mge_error_set(err, MGE_ERR_SHAPE, "'%s': %s", name,
+                      kind == MGE_VAL_INPUT ? "input dims must be numbers or symbols"
+                      : mge_dim_is_symbol(dims[i]) ? "only inputs may have symbolic dims"
+                                                   : "negative dimension");
+        if (kind != MGE_VAL_INPUT && mge_dim_is_symbol(dims[i]))
+            mge_error_set(err, MGE_ERR_SHAPE, "'%s': only inputs may have symbolic dims (%s)", name,
+                          mge_dim_str(dims[i], db, sizeof db));
+        return -1;
     }
     if (g->nvalues == g->cap_values) {
         int cap = g->cap_values ? g->cap_values * 2 : 64;
@@ -243,67 +241,6 @@ int mge_graph_add_value(mge_graph *g, const char *name, mge_valkind kind, mge_dt
         g->inputs[g->ninputs++] = idx;
     }
     return idx;
-}
-
-/* ---------------------------------------------------------------- shapes */
-
-static void concrete(const mge_value *v, int64_t batch, mge_tdesc *d)
-{
-    d->dtype = v->dtype;
-    d->ndim = v->ndim;
-    for (int i = 0; i < v->ndim; i++)
-        d->dims[i] = v->dims[i] == MGE_DIM_N ? batch : v->dims[i];
-}
-
-/* Infers node outputs' template shapes into out[] from the graph's values. */
-static mge_status infer_template(const mge_graph *g, const mge_node *n, mge_tdesc *out, mge_error *err)
-{
-    mge_tdesc in1[64], in2[64], o1[4], o2[4];
-    mge_infer_fn fn = mge_op_infer_fn(n->op);
-    if (n->nin > 64 || n->nout > 4)
-        return mge_error_set(err, MGE_ERR_INVALID, "too many inputs or outputs");
-    int sym = 0;
-    for (int i = 0; i < n->nin; i++) {
-        const mge_value *v = &g->values[n->in[i]];
-        concrete(v, PROBE_B1, &in1[i]);
-        concrete(v, PROBE_B2, &in2[i]);
-        for (int k = 0; k < v->ndim; k++)
-            sym |= v->dims[k] == MGE_DIM_N;
-    }
-    mge_status s = fn(n, in1, o1, err);
-    if (s) {
-        if (sym) {
-            /* say it at batch 1: a message about the probe batch would puzzle */
-            for (int i = 0; i < n->nin; i++)
-                concrete(&g->values[n->in[i]], 1, &in2[i]);
-            mge_error e1;
-            if (fn(n, in2, o2, &e1))
-                return mge_error_set(err, e1.code, "%s", e1.msg);
-        }
-        return s;
-    }
-    if (!sym) {
-        memcpy(out, o1, sizeof(mge_tdesc) * (size_t)n->nout);
-        return MGE_OK;
-    }
-    mge_error e2;
-    if (fn(n, in2, o2, &e2)) /* fails at one batch only: report the first probe's view */
-        return mge_error_set(err, e2.code, "%s", e2.msg);
-    for (int o = 0; o < n->nout; o++) {
-        out[o] = o1[o];
-        if (o1[o].ndim != o2[o].ndim)
-            return mge_error_set(err, MGE_ERR_SHAPE, "output rank depends on the batch size");
-        for (int k = 0; k < o1[o].ndim; k++) {
-            if (o1[o].dims[k] == o2[o].dims[k])
-                continue;
-            if (o1[o].dims[k] == PROBE_B1 && o2[o].dims[k] == PROBE_B2)
-                out[o].dims[k] = MGE_DIM_N;
-            else
-                return mge_error_set(err, MGE_ERR_SHAPE,
-                                     "output dimension %d depends on the batch in a way other than N", k);
-        }
-    }
-    return MGE_OK;
 }
 
 int mge_graph_add_node(mge_graph *g, const char *name, int op, int nin, const int *in, int nattr,
@@ -354,8 +291,8 @@ int mge_graph_add_node(mge_graph *g, const char *name, int op, int nin, const in
     memcpy(n.in, in, sizeof(int) * (size_t)nin);
     if (mge_attrs_complete(op, nattr, attrs, n.attrs, &n.nattr, err))
         goto fail;
-    mge_tdesc od[4];
-    if (infer_template(g, &n, od, err))
+    mge_tdesc od[4], *pend = NULL;
+    if (mge_graph_infer_node(g, &n, od, &pend, err))
         goto fail;
     if (g->nnodes == g->cap_nodes) {
         int cap = g->cap_nodes ? g->cap_nodes * 2 : 64;
@@ -369,13 +306,19 @@ int mge_graph_add_node(mge_graph *g, const char *name, int op, int nin, const in
     }
     for (int o = 0; o < nout; o++) {
         int v = mge_graph_add_value(g, outnames[o], MGE_VAL_NODE, od[o].dtype, od[o].ndim, od[o].dims, err);
-        if (v < 0)
+        if (v < 0) {
+            free(pend);
             goto fail; /* values added before stay as orphans; only on OOM/bad names */
+        }
         g->values[v].producer = g->nnodes;
         g->values[v].out_index = o;
         n.out[o] = v;
     }
     g->nodes[g->nnodes] = n;
+    if (mge_graph_probes_commit(g, &g->nodes[g->nnodes], pend)) {
+        mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+        return -1;
+    }
     return g->nnodes++;
 fail:
     free(n.attrs);
@@ -393,13 +336,25 @@ mge_status mge_graph_layer_params(mge_graph *g, const char *node, int op, int x,
         return mge_error_set(err, MGE_ERR_INVALID, "%s creates no parameters", mge_op_info(op)->name);
     if (x < 0 || x >= g->nvalues)
         return mge_error_set(err, MGE_ERR_INVALID, "bad input value");
-    mge_tdesc xd;
-    concrete(&g->values[x], PROBE_B1, &xd);
-    mge_param_spec specs[8];
-    int ns = 0;
-    mge_status s = fn(op, nattr, attrs, &xd, specs, &ns, err);
-    if (s)
+    mge_tdesc xd, xd2;
+    mge_param_spec specs[8], specs2[8];
+    int ns = 0, ns2 = 0;
+    mge_status s;
+    if ((s = mge_graph_probe_desc(g, x, 0, &xd, err)))
         return s;
+    if ((s = fn(op, nattr, attrs, &xd, specs, &ns, err))) {
+        /* say it at N = 1: a message about a probe size would puzzle */
+        if (!mge_graph_friendly_desc(g, x, &xd, NULL))
+            fn(op, nattr, attrs, &xd, specs, &ns, err);
+        return s;
+    }
+    /* parameters are fixed: their shapes must not follow a symbol */
+    if (!mge_graph_probe_desc(g, x, 1, &xd2, NULL) && !fn(op, nattr, attrs, &xd2, specs2, &ns2, NULL))
+        for (int i = 0; i < ns && i < ns2; i++)
+            if (specs[i].ndim != specs2[i].ndim ||
+                memcmp(specs[i].dims, specs2[i].dims, sizeof(int64_t) * (size_t)specs[i].ndim) != 0)
+                return mge_error_set(err, MGE_ERR_SHAPE, "%s.%s: the parameter's shape would depend on a symbolic dim of the input",
+                                     node, specs[i].suffix);
     for (int i = 0; i < ns; i++) {
         char nm[512];
         if ((size_t)snprintf(nm, sizeof nm, "%s.%s", node, specs[i].suffix) >= sizeof nm)
@@ -493,74 +448,6 @@ double mge_node_float(const mge_node *n, int key, double def)
 }
 
 /* ---------------------------------------------------------------- whole-graph */
-
-mge_status mge_graph_infer(mge_graph *g, mge_error *err)
-{
-    for (int i = 0; i < g->nnodes; i++) {
-        mge_node *n = &g->nodes[i];
-        mge_tdesc od[4];
-        mge_status s = infer_template(g, n, od, err);
-        if (s) {
-            mge_error_prefix(err, "%s", n->name);
-            return s;
-        }
-        for (int o = 0; o < n->nout; o++) {
-            mge_value *v = &g->values[n->out[o]];
-            v->dtype = od[o].dtype;
-            v->ndim = od[o].ndim;
-            memcpy(v->dims, od[o].dims, sizeof v->dims);
-        }
-    }
-    return MGE_OK;
-}
-
-mge_status mge_graph_shapes(const mge_graph *g, int64_t batch, int *ndims, int64_t *dims, mge_error *err)
-{
-    for (int v = 0; v < g->nvalues; v++) {
-        const mge_value *val = &g->values[v];
-        if (val->kind == MGE_VAL_NODE)
-            continue;
-        ndims[v] = val->ndim;
-        for (int k = 0; k < val->ndim; k++)
-            dims[v * MGE_MAX_DIMS + k] = val->dims[k] == MGE_DIM_N ? batch : val->dims[k];
-    }
-    for (int i = 0; i < g->nnodes; i++) {
-        const mge_node *n = &g->nodes[i];
-        mge_tdesc in[64], od[4];
-        if (n->nin > 64 || n->nout > 4)
-            return mge_error_set(err, MGE_ERR_INVALID, "%s: too many inputs", n->name);
-        for (int k = 0; k < n->nin; k++) {
-            int v = n->in[k];
-            in[k].dtype = g->values[v].dtype;
-            in[k].ndim = ndims[v];
-            memcpy(in[k].dims, &dims[v * MGE_MAX_DIMS], sizeof in[k].dims);
-        }
-        mge_status s = mge_op_infer_fn(n->op)(n, in, od, err);
-        if (s) {
-            mge_error_prefix(err, "%s", n->name);
-            return s;
-        }
-        for (int o = 0; o < n->nout; o++) {
-            int v = n->out[o];
-            ndims[v] = od[o].ndim;
-            memcpy(&dims[v * MGE_MAX_DIMS], od[o].dims, sizeof od[o].dims);
-        }
-    }
-    return MGE_OK;
-}
-
-double mge_graph_node_flops(const mge_graph *g, int node, int64_t batch)
-{
-    const mge_node *n = &g->nodes[node];
-    mge_tdesc in[64], od[4];
-    if (n->nin > 64 || n->nout > 4)
-        return 0;
-    for (int k = 0; k < n->nin; k++)
-        concrete(&g->values[n->in[k]], batch, &in[k]);
-    for (int o = 0; o < n->nout; o++)
-        concrete(&g->values[n->out[o]], batch, &od[o]);
-    return mge_op_flops_fn(n->op)(n, in, od);
-}
 
 mge_status mge_graph_validate(const mge_graph *g, mge_error *err)
 {

@@ -6,17 +6,24 @@
 #include "mge.h"
 #include "kshared.h"
 
-/* A dtype and a concrete (or template) shape. */
+/* A dtype and a concrete (or template) shape; for small tensors whose
+ * values are known when planning (consts, shapes, what ops compute from
+ * them), known = 1 and val holds the elements (integers are exact). Ops
+ * that take a shape or bounds as an input read them from val; ops that
+ * compute such tensors fill val. Callers zero outputs before infer. */
+#define MGE_TDESC_NVAL 16
 typedef struct mge_tdesc {
     mge_dtype dtype;
     int ndim;
     int64_t dims[MGE_MAX_DIMS];
+    int known;
+    double val[MGE_TDESC_NVAL];
 } mge_tdesc;
 
 /* ---------------------------------------------------------------- op families
  * Each lib/op_<family>.c defines, for all ops of its family:
- *   infer:  output dtypes/shapes from inputs (concrete shapes; the graph finds
- *           the symbolic batch by inferring at two batch sizes),
+ *   infer:  output dtypes/shapes from inputs (concrete shapes; the graph fits
+ *           symbolic templates from probes, lib/graph_shapes.c),
  *   flops:  floating-point operations (a multiply-add counts 2),
  *   params: for MGE_OPF_LAYER ops, the parameters to create, given x.
  */
@@ -118,6 +125,22 @@ int mge_grad_attrs(const mge_node *n, int target_op, mge_attr *out);
 
 mge_infer_fn mge_op_infer_fn(int op);
 mge_flops_fn mge_op_flops_fn(int op);
+
+/* lib/graph_shapes.c: the template of node n (not yet in g) into out[] and
+ * its outputs' probe descs into *pend, which mge_graph_probes_commit stores
+ * (and frees) once n is in g with its outputs. */
+mge_status mge_graph_infer_node(mge_graph *g, const mge_node *n, mge_tdesc *out, mge_tdesc **pend, mge_error *err);
+mge_status mge_graph_probes_commit(mge_graph *g, const mge_node *n, mge_tdesc *pend);
+void mge_graph_probes_free(mge_graph *g);
+/* Value v's concrete desc at probe p (0..4) of the graph's probe bindings. */
+mge_status mge_graph_probe_desc(mge_graph *g, int v, int p, mge_tdesc *d, mge_error *err);
+/* A binding of all the graph's symbols for planning without a run (N = 1). */
+void mge_graph_probe_binding(const mge_graph *g, mge_binding *b);
+/* Value v's desc at that binding (for messages: O(graph)). */
+mge_status mge_graph_friendly_desc(mge_graph *g, int v, mge_tdesc *d, mge_error *err);
+/* lib/symdim.c: the expression over cand[] (values cv[j * np + p]) that
+ * gives y[p] at every probe p, or MGE_DIM_DYN. */
+int64_t mge_dim_fit(int np, const int64_t *y, int ncand, const int64_t *cand, const int64_t *cv);
 mge_params_fn mge_op_params_fn(int op);   /* NULL for non-layer ops */
 
 /* Attribute lookup in a raw list (before a node exists). */
@@ -255,7 +278,7 @@ void mge_blas_set_threads(int n);
 
 /* One planned buffer per value of a scheduled (sub)graph. */
 typedef struct mge_plan {
-    int64_t batch;
+    mge_binding bind;
     int nvalues;
     int *ndims;              /* per value */
     int64_t *dims;           /* per value, MGE_MAX_DIMS each */
@@ -274,7 +297,7 @@ typedef struct mge_plan {
  * any other value; inputs, params, state and consts are not. vdev (per
  * value, NULL: all on the host) says which device's arena holds a value:
  * one arena per device, planned alike. */
-mge_status mge_plan_build(const mge_graph *g, const char *need, int64_t batch, int nout, const int *outs,
+mge_status mge_plan_build(const mge_graph *g, const char *need, const mge_binding *b, int nout, const int *outs,
                           const mge_backend *be, int threads, const signed char *vdev, mge_plan *p,
                           mge_error *err);
 void mge_plan_free(mge_plan *p);

@@ -17,8 +17,24 @@ extern "C" {
 
 #define MGE_VERSION_STRING "0.1.0"
 #define MGE_MAX_DIMS 8
-/* In template shapes (graph values), the symbolic batch dimension N. */
+/* Template dims (graph values): d >= 0 is a number; d < 0 names a symbol
+ * or an expression over symbols in a process-wide table (mge_dim_*), so
+ * dims copy between graphs as plain integers. MGE_DIM_N is the symbol N
+ * (the batch); MGE_DIM_DYN is a dim known only at plan time, computed by
+ * the ops from the binding. Inputs may use numbers and bare symbols. */
 #define MGE_DIM_N (-1)
+#define MGE_DIM_DYN (-2)
+#define MGE_MAX_SYMS 16
+
+/* A shape binding: a value for each symbol (sym[i] a symbol's dim code). */
+typedef struct mge_binding {
+    int n;
+    int64_t sym[MGE_MAX_SYMS];
+    int64_t val[MGE_MAX_SYMS];
+} mge_binding;
+/* The one-call path for batch-only graphs: a pointer to the binding {N = b}
+ * (a C99 compound literal, valid in the enclosing block). */
+#define MGE_BATCH(b) (&(mge_binding){1, {MGE_DIM_N}, {(b)}})
 
 /* ---------------------------------------------------------------- status */
 
@@ -220,6 +236,30 @@ mge_attr_type mge_key_type(int key);
 int mge_key_lookup(const char *name, size_t n); /* key id or -1 */
 const char *mge_attr_op_name(int64_t op);      /* an OPS attribute's entry: op name, "none" for -1 */
 
+/* ---------------------------------------------------------------- symbolic dims */
+
+/* The code of the symbol name[0..n) (letters, digits, '_'; not starting
+ * with a digit), made on first use. */
+mge_status mge_dim_symbol(const char *name, size_t n, int64_t *code, mge_error *err);
+int mge_dim_is_symbol(int64_t code);
+const char *mge_dim_name(int64_t code);            /* a symbol's name, else NULL */
+/* "224", "N", "(H+1)/2", "2*S", "?" (MGE_DIM_DYN) into b; returns b. */
+char *mge_dim_str(int64_t code, char *b, size_t n);
+/* The symbols code depends on (with repeats), up to max; returns the count. */
+int mge_dim_symbols(int64_t code, int64_t *syms, int max);
+/* The value of code under b: fails naming a symbol b lacks, on
+ * MGE_DIM_DYN, and when the value overflows int64. */
+mge_status mge_dim_eval(int64_t code, const mge_binding *b, int64_t *out, mge_error *err);
+/* Expression builders (constants fold; MGE_DIM_DYN when the table is full). */
+int64_t mge_dim_add(int64_t a, int64_t b);
+int64_t mge_dim_mul(int64_t a, int64_t b);
+int64_t mge_dim_div(int64_t a, int64_t d);         /* floor(a / d), d >= 1 */
+
+int mge_binding_get(const mge_binding *b, int64_t sym, int64_t *v);   /* 1 when bound */
+mge_status mge_binding_set(mge_binding *b, int64_t sym, int64_t v, mge_error *err);
+int mge_binding_equal(const mge_binding *a, const mge_binding *b);   /* same symbols, same values */
+char *mge_binding_str(const mge_binding *b, char *buf, size_t n);    /* "N=1,H=224" */
+
 /* ---------------------------------------------------------------- graph IR */
 
 typedef enum mge_valkind {
@@ -278,6 +318,7 @@ typedef struct mge_graph {
     mge_meta *meta;
     void *names;                 /* name -> value index hash (private) */
     struct mge_hostbuf *mapping; /* the host buffer (an mmapped .mge) the tensors may point into, owned */
+    void *probes;                /* template inference's probe shapes (private, rebuilt on demand) */
 } mge_graph;
 
 mge_graph *mge_graph_new(void);
@@ -312,11 +353,15 @@ double mge_node_float(const mge_node *n, int key, double def);
 
 /* Re-infers every node output's dtype and template shape (after edits). */
 mge_status mge_graph_infer(mge_graph *g, mge_error *err);
-/* Concrete shapes for batch size `batch`: dims[v] for every value (ndims, dims
- * of value v at [v*MGE_MAX_DIMS]). Caller frees with free(). */
-mge_status mge_graph_shapes(const mge_graph *g, int64_t batch, int *ndims, int64_t *dims, mge_error *err);
-/* FLOPs (multiply-add = 2) of node i at batch `batch`. */
-double mge_graph_node_flops(const mge_graph *g, int node, int64_t batch);
+/* Concrete shapes under binding b (MGE_BATCH(n) for batch-only graphs):
+ * ndims[v], dims[v*MGE_MAX_DIMS ..] for every value, every node inferred
+ * at b. Fails naming a symbol b lacks, or the node whose shapes do not fit. */
+mge_status mge_graph_shapes(const mge_graph *g, const mge_binding *b, int *ndims, int64_t *dims, mge_error *err);
+/* FLOPs (multiply-add = 2) of node i with the shapes of mge_graph_shapes. */
+double mge_graph_node_flops(const mge_graph *g, int node, const int *ndims, const int64_t *dims);
+/* The distinct symbols of the graph's inputs in declaration order, up to
+ * max; returns how many there are. */
+int mge_graph_symbols(const mge_graph *g, int64_t *syms, int max);
 /* Validates the whole graph (kinds, references, order, schema). */
 mge_status mge_graph_validate(const mge_graph *g, mge_error *err);
 /* Fills params/state that have no data from their init spec, deterministically from seed. */
@@ -336,7 +381,7 @@ void mge_graph_param_stats(const mge_graph *g, int64_t *count, int64_t *bytes);
 /* ---------------------------------------------------------------- formats */
 
 /* .mge container (man/man5/mge-format.5). */
-#define MGE_FORMAT_VERSION 1
+#define MGE_FORMAT_VERSION 2   /* the newest this build reads; it writes 1 unless symbols beyond N need 2 */
 typedef struct mge_write_opts {
     int compress;       /* zlib-compress tensor data */
     int no_state;       /* drop optimizer/training state values marked as such */
@@ -414,6 +459,8 @@ typedef struct mge_exec_opts {
                                 (mge_exec_graph shows them). Params, state and consts the device
                                 reads are uploaded at the first run; a caller that changes one
                                 afterwards calls mge_exec_mark_changed. */
+    int plan_cache;          /* plans kept, one per shape binding, least recently used dropped
+                                first: 0 = 16, at most 4096 */
 } mge_exec_opts;
 
 mge_status mge_exec_create(const mge_graph *g, const mge_exec_opts *o, mge_exec **out, mge_error *err);
@@ -423,14 +470,19 @@ int mge_exec_ninputs(const mge_exec *e);
 int mge_exec_input(const mge_exec *e, int i);      /* value index */
 int mge_exec_noutputs(const mge_exec *e);
 int mge_exec_output(const mge_exec *e, int i);     /* value index */
-/* Runs one step. inputs[i] matches mge_exec_input(e, i) in dtype and shape
- * (the batch may vary between calls; plans are cached per batch). Shape or
- * dtype errors name the input, what was expected and what came. */
+/* Runs one step. inputs[i] matches mge_exec_input(e, i) in dtype and shape;
+ * symbolic dims take any value, the same for a symbol everywhere (the
+ * binding may change between calls; plans are cached per binding). Shape
+ * or dtype errors name the input, what was expected and what came, and a
+ * symbol bound two ways names both inputs and values. */
 mge_status mge_exec_run(mge_exec *e, const mge_tensor *const *inputs, mge_error *err);
 /* Output i of the last run (valid until the next run or free). */
 const mge_tensor *mge_exec_result(const mge_exec *e, int i);
-/* Plan figures for the last run's batch (or batch 1 before any run). */
-mge_status mge_exec_stats(mge_exec *e, int64_t batch, mge_plan_stats *st, mge_error *err);
+/* Plan figures at binding b (NULL: the last run's; before any run, N = 1).
+ * Symbols b lacks are an error. Builds (and caches) the plan if needed. */
+mge_status mge_exec_stats(mge_exec *e, const mge_binding *b, mge_plan_stats *st, mge_error *err);
+/* The plan cache: lookups that found a plan, plans built, plans held, bound. */
+void mge_exec_plan_cache(const mge_exec *e, int64_t *hits, int64_t *misses, int *cached, int *cap);
 
 /* The graph the executor runs: the caller's graph on the cpu; on another
  * device a placed copy of the needed nodes with copy nodes between devices
@@ -494,14 +546,14 @@ void mge_exec_set_hook(mge_exec *e, mge_exec_hook fn, void *ud);
 typedef void (*mge_exec_task_hook)(void *ud, int thread, int phase);
 void mge_exec_set_task_hook(mge_exec *e, mge_exec_task_hook fn, void *ud);
 /* Arena occupancy: live[i] gets the planned arena bytes (64-byte aligned
- * buffers, as mge_plan_stats counts them) live while node i runs at batch,
- * its inputs and outputs included; 0 for nodes the executor does not run.
- * live has one entry per graph node. The largest entry equals the plan's
- * lower_bound. batch <= 0: the last run's batch. */
-mge_status mge_exec_live_bytes(mge_exec *e, int64_t batch, size_t *live, mge_error *err);
+ * buffers, as mge_plan_stats counts them) live while node i runs at
+ * binding b, its inputs and outputs included; 0 for nodes the executor
+ * does not run. live has one entry per graph node. The largest entry
+ * equals the plan's lower_bound. b NULL: the last run's binding. */
+mge_status mge_exec_live_bytes(mge_exec *e, const mge_binding *b, size_t *live, mge_error *err);
 
-/* Planning alone, for mge-dump: the plan of the graph's needed nodes at batch. */
-mge_status mge_plan_graph(const mge_graph *g, int64_t batch, int nout, const int *outs,
+/* Planning alone, for mge-dump: the plan of the graph's needed nodes at b. */
+mge_status mge_plan_graph(const mge_graph *g, const mge_binding *b, int nout, const int *outs,
                           mge_plan_stats *st, mge_error *err);
 
 /* ---------------------------------------------------------------- autodiff */
@@ -865,8 +917,8 @@ mge_status mge_trainer_step(mge_trainer *t, const mge_tensor *const *batch, doub
 int64_t mge_trainer_good_step(const mge_trainer *t);
 /* Forward only in eval mode (dropout off, batchnorm running statistics). */
 mge_status mge_trainer_eval(mge_trainer *t, const mge_tensor *const *batch, mge_train_result *r, mge_error *err);
-/* Plan figures of the training step at batch (arena against its lower bound). */
-mge_status mge_trainer_stats(mge_trainer *t, int64_t batch, mge_plan_stats *st, mge_error *err);
+/* Plan figures of the training step at binding b (arena against its lower bound). */
+mge_status mge_trainer_stats(mge_trainer *t, const mge_binding *b, mge_plan_stats *st, mge_error *err);
 /* Per-node hook on the training-mode executor (profilers): node indices
  * refer to mge_trainer_graph(t). */
 void mge_trainer_set_hook(mge_trainer *t, mge_exec_hook fn, void *ud);

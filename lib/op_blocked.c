@@ -85,7 +85,7 @@ static mge_status conv_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *
     char e[128];
     if (G == 1) {
         int64_t wd[6] = {Ob, Cb, k[0], k[1], ci, c};
-        mge_tdesc t = {MGE_F32, 6, {0}};
+        mge_tdesc t = {MGE_F32, 6, {0}, 0, {0}};
         memcpy(t.dims, wd, sizeof wd);
         if (!same_shape(w, &t)) {
             snprintf(e, sizeof e, "f32[%lld,%lld,%lld,%lld,%lld,%lld]", (long long)Ob, (long long)Cb, (long long)k[0],
@@ -98,7 +98,7 @@ static mge_status conv_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *
                                  "conv2d_nchwc: groups=%lld: expected 1 or depthwise (groups = out = channels, "
                                  "%lld blocks of %lld)",
                                  (long long)G, (long long)Cb, (long long)c);
-        mge_tdesc t = {MGE_F32, 4, {Ob, k[0], k[1], c}};
+        mge_tdesc t = {MGE_F32, 4, {Ob, k[0], k[1], c}, 0, {0}};
         if (!same_shape(w, &t)) {
             snprintf(e, sizeof e, "f32[%lld,%lld,%lld,%lld]", (long long)Ob, (long long)k[0], (long long)k[1],
                      (long long)c);
@@ -106,7 +106,7 @@ static mge_status conv_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *
         }
     }
     if (bias) {
-        mge_tdesc t = {MGE_F32, 1, {O}};
+        mge_tdesc t = {MGE_F32, 1, {O}, 0, {0}};
         if (!same_shape(&in[2], &t)) {
             snprintf(e, sizeof e, "f32[%lld]", (long long)O);
             return shape_err(n, "bias", &in[2], e, err);

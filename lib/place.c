@@ -205,7 +205,9 @@ mge_status mge_place(const mge_graph *src, const char *need, int nout, const int
         goto out;
     }
     p->nsrc = nv;
-    if ((s = mge_graph_shapes(src, 1, ndims, dims, err)))
+    mge_binding pb;
+    mge_graph_probe_binding(src, &pb);
+    if ((s = mge_graph_shapes(src, &pb, ndims, dims, err)))
         goto out;
     /* the nodes' devices, in order (views follow their input) */
     for (int v = 0; v < nv; v++) {
@@ -223,6 +225,8 @@ mge_status mge_place(const mge_graph *src, const char *need, int nout, const int
         if (!need[i] || (mge_op_info(n->op)->flags & MGE_OPF_ALIAS) || n->nin > 64 || n->nout > 4)
             continue;
         mge_tdesc in[64], od[4];
+        memset(in, 0, sizeof(mge_tdesc) * (size_t)n->nin);
+        memset(od, 0, sizeof od);
         for (int k = 0; k < n->nin; k++) {
             in[k].dtype = src->values[n->in[k]].dtype;
             in[k].ndim = ndims[n->in[k]];

@@ -482,14 +482,14 @@ static size_t node_ws(const mge_graph *g, const mge_node *n, const mge_plan *p, 
     return k->ws(n, pin, pout, threads < 1 ? 1 : threads);
 }
 
-mge_status mge_plan_build(const mge_graph *g, const char *need, int64_t batch, int nout, const int *outs,
+mge_status mge_plan_build(const mge_graph *g, const char *need, const mge_binding *bind, int nout, const int *outs,
                           const mge_backend *be, int threads, const signed char *vdev, mge_plan *p, mge_error *err)
 {
     const int nv = g->nvalues, nn = g->nnodes;
     const size_t nva = (size_t)(nv ? nv : 1), nna = (size_t)(nn ? nn : 1);
     mge_status s = MGE_OK;
     memset(p, 0, sizeof *p);
-    p->batch = batch;
+    p->bind = *bind;
     p->nvalues = nv;
     p->ndims = calloc(nva, sizeof *p->ndims);
     p->dims = calloc(nva * MGE_MAX_DIMS, sizeof *p->dims);
@@ -507,7 +507,7 @@ mge_status mge_plan_build(const mge_graph *g, const char *need, int64_t batch, i
         s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
         goto out;
     }
-    if ((s = mge_graph_shapes(g, batch, p->ndims, p->dims, err)))
+    if ((s = mge_graph_shapes(g, bind, p->ndims, p->dims, err)))
         goto out;
     for (int v = 0; v < nv; v++) {
         if ((s = mge_shape_numel(p->ndims[v], &p->dims[(size_t)v * MGE_MAX_DIMS], g->values[v].dtype, NULL,
@@ -599,8 +599,9 @@ mge_status mge_plan_build(const mge_graph *g, const char *need, int64_t batch, i
             if ((vdev ? vdev[b[k].root] : 0) != d)
                 continue;
             if (b[k].size > (size_t)INT64_MAX - total) {
-                s = mge_error_set(err, MGE_ERR_SHAPE, "batch %lld: buffers beyond the address space",
-                                  (long long)batch);
+                char bs[256];
+                s = mge_error_set(err, MGE_ERR_SHAPE, "%s: buffers beyond the address space",
+                                  mge_binding_str(bind, bs, sizeof bs));
                 goto out;
             }
             live[b[k].start] += (int64_t)b[k].size;
@@ -644,7 +645,7 @@ out:
     return s;
 }
 
-mge_status mge_plan_graph(const mge_graph *g, int64_t batch, int nout, const int *outs, mge_plan_stats *st,
+mge_status mge_plan_graph(const mge_graph *g, const mge_binding *b, int nout, const int *outs, mge_plan_stats *st,
                           mge_error *err)
 {
     if (nout <= 0) {
@@ -659,7 +660,7 @@ mge_status mge_plan_graph(const mge_graph *g, int64_t batch, int nout, const int
         return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
     mge_graph_needed(g, nout, outs, need, NULL);
     mge_plan p;
-    mge_status s = mge_plan_build(g, need, batch, nout, outs, mge_backend_cpu(), 1, NULL, &p, err);
+    mge_status s = mge_plan_build(g, need, b, nout, outs, mge_backend_cpu(), 1, NULL, &p, err);
     free(need);
     if (s)
         return s;

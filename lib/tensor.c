@@ -153,10 +153,8 @@ char *mge_shape_str(mge_dtype dt, int ndim, const int64_t *dims, char *buf, size
 {
     size_t k = (size_t)snprintf(buf, n, "%s[", mge_dtype_name(dt));
     for (int i = 0; i < ndim && k < n; i++) {
-        if (dims[i] == MGE_DIM_N)
-            k += (size_t)snprintf(buf + k, n - k, "%sN", i ? "," : "");
-        else
-            k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? "," : "", (long long)dims[i]);
+        char d[96];
+        k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? "," : "", mge_dim_str(dims[i], d, sizeof d));
     }
     if (k < n)
         snprintf(buf + k, n - k, "]");

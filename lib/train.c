@@ -497,9 +497,9 @@ mge_status mge_trainer_eval(mge_trainer *t, const mge_tensor *const *batch, mge_
     return collect(t, t->eval, t->ev_logits, batch, r, err);
 }
 
-mge_status mge_trainer_stats(mge_trainer *t, int64_t batch, mge_plan_stats *st, mge_error *err)
+mge_status mge_trainer_stats(mge_trainer *t, const mge_binding *b, mge_plan_stats *st, mge_error *err)
 {
-    return mge_exec_stats(t->train, batch, st, err);
+    return mge_exec_stats(t->train, b, st, err);
 }
 
 mge_status mge_trainer_export(const mge_trainer *t, const mge_graph *model, int with_opt, mge_graph **out,

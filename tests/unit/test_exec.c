@@ -117,9 +117,9 @@ static void test_mlp_batches(void)
             mge_tensor_free(&x);
         }
         mge_plan_stats s1, s5, s0;
-        CHECK_OK(mge_exec_stats(e, 1, &s1, &err), err);
-        CHECK_OK(mge_exec_stats(e, 5, &s5, &err), err);
-        CHECK_OK(mge_exec_stats(e, 0, &s0, &err), err); /* the last run's batch: 1 */
+        CHECK_OK(mge_exec_stats(e, MGE_BATCH(1), &s1, &err), err);
+        CHECK_OK(mge_exec_stats(e, MGE_BATCH(5), &s5, &err), err);
+        CHECK_OK(mge_exec_stats(e, NULL, &s0, &err), err); /* the last run's batch: 1 */
         CHECK(s5.arena_bytes > s1.arena_bytes && s0.arena_bytes == s1.arena_bytes);
         CHECK(s1.ninplace == 1);  /* act over fc1 */
         CHECK(s1.lower_bound <= s1.arena_bytes);
@@ -193,7 +193,7 @@ static void test_input_checks(void)
     const mge_tensor *a4[2] = {&tx, &ty5};
     expect_msg(e, a4, "input 'y': expected f32[N,784], got f32[4,785]");
     const mge_tensor *a5[2] = {&tx, &ty3};
-    expect_msg(e, a5, "input 'y': batch 3 does not match batch 4 of input 'x' (got f32[3,784])");
+    expect_msg(e, a5, "N is 4 from x but 3 from y (got f32[3,784])");
     const mge_tensor *a6[2] = {&tx, NULL};
     expect_msg(e, a6, "input 'y': missing");
     expect_msg(e, NULL, "2 inputs expected, none given");
@@ -209,7 +209,7 @@ static void test_input_checks(void)
     if (r)
         for (int i = 0; i < 4 * 784; i += 97)
             CHECK_NEAR(((float *)r->data)[i], ((float *)tx.data)[i] + ((float *)ty.data)[i], 1e-6);
-    expect_msg(e, a5, "input 'y': batch 3 does not match batch 4 of input 'x' (got f32[3,784])");
+    expect_msg(e, a5, "N is 4 from x but 3 from y (got f32[3,784])");
     mge_tensor_free(&tb), mge_tensor_free(&tx), mge_tensor_free(&ty), mge_tensor_free(&ty3);
     mge_tensor_free(&ty5), mge_tensor_free(&ti), mge_tensor_free(&tr);
     mge_exec_free(e);
@@ -596,7 +596,7 @@ static float *run_naive(const mge_graph *g, int64_t batch, size_t *n)
     int64_t *dims = calloc((size_t)nv * MGE_MAX_DIMS, sizeof *dims);
     mge_tensor *t = calloc((size_t)nv, sizeof *t);
     float *res = NULL;
-    CHECK_OK(mge_graph_shapes(g, batch, ndims, dims, &err), err);
+    CHECK_OK(mge_graph_shapes(g, MGE_BATCH(batch), ndims, dims, &err), err);
     for (int i = 0; i < g->ninputs; i++) {
         int v = g->inputs[i];
         t[v] = make_input(ndims[v], &dims[v * MGE_MAX_DIMS], g->values[v].dtype, i + 7);
@@ -657,7 +657,7 @@ static void test_reuse_equivalence(void)
         if (!nets[k])
             continue;
         mge_plan_stats st;
-        CHECK_OK(mge_plan_graph(nets[k], 2, 0, NULL, &st, &err), err);
+        CHECK_OK(mge_plan_graph(nets[k], MGE_BATCH(2), 0, NULL, &st, &err), err);
         CHECK(st.ninplace > 0 && st.arena_bytes < st.no_reuse_bytes);
         for (int64_t batch = 2; batch <= 3; batch++) {
             size_t n0 = 0, n1 = 0, n2 = 0, n3 = 0;

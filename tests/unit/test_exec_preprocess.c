@@ -107,7 +107,7 @@ static void test_plan(void)
         CHECK_OK(mge_exec_create(g, &o, &e, &err), err);
         if (!e)
             continue;
-        CHECK_OK(mge_exec_stats(e, 3, pre ? &sb : &sa, &err), err);
+        CHECK_OK(mge_exec_stats(e, MGE_BATCH(3), pre ? &sb : &sa, &err), err);
         mge_exec_free(e);
     }
     /* without: w (s in place on it) and y (r in place); with: y alone */

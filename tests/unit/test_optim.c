@@ -711,7 +711,7 @@ static void test_bad_options(void)
         mge_grad_fn fn = mge_op_grad_fn(MGE_OP_SGD);
         CHECK(fn && fn(g, g->values[u].producer, &dy, want, dx, &err) == MGE_ERR_UNSUPPORTED);
         CHECK(strstr(err.msg, "no gradient") != NULL);
-        CHECK(mge_graph_node_flops(g, g->values[u].producer, 1) == 5 * 3);
+        CHECK(unit_flops(g, g->values[u].producer, 1) == 5 * 3);
     }
     /* a hyper never set (step 0) fails at run time, pointing at set_hyper */
     attach(g, p);

@@ -151,7 +151,7 @@ static mge_status run_graph_on(const char *name, int threads, int training, cons
             while (i-- > 0)
                 mge_tensor_free(&res[i]);
     mge_plan_stats ps;
-    if (!s && ninplace && mge_exec_stats(e, 0, &ps, err) == MGE_OK)
+    if (!s && ninplace && mge_exec_stats(e, NULL, &ps, err) == MGE_OK)
         *ninplace = ps.ninplace;
     mge_exec_free(e);
     mge_graph_free(cl);

@@ -389,7 +389,7 @@ static void test_in_place(void)
     mge_plan_stats st;
     memset(&st, 0, sizeof st);
     if (e)
-        CHECK_OK(mge_exec_stats(e, 64, &st, &err), err);
+        CHECK_OK(mge_exec_stats(e, MGE_BATCH(64), &st, &err), err);
     CHECK(st.ninplace == 1);
     mge_exec_free(e);
     mge_graph_free(g);

@@ -33,7 +33,7 @@ static int input(mge_graph *g, const char *name, int ndim, const int64_t *dims)
 static int plan(const mge_graph *g, int64_t batch, mge_plan *p, char *need)
 {
     mge_graph_needed(g, g->noutputs, g->outputs, need, NULL);
-    mge_status s = mge_plan_build(g, need, batch, g->noutputs, g->outputs, mge_backend_cpu(), 1, NULL, p, &err);
+    mge_status s = mge_plan_build(g, need, MGE_BATCH(batch), g->noutputs, g->outputs, mge_backend_cpu(), 1, NULL, p, &err);
     CHECK_OK(s, err);
     return s == MGE_OK;
 }
@@ -185,11 +185,11 @@ static void test_chain(void)
     CHECK(p.st.lower_bound == 1024 + 1024);
     CHECK(p.st.arena_bytes == p.st.lower_bound);
     mge_plan_stats st;
-    CHECK_OK(mge_plan_graph(g, 4, 0, NULL, &st, &err), err);
+    CHECK_OK(mge_plan_graph(g, MGE_BATCH(4), 0, NULL, &st, &err), err);
     CHECK(st.arena_bytes == p.st.arena_bytes && st.lower_bound == p.st.lower_bound && st.ninplace == 2);
     mge_plan_free(&p);
     /* at another batch the sizes scale */
-    CHECK_OK(mge_plan_graph(g, 8, 0, NULL, &st, &err), err);
+    CHECK_OK(mge_plan_graph(g, MGE_BATCH(8), 0, NULL, &st, &err), err);
     CHECK(st.lower_bound == 2 * (1024 + 1024));
 done:
     mge_graph_free(g);
@@ -251,10 +251,10 @@ static void test_inplace_refusals(void)
     mge_plan_free(&p);
     /* requesting only q drops nothing (all needed), requesting only a needs one node */
     mge_plan_stats st;
-    CHECK_OK(mge_plan_graph(g, 2, 1, &a, &st, &err), err);
+    CHECK_OK(mge_plan_graph(g, MGE_BATCH(2), 1, &a, &st, &err), err);
     CHECK(st.nbuffers == 1 && st.ninplace == 0 && st.arena_bytes == 64);
     int bad = 9999;
-    CHECK(mge_plan_graph(g, 2, 1, &bad, &st, &err) == MGE_ERR_INVALID);
+    CHECK(mge_plan_graph(g, MGE_BATCH(2), 1, &bad, &st, &err) == MGE_ERR_INVALID);
 done:
     mge_graph_free(g);
 }
@@ -428,9 +428,9 @@ static void test_errors(void)
     CHECK_OK(mge_graph_add_output(g, a, &err), err);
     mge_plan_stats st;
     /* 2^47 rows of 4 floats: the arena size would overflow the element limit */
-    mge_status s = mge_plan_graph(g, (int64_t)1 << 47, 0, NULL, &st, &err);
+    mge_status s = mge_plan_graph(g, MGE_BATCH((int64_t)1 << 47), 0, NULL, &st, &err);
     CHECK(s == MGE_ERR_SHAPE);
-    CHECK_OK(mge_plan_graph(g, 0, 0, NULL, &st, &err), err);
+    CHECK_OK(mge_plan_graph(g, MGE_BATCH(0), 0, NULL, &st, &err), err);
     CHECK(st.arena_bytes == 0 && st.nbuffers == 1);
     mge_graph_free(g);
 }

@@ -134,9 +134,10 @@ static void test_task_hook(void)
 static void check_live(mge_exec *e, const mge_graph *g, int64_t batch, const char *ran)
 {
     mge_plan_stats st;
-    CHECK_OK(mge_exec_stats(e, batch, &st, &err), err);
+    const mge_binding *b = batch > 0 ? MGE_BATCH(batch) : NULL; /* 0: the last run's */
+    CHECK_OK(mge_exec_stats(e, b, &st, &err), err);
     size_t *live = calloc((size_t)g->nnodes, sizeof *live);
-    CHECK_OK(mge_exec_live_bytes(e, batch, live, &err), err);
+    CHECK_OK(mge_exec_live_bytes(e, b, live, &err), err);
     size_t max = 0;
     for (int i = 0; i < g->nnodes; i++) {
         CHECK_MSG(live[i] <= st.arena_bytes, "node %s: %zu live > arena %zu", g->nodes[i].name, live[i],
@@ -186,7 +187,7 @@ static void test_live_inference(void)
     check_live(e, g, 0, ran);    /* the last run's batch */
     /* the first node's output is live while it runs */
     size_t live[64];
-    CHECK_OK(mge_exec_live_bytes(e, 4, live, &err), err);
+    CHECK_OK(mge_exec_live_bytes(e, MGE_BATCH(4), live, &err), err);
     CHECK(live[0] >= (size_t)4 * 16 * 16 * 16 * 4);
     mge_tensor_free(&x);
     mge_exec_free(e);

@@ -143,7 +143,7 @@ static void test_plan_of_step(void)
     CHECK(t != NULL);
     if (t) {
         mge_plan_stats st;
-        CHECK_OK(mge_trainer_stats(t, 32, &st, &err), err);
+        CHECK_OK(mge_trainer_stats(t, MGE_BATCH(32), &st, &err), err);
         CHECK(st.arena_bytes > 0 && st.lower_bound > 0);
         CHECK(st.arena_bytes <= st.no_reuse_bytes);
         CHECK_MSG((double)st.arena_bytes <= 1.10 * (double)st.lower_bound, "arena %zu, lower bound %zu",

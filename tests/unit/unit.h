@@ -61,4 +61,20 @@ static inline int unit_done_(const char *file)
     printf("%s: %d passed, %d failed\n", b ? b + 1 : file, unit_pass, unit_fail);
     return unit_fail ? 1 : 0;
 }
+
+#ifdef MGE_H
+/* FLOPs of node i at batch n (mge_graph_node_flops takes concrete shapes);
+ * -1 when the shapes cannot be inferred. */
+static inline double unit_flops(const mge_graph *g, int node, int64_t n)
+{
+    int *nd = malloc(sizeof(int) * (size_t)(g->nvalues + 1));
+    int64_t *dims = malloc(sizeof(int64_t) * MGE_MAX_DIMS * (size_t)(g->nvalues + 1));
+    double f = -1;
+    if (nd && dims && mge_graph_shapes(g, MGE_BATCH(n), nd, dims, NULL) == MGE_OK)
+        f = mge_graph_node_flops(g, node, nd, dims);
+    free(nd);
+    free(dims);
+    return f;
+}
+#endif
 #endif
