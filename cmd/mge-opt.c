@@ -126,6 +126,44 @@ static int has_n(const mge_value *v)
     return 0;
 }
 
+/* Records the binding --shape gives as the metadata opt.shape ("N=1,H=224"):
+ * passes that choose by size (winograd, layout) evaluate symbolic dims there. */
+static int set_opt_shape(mge_graph *g, const char *where, const bench_shapes *sh)
+{
+    mge_binding b = {0};
+    for (int i = 0; i < sh->n; i++) {
+        int v = mge_graph_find(g, sh->s[i].name);
+        if (v < 0 || g->values[v].kind != MGE_VAL_INPUT) {
+            cli_error(where, "--shape %s: the model has no input named '%s'", sh->s[i].arg, sh->s[i].name);
+            return -1;
+        }
+        const mge_value *val = &g->values[v];
+        char want[160];
+        int ok = val->ndim == sh->s[i].ndim;
+        for (int k = 0; ok && k < val->ndim; k++) {
+            int64_t have;
+            if (val->dims[k] >= 0)
+                ok = val->dims[k] == sh->s[i].dims[k];
+            else if (mge_binding_get(&b, val->dims[k], &have))
+                ok = have == sh->s[i].dims[k];
+            else
+                ok = mge_binding_set(&b, val->dims[k], sh->s[i].dims[k], NULL) == MGE_OK;
+        }
+        if (!ok) {
+            cli_error(where, "--shape %s does not fit input '%s' %s", sh->s[i].arg, val->name,
+                      mge_shape_str(val->dtype, val->ndim, val->dims, want, sizeof want));
+            return -1;
+        }
+    }
+    char bs[512];
+    mge_error err;
+    if (b.n && mge_graph_set_meta(g, "opt.shape", mge_binding_str(&b, bs, sizeof bs), &err)) {
+        cli_mge_error(where, &err);
+        return -1;
+    }
+    return 0;
+}
+
 /* Runs g (inference) on random or --input inputs and keeps inputs and outputs. */
 static int verify_before(const mge_graph *g, const char *where, const verify_opts *o, verify_ref *r)
 {
@@ -438,9 +476,9 @@ int main(int argc, char **argv)
         case OPT_RTOL: vo.rtol = cli_double("--rtol", optarg, 0); verify_only = "--rtol"; break;
         case OPT_BATCH: vo.batch = cli_long("--batch", optarg, 1, 1L << 24); verify_only = "--batch"; break;
         case OPT_SHAPE:
+            /* also the shape the passes optimize for (opt.shape) */
             if (bench_shape_parse(&vo.shapes, optarg))
                 return 1;
-            verify_only = "--shape";
             break;
         case OPT_INPUT: vo.input = optarg; verify_only = "--input"; break;
         case OPT_TIME: time_passes = 1; break;
@@ -533,6 +571,8 @@ int main(int argc, char **argv)
         cli_note(where, "%d parameters without values initialized (seed %llu)", uninit,
                  (unsigned long long)vo.seed);
     }
+    if (vo.shapes.n && set_opt_shape(g, where, &vo.shapes))
+        goto done;
     if (verify && verify_before(g, where, &vo, &ref))
         goto done;
     int changed = 0;

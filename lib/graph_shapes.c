@@ -324,14 +324,14 @@ double mge_graph_node_flops(const mge_graph *g, int node, const int *ndims, cons
 }
 
 /* The binding errors are reported at: N = 1 (as a user would run it), the
- * other symbols at the second probe set's first values. */
+ * other symbols at typical image sizes, distinct per symbol (224, 256, ...). */
 static void friendly_binding(const mge_graph *g, mge_binding *b)
 {
     int64_t syms[MGE_MAX_SYMS];
     int n = mge_graph_symbols(g, syms, MGE_MAX_SYMS);
     b->n = 0;
-    for (int i = 0; i < n && i < MGE_MAX_SYMS; i++)
-        mge_binding_set(b, syms[i], syms[i] == MGE_DIM_N ? 1 : probe_value(1, 0, syms[i]), NULL);
+    for (int i = 0, k = 0; i < n && i < MGE_MAX_SYMS; i++)
+        mge_binding_set(b, syms[i], syms[i] == MGE_DIM_N ? 1 : 224 + 32 * k++, NULL);
 }
 
 /* The error node n (not yet in g) gives at the friendly binding. */
@@ -599,6 +599,26 @@ mge_status mge_graph_friendly_desc(mge_graph *g, int v, mge_tdesc *d, mge_error 
     free(c.vidx);
     free(c.vals);
     return s;
+}
+
+int64_t mge_pass_dim(const mge_graph *g, int64_t code)
+{
+    if (code >= 0 || code == MGE_DIM_DYN)
+        return code >= 0 ? code : -1;
+    mge_binding b;
+    friendly_binding(g, &b);
+    const char *hint = mge_graph_get_meta(g, "opt.shape");
+    while (hint && *hint) { /* "N=1,H=224": mge-opt --shape */
+        const char *eq = strchr(hint, '='), *end = strchr(hint, ',');
+        if (!eq || (end && end < eq))
+            break;
+        int64_t sym;
+        if (mge_dim_symbol(hint, (size_t)(eq - hint), &sym, NULL) == MGE_OK)
+            mge_binding_set(&b, sym, strtoll(eq + 1, NULL, 10), NULL);
+        hint = end ? end + 1 : NULL;
+    }
+    int64_t v;
+    return mge_dim_eval(code, &b, &v, NULL) == MGE_OK ? v : -1;
 }
 
 void mge_graph_probe_binding(const mge_graph *g, mge_binding *b)

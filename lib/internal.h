@@ -136,6 +136,10 @@ void mge_graph_probes_free(mge_graph *g);
 mge_status mge_graph_probe_desc(mge_graph *g, int v, int p, mge_tdesc *d, mge_error *err);
 /* A binding of all the graph's symbols for planning without a run (N = 1). */
 void mge_graph_probe_binding(const mge_graph *g, mge_binding *b);
+/* A dim as passes that choose by size see it: a number as is; a symbolic
+ * one evaluated at the graph's opt.shape metadata (mge-opt --shape), else
+ * at N = 1 and 224, 256, ... for the other symbols; -1 when unknown (DYN). */
+int64_t mge_pass_dim(const mge_graph *g, int64_t code);
 /* Value v's desc at that binding (for messages: O(graph)). */
 mge_status mge_graph_friendly_desc(mge_graph *g, int v, mge_tdesc *d, mge_error *err);
 /* lib/symdim.c: the expression over cand[] (values cv[j * np + p]) that

@@ -75,12 +75,15 @@ static int candidate(const mge_graph *g, int i)
     if (w->dtype != MGE_F32 || w->ndim != 4 || !w->data || w->data->dtype != MGE_F32 || !w->data->data ||
         (w->kind != MGE_VAL_PARAM && w->kind != MGE_VAL_CONST))
         return 0;
-    for (int d = 1; d < 4; d++)
-        if (x->dims[d] < 1 || y->dims[d] < 1)
+    /* channels are fixed; symbolic planes choose at the size opt.shape gives */
+    if (x->dims[1] < 1 || y->dims[1] < 1)
+        return 0;
+    for (int d = 2; d < 4; d++)
+        if (mge_pass_dim(g, x->dims[d]) < 1 || mge_pass_dim(g, y->dims[d]) < 1)
             return 0;
     if (w->dims[0] != y->dims[1] || w->dims[1] != x->dims[1] || w->dims[2] != 3 || w->dims[3] != 3)
         return 0;
-    return choose_tile(x->dims[1], y->dims[1], y->dims[2], y->dims[3]);
+    return choose_tile(x->dims[1], y->dims[1], mge_pass_dim(g, y->dims[2]), mge_pass_dim(g, y->dims[3]));
 }
 
 /* The conv2d_winograd attributes for node n. */

@@ -121,7 +121,7 @@ assert rows[0]["ratio"] == "1.000", rows' "$T/r.csv"
     [[ "$stderr" == *"--shape y=1x4: the model has no input named 'y' (its inputs: x, label)" ]]
     run --separate-stderr "$MGE_BENCH" "$MLP" --shape x=2x1x28x28 --batch 3 --iters 2
     assert_failure 1
-    [[ "$stderr" == *"gives batch 2, but --batch is 3"* ]]
+    [[ "$stderr" == *"N is 3 from --batch but 2 from x=2x1x28x28"* ]]
     # syntax errors are usage errors
     for bad in x x= =1x2 x=1x0 x=1xx2 x=a x=1x2x3x4x5x6x7x8x9; do
         run --separate-stderr "$MGE_BENCH" "$MLP" --shape "$bad"
@@ -149,10 +149,10 @@ assert rows[0]["ratio"] == "1.000", rows' "$T/r.csv"
     npys "$T/bad.npy" f32:4x28x28:rand
     run --separate-stderr "$MGE_BENCH" "$MLP" --input "$T/bad.npy" --iters 2
     assert_failure 1
-    [[ "$stderr" == "mge-bench: $T/bad.npy: error: record 1 is f32[4,28,28], but input 'x' is f32[N,1,28,28]" ]]
+    [[ "$stderr" == "mge-bench: $T/bad.npy: error: record 1 is f32[4,28,28], but input 'x' is f32[N,1,28,28]: rank 3, not 4" ]]
     run --separate-stderr "$MGE_BENCH" "$MLP" --input "$T/in.npy" --batch 2 --iters 2
     assert_failure 1
-    [[ "$stderr" == *"the records have batch 4, but --batch is 2" ]]
+    [[ "$stderr" == *"N is 2 from --batch but 4 from record 1 ('x')" ]]
     run --separate-stderr "$MGE_BENCH" "$MLP" --input "$T/in.npy" --shape x=4x1x28x28
     assert_failure 2
 }

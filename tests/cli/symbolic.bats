@@ -1,0 +1,114 @@
+#!/usr/bin/env bats
+# Symbolic dimensions from the command line: any input dim may be a named
+# symbol, records of any fitting shape run in one stream, the tools take
+# --shape for every symbol, and mismatches name the symbol and both values.
+
+bats_require_minimum_version 1.5.0
+load helper
+
+setup() {
+    sed 's/^input x : f32\[N,3,224,224\]/input x : f32[N,3,H,W]/' "$SAMPLES/resnet18.mgt" > "$T/r18.mgt"
+    grep -q 'f32\[N,3,H,W\]' "$T/r18.mgt"
+}
+
+@test "resnet18 with symbolic H and W runs 160, 224 and 320 in one stream, as the static models do" {
+    need_numpy
+    "$MGE_OPT" "$T/r18.mgt" -o "$T/r18.mge"
+    py '
+f = open(sys.argv[1], "wb")
+rng = np.random.default_rng(0)
+for s in (160, 224, 320, 224):
+    np.save(f, rng.standard_normal((1, 3, s, s)).astype(np.float32))' "$T/x.npy"
+    "$MGE_RUN" "$T/r18.mge" < "$T/x.npy" > "$T/y.npy"
+    # each size against the static model of that size (same weights: same seed)
+    for s in 160 224 320; do
+        sed "s/^input x : f32\[N,3,224,224\]/input x : f32[N,3,$s,$s]/" "$SAMPLES/resnet18.mgt" > "$T/r$s.mgt"
+        "$MGE_OPT" "$T/r$s.mgt" -o "$T/r$s.mge"
+    done
+    py '
+f = open(sys.argv[1], "rb")
+xs = [np.load(f) for _ in range(4)]
+f = open(sys.argv[2], "rb")
+ys = [np.load(f) for _ in range(4)]
+assert all(y.shape == (1, 1000) for y in ys), [y.shape for y in ys]
+for i, x in enumerate(xs):
+    s = x.shape[2]
+    np.save(sys.argv[3] + "/x%d.npy" % i, x)
+    np.save(sys.argv[3] + "/y%d.npy" % i, ys[i])
+' "$T/x.npy" "$T/y.npy" "$T"
+    for i in 0 1 2 3; do
+        s=$(py 'print(np.load(sys.argv[1]).shape[2])' "$T/x$i.npy")
+        "$MGE_RUN" "$T/r$s.mge" < "$T/x$i.npy" > "$T/ys$i.npy"
+        py 'a = np.load(sys.argv[1]); b = np.load(sys.argv[2]); assert np.array_equal(a, b), abs(a - b).max()' \
+            "$T/y$i.npy" "$T/ys$i.npy"
+    done
+}
+
+@test "mge-dump prints symbolic shapes, and concrete ones with --shape" {
+    run --separate-stderr "$MGE_DUMP" "$T/r18.mgt"
+    assert_success
+    [[ "$output" == *"input x : f32[N,3,H,W]"* ]]
+    [[ "$output" == *"f32[N,64,(H+1)/2,(W+1)/2]"* ]]
+    [[ "$output" == *"memory plan: unavailable (no value for the symbol H"* ]]
+    run --separate-stderr "$MGE_DUMP" "$T/r18.mgt" --shape x=2x3x320x320
+    assert_success
+    [[ "$output" == *"summary (N=2,H=320,W=320)"* ]]
+    [[ "$output" == *"f32[2,64,160,160]"* ]]
+    [[ "$output" == *"memory plan (N=2,H=320,W=320): arena"* ]]
+    "$MGE_DUMP" --json "$T/r18.mgt" --shape x=1x3x160x160 > "$T/d.json"
+    pyq 'import json; d = json.load(open(sys.argv[1])); assert d["binding"] == {"N": 1, "H": 160, "W": 160}, d["binding"]' "$T/d.json"
+}
+
+@test "the symbols survive the .mge format and -O2; the passes optimize for --shape" {
+    "$MGE_OPT" -O2 "$T/r18.mgt" --shape x=1x3x224x224 -o "$T/o2.mge"
+    run --separate-stderr "$MGE_DUMP" "$T/o2.mge"
+    assert_success
+    [[ "$output" == *"input x : f32[N,3,H,W]"* ]]
+    [[ "$output" == *"opt.shape"*"N=1,H=224,W=224"* ]]
+    need_numpy
+    npys "$T/a.npy" f32:1x3x96x128:rand
+    "$MGE_RUN" "$T/r18.mgt" < "$T/a.npy" > "$T/ya.npy"
+    "$MGE_RUN" "$T/o2.mge" < "$T/a.npy" > "$T/yb.npy"
+    py 'a = np.load(sys.argv[1]); b = np.load(sys.argv[2]); assert np.allclose(a, b, rtol=1e-3, atol=1e-3), abs(a - b).max()' \
+        "$T/ya.npy" "$T/yb.npy"
+}
+
+@test "records that do not fit name the symbol and both values" {
+    need_numpy
+    cat > "$T/m.mgt" <<'NET'
+input x : f32[N,S,4]
+input mask : f32[N,S,4]
+y = mul(x, mask)
+output y
+NET
+    npys "$T/ok.npy" f32:2x5x4:rand f32:2x5x4:rand f32:1x7x4:rand f32:1x7x4:rand
+    "$MGE_RUN" "$T/m.mgt" < "$T/ok.npy" > "$T/y.npy"
+    npys "$T/bad.npy" f32:2x5x4:rand f32:2x6x4:rand
+    run --separate-stderr "$MGE_RUN" "$T/m.mgt" < "$T/bad.npy"
+    assert_failure 1
+    [[ "$stderr" == *"S is 5 from x but 6 from mask"* ]]
+    npys "$T/rank.npy" f32:2x5:rand f32:2x5:rand
+    run --separate-stderr "$MGE_RUN" "$T/m.mgt" < "$T/rank.npy"
+    assert_failure 1
+    [[ "$stderr" == *"input 'x': expected f32[N,S,4], got f32[2,5]"* ]]
+}
+
+@test "mge-bench and mge-prof take --shape for every symbol and say which one is missing" {
+    run --separate-stderr "$MGE_BIN/mge-bench" "$T/r18.mgt" --iters 1 --warmup 0
+    assert_failure 1
+    [[ "$stderr" == *"give H a value with --shape x=DIMS"* ]]
+    "$MGE_BIN/mge-bench" "$T/r18.mgt" --shape x=1x3x64x80 --iters 1 --warmup 0 --json > "$T/b.json"
+    "$MGE_BIN/mge-prof" "$T/r18.mgt" --shape x=1x3x64x80 --iters 1 > "$T/p.txt"
+    grep -q "conv2d" "$T/p.txt"
+}
+
+@test "symbols are refused where shapes are fixed, and bad symbol names are errors" {
+    printf 'param w : f32[H,3]\n' > "$T/p.mgt"
+    run --separate-stderr "$MGE_DUMP" "$T/p.mgt"
+    assert_failure 1
+    [[ "$stderr" == *"only inputs may have symbolic dimensions"* ]]
+    printf 'input x : f32[N,F]\ny = linear(x, out=4)\noutput y\n' > "$T/l.mgt"
+    run --separate-stderr "$MGE_DUMP" "$T/l.mgt"
+    assert_failure 1
+    [[ "$stderr" == *"y.weight: the parameter's shape would depend on a symbolic dim"* ]]
+}
