@@ -558,8 +558,24 @@ static void convert(const mge_tensor *src, mge_dtype dd, void *dst, const mge_da
 }
 
 /* Per-sample dims equal after dropping size-1 dims. */
+static int has_syms(const mge_value *v)
+{
+    for (int i = 1; i < v->ndim; i++)
+        if (v->dims[i] < 0)
+            return 1;
+    return 0;
+}
+
 static int fits(const mge_tensor *t, const mge_value *v)
 {
+    if (has_syms(v)) { /* symbols take the array's sizes: the same rank, numbers equal */
+        if (t->ndim != v->ndim)
+            return 0;
+        for (int i = 1; i < v->ndim; i++)
+            if (v->dims[i] >= 0 && v->dims[i] != t->dims[i])
+                return 0;
+        return 1;
+    }
     int64_t a[MGE_MAX_DIMS], b[MGE_MAX_DIMS];
     int na = 0, nb = 0;
     for (int i = 1; i < t->ndim; i++)
@@ -644,6 +660,55 @@ static mge_status bind_map(const mge_dataset *ds, const mge_graph *g, int nin, c
     return s;
 }
 
+/* Variable-length sequences: a named dataset's array "lengths" (integers,
+ * one per sample, 1..S) goes along as nt[nin] (i64) when an input has a
+ * symbol at dim 1; the loader cuts those inputs' dim 1 to each batch's
+ * longest sample. Without such an array nothing is cut. */
+static mge_status bind_lengths(const mge_dataset *ds, const mge_graph *g, int nin, const int *inputs, int per,
+                               mge_tensor *nt, int64_t count, char ***nn, mge_tensor **lens, unsigned *trim,
+                               mge_error *err)
+{
+    const char *what = ds->source ? ds->source : "dataset";
+    *lens = NULL;
+    *trim = 0;
+    int la = -1;
+    for (int i = 0; !ds->positional && ds->names && i < ds->n; i++)
+        if (ds->names[i] && strcmp(ds->names[i], "lengths") == 0)
+            la = i;
+    int64_t maxlen = -1;
+    for (int j = 0; j < nin && j < 32; j++) {
+        const mge_value *v = &g->values[inputs[j]];
+        if (v->ndim >= 2 && v->dims[1] < 0 && strcmp(v->name, "lengths") != 0) {
+            *trim |= 1u << j;
+            if (maxlen < 0 || nt[j].dims[1] < maxlen)
+                maxlen = nt[j].dims[1];
+        }
+    }
+    if (la < 0 || !*trim || per != 1) {
+        *trim = 0;
+        return MGE_OK;
+    }
+    const mge_tensor *t = &ds->t[la];
+    if (!is_int_dtype(t->dtype) || t->ndim != 1 || t->dims[0] != count)
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: array 'lengths' must be integers, one per sample (%lld), not %s",
+                             what, (long long)count, mge_dtype_name(t->dtype));
+    int64_t d[1] = {count};
+    mge_status s = mge_tensor_alloc(&nt[nin], MGE_I64, 1, d, err);
+    if (s)
+        return s;
+    for (int64_t i = 0; i < count; i++) {
+        int64_t x = get_i(t->data, t->dtype, i);
+        if (x < 1 || x > maxlen)
+            return mge_error_set(err, MGE_ERR_SHAPE, "%s: lengths[%lld] is %lld: must be 1 to %lld (the arrays' "
+                                 "dimension 1)", what, (long long)i, (long long)x, (long long)maxlen);
+        ((int64_t *)nt[nin].data)[i] = x;
+    }
+    if (!((*nn)[nin] = mge_strdup("lengths")))
+        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+    *lens = &nt[nin];
+    return MGE_OK;
+}
+
 mge_status mge_dataset_bind(mge_dataset *ds, const mge_graph *g, int nin, const int *inputs, const mge_data_opts *o,
                             mge_error *err)
 {
@@ -663,13 +728,16 @@ mge_status mge_dataset_bind(mge_dataset *ds, const mge_graph *g, int nin, const 
             return mge_error_set(err, MGE_ERR_SHAPE, "input '%s' %s has no batch dimension N first: cannot feed it "
                                  "from a dataset", v->name, mge_shape_str(v->dtype, v->ndim, v->dims, sb, sizeof sb));
         for (int i = 1; i < v->ndim; i++)
-            if (v->dims[i] < 0)
-                return mge_error_set(err, MGE_ERR_SHAPE, "input '%s' %s: only the first dimension may be N", v->name,
+            if (v->dims[i] == MGE_DIM_N || (v->dims[i] < 0 && !mge_dim_is_symbol(v->dims[i])))
+                return mge_error_set(err, MGE_ERR_SHAPE, "input '%s' %s: only the first dimension may be N (other "
+                                     "dimensions: numbers or other symbols)", v->name,
                                      mge_shape_str(v->dtype, v->ndim, v->dims, sb, sizeof sb));
     }
     int *src = malloc(sizeof *src * ((size_t)ds->n + (size_t)nin));
-    mge_tensor *nt = calloc((size_t)nin, sizeof *nt);
-    char **nn = calloc((size_t)nin, sizeof *nn);
+    mge_tensor *nt = calloc((size_t)nin + 1, sizeof *nt);   /* + the lengths array */
+    char **nn = calloc((size_t)nin + 1, sizeof *nn);
+    mge_tensor *lens = NULL;
+    unsigned trim = 0;
     int per = 1;
     int64_t count = -1;
     mge_status s = MGE_OK;
@@ -724,6 +792,19 @@ mge_status mge_dataset_bind(mge_dataset *ds, const mge_graph *g, int nin, const 
         int64_t dims[MGE_MAX_DIMS];
         memcpy(dims, v->dims, sizeof dims);
         dims[0] = count;
+        for (int i = 1; i < v->ndim; i++)
+            if (dims[i] < 0) {
+                /* the records of a stream must agree where the model has a symbol */
+                for (int k = 1; k < per; k++)
+                    if (ds->t[src[j * per + k]].dims[i] != ds->t[src[j * per]].dims[i]) {
+                        s = mge_error_set(err, MGE_ERR_SHAPE, "%s: input '%s': records %d and %d differ in dimension "
+                                          "%d (%lld and %lld): a dataset holds one size per array", what, v->name,
+                                          src[j * per], src[j * per + k], i, (long long)ds->t[src[j * per]].dims[i],
+                                          (long long)ds->t[src[j * per + k]].dims[i]);
+                        goto fail;
+                    }
+                dims[i] = ds->t[src[j * per]].dims[i];
+            }
         if ((s = mge_tensor_alloc(&nt[j], v->dtype, v->ndim, dims, err))) {
             mge_error_prefix(err, "%s: input '%s'", what, v->name);
             goto fail;
@@ -748,6 +829,8 @@ mge_status mge_dataset_bind(mge_dataset *ds, const mge_graph *g, int nin, const 
             off += (size_t)mge_tensor_numel(t) * es;
         }
     }
+    if ((s = bind_lengths(ds, g, nin, inputs, per, nt, count, &nn, &lens, &trim, err)))
+        goto fail;
     /* commit */
     for (int i = 0; i < ds->n; i++) {
         if (ds->names)
@@ -758,16 +841,18 @@ mge_status mge_dataset_bind(mge_dataset *ds, const mge_graph *g, int nin, const 
     free(ds->t);
     ds->names = nn;
     ds->t = nt;
-    ds->n = nin;
+    ds->n = nin + (lens != NULL);
+    ds->lengths = lens != NULL;
+    ds->trim = trim;
     ds->count = count;
     ds->positional = 0;
     ds->stream = 0;
     free(src);
     return MGE_OK;
 fail:
-    for (int j = 0; nt && j < nin; j++)
+    for (int j = 0; nt && j <= nin; j++)
         mge_tensor_free(&nt[j]);
-    for (int j = 0; nn && j < nin; j++)
+    for (int j = 0; nn && j <= nin; j++)
         free(nn[j]);
     free(nt);
     free(nn);
@@ -850,6 +935,8 @@ mge_status mge_dataset_split(mge_dataset *ds, double frac, uint64_t seed, mge_da
     val->t = vt;
     val->count = nval;
     val->positional = ds->positional;
+    val->lengths = ds->lengths;
+    val->trim = ds->trim;
     vn = NULL;
     vt = NULL;
     for (int a = 0; a < ds->n; a++) {

@@ -44,16 +44,27 @@ static int64_t rows_of(const mge_loader *l, int64_t b)
 
 static void gather(mge_loader *l, int64_t b, int slot)
 {
-    int64_t lo = b * l->batch, rows = rows_of(l, b);
-    for (int a = 0; a < l->ds->n; a++) {
+    int64_t lo = b * l->batch, rows = rows_of(l, b), longest = 0;
+    const mge_dataset *ds = l->ds;
+    if (ds->lengths) /* variable-length sequences: the batch is as long as its longest */
+        for (int64_t i = 0; i < rows; i++) {
+            int64_t x = ((const int64_t *)ds->t[ds->n - 1].data)[l->perm[lo + i]];
+            longest = x > longest ? x : longest;
+        }
+    for (int a = 0; a < ds->n; a++) {
         mge_tensor *t = &l->slot[slot][a];
-        const char *src = l->ds->t[a].data;
+        const char *src = ds->t[a].data;
         char *dst = t->data;
-        size_t row = l->row[a];
+        size_t row = l->row[a], cut = row;
+        if (ds->lengths && a < ds->n - 1 && a < 32 && (ds->trim >> a & 1u) && ds->t[a].dims[1] > 0) {
+            /* dim 1 is outermost in a sample: its first entries are one prefix */
+            cut = row / (size_t)ds->t[a].dims[1] * (size_t)longest;
+            t->dims[1] = longest;
+        }
         for (int64_t i = 0; i < rows; i++)
-            memcpy(dst + (size_t)i * row, src + (size_t)l->perm[lo + i] * row, row);
+            memcpy(dst + (size_t)i * cut, src + (size_t)l->perm[lo + i] * row, cut);
         t->dims[0] = rows;
-        t->nbytes = (size_t)rows * row;
+        t->nbytes = (size_t)rows * cut;
     }
 }
 

@@ -639,6 +639,10 @@ typedef struct mge_dataset {
                          * descriptive only), single IDX files, tensor streams */
     int stream;         /* the arrays are the records of a tensor stream in load order, not yet
                          * grouped: record i belongs to input i % nin (bind concatenates) */
+    int lengths;        /* after bind: 1 when the last array holds each sample's length (i64[count],
+                         * from an array named "lengths"): variable-length sequences */
+    unsigned trim;      /* after bind, with lengths: bit j set when input j's dim 1 is a symbol;
+                         * the loader cuts that dim to the longest sample of each batch */
 } mge_dataset;
 
 /* Loads a dataset. spec is one of:

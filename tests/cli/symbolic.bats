@@ -112,3 +112,39 @@ NET
     assert_failure 1
     [[ "$stderr" == *"y.weight: the parameter's shape would depend on a symbolic dim"* ]]
 }
+
+@test "mge-train trains on variable-length sequences: batches cut to their longest sample" {
+    need_numpy
+    cat > "$T/seq.mgt" <<'NET'
+input x : f32[N,S,4]
+input label : i32[N]
+h = linear(x, out=8)
+r = relu(h)
+m = mean(r, axis=1)
+fc = linear(m, out=3)
+loss = cross_entropy(fc, label)
+output fc
+minimize loss
+NET
+    py '
+rng = np.random.default_rng(0); n = 240; S = 12
+L = rng.integers(2, S + 1, n); x = np.zeros((n, S, 4), np.float32)
+lab = rng.integers(0, 3, n).astype(np.int32)
+for i in range(n):
+    x[i, :L[i]] = rng.standard_normal((L[i], 4)) + lab[i]
+np.savez(sys.argv[1], x=x, label=lab, lengths=L)
+L[5] = 13
+np.savez(sys.argv[2], x=x, label=lab, lengths=L)' "$T/seq.npz" "$T/bad.npz"
+    "$MGE_BIN/mge-train" "$T/seq.mgt" --data "$T/seq.npz" --batch 16 --epochs 6 --lr 0.05 -o "$T/seq.mge" \
+        --log "$T/log.jsonl"
+    pyq '
+import json
+ep = [json.loads(l) for l in open(sys.argv[1]) if "\"epoch\",\"epoch\"" in l or "\"kind\":\"epoch\"" in l]
+assert ep[-1]["loss"] < 0.8 * ep[0]["loss"], (ep[0]["loss"], ep[-1]["loss"])' "$T/log.jsonl"
+    # the trained model takes sequences of any length
+    npys "$T/q.npy" f32:2x3x4:rand f32:1x9x4:rand
+    "$MGE_RUN" "$T/seq.mge" < "$T/q.npy" > /dev/null
+    run --separate-stderr "$MGE_BIN/mge-train" "$T/seq.mgt" --data "$T/bad.npz" --batch 16 -o "$T/b.mge"
+    assert_failure 1
+    [[ "$stderr" == *"lengths[5] is 13: must be 1 to 12"* ]]
+}
