@@ -76,7 +76,7 @@ static int csv_labels(const mge_csv *t, const run_data_opts *o, const mge_graph 
 
 /* A CSV as a positional dataset: the features, then the labels column. */
 static int load_csv(const run_data_opts *o, const mge_graph *g, int nin, mge_dataset *ds, int *has_labels,
-                    char *lname, size_t lsize)
+                    char *lname, size_t lsize, mge_buf *feat)
 {
     const char *where = cli_name(o->spec);
     mge_error err;
@@ -118,6 +118,16 @@ static int load_csv(const run_data_opts *o, const mge_graph *g, int nin, mge_dat
         cli_error(where, "a CSV file feeds one input, and the model needs %d", nin);
         goto done;
     }
+    /* for a shape error: what the features are */
+    mge_buf_printf(feat, "the features are %d column%s (", ncols, ncols == 1 ? "" : "s");
+    for (int k = 0; k < ncols && k < 8; k++) {
+        if (t.names)
+            mge_buf_printf(feat, "%s'%s'", k ? ", " : "", t.names[cols[k]]);
+        else
+            mge_buf_printf(feat, "%s%d", k ? ", " : "", cols[k] + 1);
+    }
+    mge_buf_printf(feat, "%s); --columns chooses them", ncols > 8 ? ", ..." : "");
+    mge_buf_put(feat, "", 1);
     if (mge_csv_dataset(&t, cols, ncols, o->want_labels ? lab : -1, where, ds, &err)) {
         cli_mge_error(where, &err);
         goto done;
@@ -186,6 +196,7 @@ int run_data(const run_data_opts *o, mge_graph *g, mge_exec *e, run_sink *sink)
     mge_dataset ds = {0};
     mge_loader *l = NULL;
     mge_graph *bg = NULL;
+    mge_buf feat = {0};
     char lname_buf[300] = "";
     const char *lname = NULL;
     if (!bind || !argv) {
@@ -194,7 +205,7 @@ int run_data(const run_data_opts *o, mge_graph *g, mge_exec *e, run_sink *sink)
     }
     int csv = run_data_is_csv(o->spec), has_labels = 0;
     if (csv) {
-        if (load_csv(o, g, nin, &ds, &has_labels, lname_buf, sizeof lname_buf))
+        if (load_csv(o, g, nin, &ds, &has_labels, lname_buf, sizeof lname_buf, &feat))
             goto done;
     } else {
         if (o->columns) {
@@ -267,6 +278,8 @@ int run_data(const run_data_opts *o, mge_graph *g, mge_exec *e, run_sink *sink)
     for (int i = 0; i < nb; i++)
         bind[i] = i;
     if (mge_dataset_bind(&ds, bg, nb, bind, o->dopts, &err)) {
+        if (csv && feat.p && !feat.failed)
+            snprintf(err.msg + strlen(err.msg), sizeof err.msg - strlen(err.msg), "; %s", feat.p);
         cli_mge_error(where, &err);
         goto done;
     }
@@ -297,6 +310,7 @@ done:
     mge_loader_free(l);
     mge_dataset_free(&ds);
     mge_graph_free(bg);
+    mge_buf_free(&feat);
     free(bind);
     free(argv);
     return rc;

@@ -69,8 +69,8 @@ static int gather_add(run_sink *s, const mge_graph *g, mge_exec *e)
             if (!same) {
                 int64_t d0 = acc->dims[0];
                 acc->dims[0] = -1;
-                cli_error(NULL, "output '%s' is %s in step %d after %s before: records of different shapes cannot "
-                          "be gathered into one (write them per step: no --concat, no .npz)", name,
+                cli_error(NULL, "output '%s' is %s in step %d but %s in the steps before: records of different "
+                          "shapes cannot be gathered into one (write them per step: no --concat, no .npz)", name,
                           mge_shape_str(t->dtype, t->ndim, t->dims, sa, sizeof sa), s->steps,
                           mge_shape_str(acc->dtype, acc->ndim, acc->dims, sb, sizeof sb));
                 acc->dims[0] = d0;
