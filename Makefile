@@ -18,9 +18,11 @@ VERSION  := 0.1.0
 OPT      ?= -O2
 CFLAGS   ?= $(OPT) -g
 WARN     := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes
+# images: libpng and libjpeg(-turbo), found with pkg-config (formats/image.c)
+IMG_PKGS := libpng libjpeg
 BASEFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -pthread -Ilib -Ikernels -Iformats \
-             -I/usr/include/x86_64-linux-gnu/openblas-pthread
-LDLIBS   := -lopenblas -larchive -lz -lm -ldl -pthread
+             -I/usr/include/x86_64-linux-gnu/openblas-pthread $(shell pkg-config --cflags $(IMG_PKGS))
+LDLIBS   := -lopenblas -larchive -lz $(shell pkg-config --libs $(IMG_PKGS)) -lm -ldl -pthread
 
 ifeq ($(SANITIZE),1)
 B        := build/asan

@@ -1,8 +1,14 @@
 /* mge-run — inference over NPY streams: per step one record per needed
  * input in, one record per output out, until the inputs end. Memory stays
- * constant over any number of steps. */
+ * constant over any number of steps. Also: datasets and CSV (--data, with
+ * --metrics), images (--image), top-k classes (run_data.c, run_image.c,
+ * run_sink.c). */
 #include "cli.h"
+#include "csv.h"
+#include "image.h"
 #include "run_data.h"
+#include "run_image.h"
+#include "run_sink.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -14,25 +20,49 @@
 static void help(void)
 {
     printf("Usage: %s [options] [MODEL|-]\n"
+           "       %s [options] MODEL --image FILE [FILE...]\n"
            "Run a model (text form or .mge) on NPY tensor streams. Each step reads one\n"
            "record per needed input, in the model's input order, from stdin (or the\n"
            "files given with --input), and writes one record per output, until the\n"
-           "input ends.\n"
+           "input ends. Datasets, CSV tables and images are read with --data and --image.\n"
            "\n"
+           "Inputs:\n"
            "  -i, --input NAME=FILE  read input NAME from FILE (a stream of records)\n"
            "  -i, --input FILE       read the inputs not named elsewhere from FILE, not stdin\n"
-           "      --output NAMES     comma-separated values to output (default: the model's)\n"
-           "      --data D           read batches from a dataset instead (IDX, .npz, archive;\n"
-           "                         see mge-train(1)), in order\n"
-           "      --batch B          batch size for --data (default 256)\n"
+           "      --data D           read batches from a dataset instead (IDX, .npz, archive,\n"
+           "                         NPY stream, FILE.csv; see mge-train(1)), in order\n"
+           "      --batch B          batch size for --data and --image (default 256)\n"
            "      --normalize M,S    with --data: u8 images become (x/255 - M) / S, as in training\n"
-           "      --accuracy         with --data: print the accuracy of argmax(logits) against\n"
-           "                         the labels of the model's cross_entropy loss\n"
-           "  -o FILE                write outputs to FILE (default: stdout)\n"
-           "      --seed S           seed for parameters without values (default 0)\n"
+           "      --columns LIST     CSV: the feature columns (names or numbers from 1, ranges 2-5;\n"
+           "                         default: all but the labels)\n"
+           "      --header WHEN      CSV: the first row is a header: auto (default), yes, no\n"
+           "      --target NAME      with --data: the labels for --metrics (an array, a CSV column)\n"
+           "      --image FILE       a PNG or JPEG for an NCHW image input (repeat, or list more\n"
+           "                         files after the model: one batch)\n"
+           "      --resize HxW       resize images (bilinear, as torchvision); one size S: the\n"
+           "                         shorter side becomes S\n"
+           "      --crop HxW         center crop after --resize\n"
+           "      --mean LIST        subtract per channel after x/255 (1 or 3 values)\n"
+           "      --std LIST         then divide per channel (1 or 3 values)\n"
+           "      --seed S           seed for parameters without values (default 0; warned about)\n"
+           "\n"
+           "Outputs:\n"
+           "      --output NAMES     comma-separated values to output (default: the model's)\n"
+           "  -o FILE                write output records to FILE (default: stdout); FILE.npz:\n"
+           "                         one array per output, keyed by name\n"
+           "      --concat           one record per output, all steps joined along axis 0\n"
+           "                         (always so with --data and --image)\n"
+           "      --metrics LIST     with --data: score the first output against the labels:\n"
+           "                         accuracy, top5 (any topK), mse, rmse, mae, r2\n"
+           "      --accuracy         the same as --metrics accuracy\n"
+           "      --top-k K          print the K best classes of each sample and their scores\n"
+           "      --labels FILE      class names for --top-k, one per line\n"
+           "      --softmax          --top-k scores as softmax probabilities\n"
+           "      --json             --metrics and --top-k as one JSON object on stdout\n"
            "      --check REF.npy    compare outputs with reference records; exit 1 on mismatch\n"
            "      --atol A           absolute tolerance for --check (default 1e-5)\n"
            "      --rtol R           relative tolerance for --check (default 1e-4)\n"
+           "\n"
            "  -f, --force            allow NPY records to or from a terminal\n"
            "  -q, --quiet            only errors\n"
            "  -v, --verbose          more detail on stderr\n"
@@ -41,12 +71,20 @@ static void help(void)
            "  -h, --help             show this help and exit\n"
            "      --version          show the version and exit\n"
            "\n"
-           "Exit status: 0 success, 1 failure, 2 usage error.\n", cli_prog);
+           "Exit status: 0 success, 1 failure, 2 usage error.\n"
+           "\n"
+           "Examples:\n"
+           "  %s lenet.mge < x.npy > logits.npy\n"
+           "  %s lenet.O2.mge --data fashion-mnist:test --metrics accuracy,top5 --json\n"
+           "  %s resnet18.mge --image cat.jpg --resize 256 --crop 224x224 \\\n"
+           "      --mean 0.485,0.456,0.406 --std 0.229,0.224,0.225 --top-k 5 --labels classes.txt\n",
+           cli_prog, cli_prog, cli_prog, cli_prog, cli_prog);
 }
 
 typedef struct stream {
     const char *path;    /* "-" for stdin */
     FILE *f;
+    int64_t reads;       /* records read so far */
 } stream;
 
 typedef struct check {
@@ -126,7 +164,41 @@ static int at_eof(FILE *f)
     return 0;
 }
 
-enum { OPT_OUTPUT = CLI_OPT_FIRST_TOOL, OPT_SEED, OPT_CHECK, OPT_ATOL, OPT_RTOL, OPT_DATA, OPT_BATCH, OPT_ACCURACY, OPT_NORMALIZE };
+/* What the first bytes of a stream that is not NPY say it is, for the
+ * "bad magic" error (a regular file is read again from its start). */
+static const char *stream_hint(FILE *f, const char *path)
+{
+    unsigned char head[512];
+    size_t n = 0;
+    if (fseek(f, 0, SEEK_SET) == 0)
+        n = fread(head, 1, sizeof head, f);
+    const char *h = run_data_hint(head, n, strcmp(path, "-") ? path : NULL);
+    return h ? h : "not NPY records? datasets (.npz, IDX, archives, CSV) go with --data, images with --image";
+}
+
+/* True when the file at path starts like an image (a model operand that is
+ * really an image: the model must come first). */
+static int looks_like_image(const char *path)
+{
+    unsigned char head[8];
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : NULL;
+    size_t n = f ? fread(head, 1, sizeof head, f) : 0;
+    if (f)
+        fclose(f);
+    return mge_image_kind(head, n) != NULL;
+}
+
+enum {
+    OPT_OUTPUT = CLI_OPT_FIRST_TOOL, OPT_SEED, OPT_CHECK, OPT_ATOL, OPT_RTOL, OPT_DATA, OPT_BATCH, OPT_ACCURACY,
+    OPT_NORMALIZE, OPT_CONCAT, OPT_METRICS, OPT_JSON, OPT_TOPK, OPT_LABELS, OPT_SOFTMAX, OPT_TARGET, OPT_COLUMNS,
+    OPT_HEADER, OPT_IMAGE, OPT_RESIZE, OPT_CROP, OPT_MEAN, OPT_STD
+};
+
+static int ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
 
 int main(int argc, char **argv)
 {
@@ -143,17 +215,35 @@ int main(int argc, char **argv)
         {"batch", 1, 0, OPT_BATCH},
         {"accuracy", 0, 0, OPT_ACCURACY},
         {"normalize", 1, 0, OPT_NORMALIZE},
+        {"concat", 0, 0, OPT_CONCAT},
+        {"metrics", 1, 0, OPT_METRICS},
+        {"json", 0, 0, OPT_JSON},
+        {"top-k", 1, 0, OPT_TOPK},
+        {"labels", 1, 0, OPT_LABELS},
+        {"softmax", 0, 0, OPT_SOFTMAX},
+        {"target", 1, 0, OPT_TARGET},
+        {"columns", 1, 0, OPT_COLUMNS},
+        {"header", 1, 0, OPT_HEADER},
+        {"image", 1, 0, OPT_IMAGE},
+        {"resize", 1, 0, OPT_RESIZE},
+        {"crop", 1, 0, OPT_CROP},
+        {"mean", 1, 0, OPT_MEAN},
+        {"std", 1, 0, OPT_STD},
         {0, 0, 0, 0},
     };
     cli_common co = {0};
-    const char *out = NULL, *outputs = NULL, *data = NULL;
+    const char *out = NULL, *outputs = NULL, *data = NULL, *metrics_arg = NULL, *labels_file = NULL;
     int64_t data_batch = 256;
-    int accuracy = 0;
+    int accuracy = 0, concat = 0, json = 0, topk_k = 0, softmax = 0;
     mge_data_opts dopts = {0};
+    run_data_opts ro = {0};
+    ro.header = MGE_CSV_HEADER_AUTO;
+    run_image_opts io = {0};
     const char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
-    if (!inputs)
+    io.files = calloc((size_t)argc + 1, sizeof *io.files);
+    if (!inputs || !io.files)
         return 1;
-    int ninputs_arg = 0;
+    int ninputs_arg = 0, header_set = 0;
     uint64_t seed = 0;
     check ck = {0};
     ck.atol = 1e-5;
@@ -183,31 +273,91 @@ int main(int argc, char **argv)
             dopts.std = (float)sd;
             break;
         }
+        case OPT_CONCAT: concat = 1; break;
+        case OPT_METRICS: metrics_arg = optarg; break;
+        case OPT_JSON: json = 1; break;
+        case OPT_TOPK: topk_k = (int)cli_long("--top-k", optarg, 1, 1000000); break;
+        case OPT_LABELS: labels_file = optarg; break;
+        case OPT_SOFTMAX: softmax = 1; break;
+        case OPT_TARGET: ro.target = optarg; break;
+        case OPT_COLUMNS: ro.columns = optarg; break;
+        case OPT_HEADER:
+            header_set = 1;
+            if (strcmp(optarg, "auto") == 0)
+                ro.header = MGE_CSV_HEADER_AUTO;
+            else if (strcmp(optarg, "yes") == 0)
+                ro.header = MGE_CSV_HEADER_YES;
+            else if (strcmp(optarg, "no") == 0)
+                ro.header = MGE_CSV_HEADER_NO;
+            else
+                cli_usage("--header %s: expected auto, yes or no", optarg);
+            break;
+        case OPT_IMAGE: io.files[io.nfiles++] = optarg; break;
+        case OPT_RESIZE: run_image_size("--resize", optarg, 1, &io.resize_h, &io.resize_w); break;
+        case OPT_CROP: run_image_size("--crop", optarg, 0, &io.crop_h, &io.crop_w); break;
+        case OPT_MEAN: io.nmean = run_image_floats("--mean", optarg, 0, io.mean); break;
+        case OPT_STD: io.nstd = run_image_floats("--std", optarg, 1, io.std); break;
         default:
             if (!cli_common_opt(c, optarg, &co, help))
                 cli_usage("unhandled option");
         }
     }
-    if (argc - optind > 1)
+    int images = io.nfiles > 0;
+    if (images) {
+        /* with --image, the operands after the model are images too (a shell glob) */
+        for (int a = optind + 1; a < argc; a++)
+            io.files[io.nfiles++] = argv[a];
+        if (optind < argc && looks_like_image(argv[optind]))
+            cli_usage("%s is an image: the model comes first (- for a model on stdin): %s MODEL --image FILE...",
+                      argv[optind], cli_prog);
+    } else if (argc - optind > 1) {
         cli_usage("too many arguments (one model at most)");
+    }
     if (data && (ninputs_arg || ck.path))
         cli_usage("--data cannot be combined with --input or --check");
-    if (accuracy && !data)
-        cli_usage("--accuracy needs --data (the labels come from the dataset)");
+    if (images && (data || ninputs_arg || ck.path))
+        cli_usage("--image cannot be combined with --data, --input or --check");
+    if (accuracy && metrics_arg)
+        cli_usage("--accuracy is --metrics accuracy: give one of them");
+    if ((accuracy || metrics_arg) && !data)
+        cli_usage("%s needs --data (the labels come from the dataset)", accuracy ? "--accuracy" : "--metrics");
     if (dopts.normalize && !data)
-        cli_usage("--normalize needs --data (NPY inputs are used as they are)");
+        cli_usage("--normalize needs --data (NPY inputs are used as they are; images take --mean and --std)");
+    if ((ro.target || ro.columns || header_set) && !data)
+        cli_usage("%s needs --data", ro.target ? "--target" : ro.columns ? "--columns" : "--header");
+    if (header_set && !run_data_is_csv(data))
+        cli_usage("--header is for CSV files (names ending in .csv)");
+    if ((io.resize_h || io.crop_h || io.nmean || io.nstd) && !images)
+        cli_usage("%s needs --image", io.resize_h ? "--resize" : io.crop_h ? "--crop" : io.nmean ? "--mean" : "--std");
+    if ((labels_file || softmax) && !topk_k)
+        cli_usage("%s needs --top-k K", labels_file ? "--labels" : "--softmax");
+    if (json && !(accuracy || metrics_arg || topk_k))
+        cli_usage("--json needs --metrics, --accuracy or --top-k (output records are NPY)");
     if (outputs && (!*outputs || strstr(outputs, ",,") || outputs[0] == ',' || outputs[strlen(outputs) - 1] == ','))
         cli_usage("--output: empty name in '%s'", outputs);
+    int npz = out && ends_with(out, ".npz");
+    /* datasets and images come in batches of our choosing: their outputs are
+     * one record each, which np.load reads whole */
+    concat |= npz || data || images;
+    run_metrics *metrics = NULL;
+    if (accuracy || metrics_arg)
+        metrics = run_metrics_parse("--metrics", accuracy ? "accuracy" : metrics_arg);
     cli_check_device(co.device);
     const char *model = optind < argc ? argv[optind] : "-";
     const char *where = cli_name(model);
+    if (accuracy || metrics_arg)
+        if (!metrics)
+            return 1;
 
-    /* Refuse a terminal before doing any work. With --check, outputs are
-     * written only when -o says where. */
+    /* Refuse a terminal before doing any work. With --check, --metrics or
+     * --top-k, stdout carries text and records are written only when -o says where. */
     cli_out o = {0};
-    int want_out = (!ck.path && !accuracy) || out;
-    if (want_out && cli_out_open(&o, out, 1, co.force))
+    int text_out = ck.path || metrics || topk_k;
+    int want_out = !text_out || out;
+    if (want_out && cli_out_open(&o, out, 1, co.force)) {
+        run_metrics_free(metrics);
         return 1;
+    }
 
     mge_error err;
     mge_error_clear(&err);
@@ -218,7 +368,22 @@ int main(int argc, char **argv)
     mge_tensor *tin = NULL;
     const mge_tensor **tptr = NULL;
     int rc = 1, steps = 0, nin = 0, nout = 0;
+    run_topk topk = {0};
+    topk.k = topk_k;
+    topk.softmax = softmax;
+    topk.json = json;
+    run_sink sink = {0};
+    sink.out = &o;
+    sink.out_name = out ? out : "<stdout>";
+    sink.concat = concat;
+    sink.npz = npz;
+    sink.metrics = metrics;
+    sink.topk = topk_k ? &topk : NULL;
+    sink.json = json;
+    sink.score_k = -1;
 
+    if (labels_file && run_topk_labels(&topk, labels_file))
+        goto done;
     if (cli_model_load(model, &g)) {
         goto done;
     }
@@ -230,12 +395,14 @@ int main(int argc, char **argv)
             cli_mge_error(where, &err);
             goto done;
         }
-        cli_note(where, "%d parameters have no values; initialized from seed %llu", uninit,
+        /* a text model without weights runs, but its outputs mean nothing: say so */
+        cli_warn(where, "%d parameter%s no values: running with random weights from seed %llu (train the model "
+                 "with mge-train, or bind weights with mge-opt --weights)", uninit, uninit == 1 ? " has" : "s have",
                  (unsigned long long)seed);
     }
 
     if (outputs) {
-        outs = malloc(sizeof(int) * (strlen(outputs) + 1));
+        outs = malloc(sizeof(int) * (strlen(outputs) + 2));
         char *copy = strdup(outputs);
         if (!outs || !copy) {
             free(copy);
@@ -259,29 +426,30 @@ int main(int argc, char **argv)
         if (bad)
             goto done;
     }
-    int logits = -1, labels = -1, logits_k = -1;
-    if (accuracy) {
-        run_data_classifier(g, &logits, &labels);
-        if (logits < 0) {
-            cli_error(where, "--accuracy: the model's loss is not cross_entropy over class labels");
+    int logits = -1;
+    run_data_classifier(g, &logits, &ro.loss_labels);
+    if ((metrics || topk_k) && !outputs) {
+        /* scored: the logits of a cross_entropy loss, else the first output */
+        outs = malloc(sizeof(int) * (size_t)(g->noutputs + 1));
+        if (!outs) {
+            cli_error(NULL, "out of memory");
             goto done;
         }
-        if (!outs) {
-            outs = malloc(sizeof(int) * (size_t)(g->noutputs + 1));
-            if (!outs) {
-                cli_error(NULL, "out of memory");
-                goto done;
+        memcpy(outs, g->outputs, sizeof(int) * (size_t)g->noutputs);
+        nouts = g->noutputs;
+        sink.score_k = 0;
+        if (logits >= 0) {
+            sink.score_k = -1;
+            for (int k = 0; k < nouts; k++)
+                if (outs[k] == logits && sink.score_k < 0)
+                    sink.score_k = k;
+            if (sink.score_k < 0) {
+                sink.score_k = nouts;
+                outs[nouts++] = logits;
             }
-            memcpy(outs, g->outputs, sizeof(int) * (size_t)g->noutputs);
-            nouts = g->noutputs;
         }
-        for (int k = 0; k < nouts; k++)
-            if (outs[k] == logits)
-                logits_k = k;
-        if (logits_k < 0) {
-            logits_k = nouts;
-            outs[nouts++] = logits;
-        }
+    } else if (metrics || topk_k) {
+        sink.score_k = 0;
     }
     mge_exec_opts eo = {0};
     eo.threads = cli_threads(&co);
@@ -300,8 +468,15 @@ int main(int argc, char **argv)
         goto done;
     }
 
-    if (data) {
-        if (run_data(data, data_batch, &dopts, g, e, &o, out ? out : "<stdout>", labels, logits_k))
+    if (data || images) {
+        ro.spec = data;
+        ro.batch = data_batch;
+        ro.dopts = &dopts;
+        ro.want_labels = metrics != NULL;
+        io.batch = data_batch;
+        if (data ? run_data(&ro, g, e, &sink) : run_images(&io, g, e, &sink, where))
+            goto done;
+        if (run_sink_finish(&sink, g, e))
             goto done;
         rc = 0;
         goto done;
@@ -406,9 +581,13 @@ int main(int argc, char **argv)
                 goto done;
             }
             if (r) {
-                cli_error(cli_name(s->path), "step %d, input '%s': %s", steps, iname, err.msg);
+                const char *hint = r == MGE_ERR_FORMAT && s->reads == 0 && strstr(err.msg, "bad magic")
+                                       ? stream_hint(s->f, s->path) : NULL;
+                cli_error(cli_name(s->path), "step %d, input '%s': %s%s%s", steps, iname, err.msg,
+                          hint ? "; " : "", hint ? hint : "");
                 goto done;
             }
+            s->reads++;
             tptr[i] = &tin[i];
         }
         if (end) {
@@ -430,19 +609,11 @@ int main(int argc, char **argv)
             cli_error(nin ? cli_name(st[in_stream[0]].path) : where, "step %d: %s", steps, err.msg);
             goto done;
         }
-        for (int k = 0; k < nout; k++) {
-            const mge_tensor *t = mge_exec_result(e, k);
-            if (o.f && mge_npy_write(o.f, t, &err)) {
-                cli_mge_error(out ? out : "<stdout>", &err);
-                goto done;
-            }
-            if (ck.f && check_one(&ck, g, mge_exec_output(e, k), k, steps, t))
-                goto done;
-        }
-        if (o.f && fflush(o.f)) {
-            cli_error(out ? out : "<stdout>", "write failed: %s", strerror(errno));
+        if (run_sink_step(&sink, g, e, NULL, NULL, NULL))
             goto done;
-        }
+        for (int k = 0; ck.f && k < nout; k++)
+            if (check_one(&ck, g, mge_exec_output(e, k), k, steps, mge_exec_result(e, k)))
+                goto done;
         if (nin == 0) { /* nothing to read: one step */
             steps++;
             break;
@@ -468,6 +639,8 @@ int main(int argc, char **argv)
             goto done;
         }
     }
+    if (run_sink_finish(&sink, g, e))
+        goto done;
     rc = 0;
 done:
     if (o.f) {
@@ -483,12 +656,16 @@ done:
             fclose(st[s].f);
     if (ck.f && ck.f != stdin)
         fclose(ck.f);
+    run_sink_free(&sink);
+    run_topk_free(&topk);
+    run_metrics_free(metrics);
     free(st);
     free(in_stream);
     free(tin);
     free(tptr);
     free(outs);
     free(inputs);
+    free(io.files);
     mge_exec_free(e);
     mge_graph_free(g);
     return rc;
