@@ -45,6 +45,7 @@ static void help(void)
            "      --mean LIST        subtract per channel after x/255 (1 or 3 values)\n"
            "      --std LIST         then divide per channel (1 or 3 values)\n"
            "      --seed S           seed for parameters without values (default 0; warned about)\n"
+           "      --plan-cache K     plans kept, one per input shape binding (default 16, 1..4096)\n"
            "\n"
            "Outputs:\n"
            "      --output NAMES     comma-separated values to output (default: the model's)\n"
@@ -191,7 +192,7 @@ static int looks_like_image(const char *path)
 enum {
     OPT_OUTPUT = CLI_OPT_FIRST_TOOL, OPT_SEED, OPT_CHECK, OPT_ATOL, OPT_RTOL, OPT_DATA, OPT_BATCH, OPT_ACCURACY,
     OPT_NORMALIZE, OPT_CONCAT, OPT_METRICS, OPT_JSON, OPT_TOPK, OPT_LABELS, OPT_SOFTMAX, OPT_TARGET, OPT_COLUMNS,
-    OPT_HEADER, OPT_IMAGE, OPT_RESIZE, OPT_CROP, OPT_MEAN, OPT_STD
+    OPT_HEADER, OPT_IMAGE, OPT_RESIZE, OPT_CROP, OPT_MEAN, OPT_STD, OPT_PLAN_CACHE
 };
 
 static int ends_with(const char *s, const char *suf)
@@ -213,6 +214,7 @@ int main(int argc, char **argv)
         {"rtol", 1, 0, OPT_RTOL},
         {"data", 1, 0, OPT_DATA},
         {"batch", 1, 0, OPT_BATCH},
+        {"plan-cache", 1, 0, OPT_PLAN_CACHE},
         {"accuracy", 0, 0, OPT_ACCURACY},
         {"normalize", 1, 0, OPT_NORMALIZE},
         {"concat", 0, 0, OPT_CONCAT},
@@ -234,6 +236,7 @@ int main(int argc, char **argv)
     cli_common co = {0};
     const char *out = NULL, *outputs = NULL, *data = NULL, *metrics_arg = NULL, *labels_file = NULL;
     int64_t data_batch = 256;
+    int plan_cache = 0;   /* 0: the library default */
     int accuracy = 0, concat = 0, json = 0, topk_k = 0, softmax = 0;
     mge_data_opts dopts = {0};
     run_data_opts ro = {0};
@@ -262,6 +265,7 @@ int main(int argc, char **argv)
         case OPT_RTOL: ck.rtol = cli_double("--rtol", optarg, 0); break;
         case OPT_DATA: data = optarg; break;
         case OPT_BATCH: data_batch = cli_long("--batch", optarg, 1, 1L << 24); break;
+        case OPT_PLAN_CACHE: plan_cache = (int)cli_long("--plan-cache", optarg, 1, 4096); break;
         case OPT_ACCURACY: accuracy = 1; break;
         case OPT_NORMALIZE: {
             double m, sd;
@@ -457,6 +461,7 @@ int main(int argc, char **argv)
     eo.noutputs = nouts;
     eo.outputs = outs;
     eo.preprocess = 1;   /* the model does not change while it runs */
+    eo.plan_cache = plan_cache;
     if (mge_exec_create(g, &eo, &e, &err)) {
         cli_mge_error(where, &err);
         goto done;

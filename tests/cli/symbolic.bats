@@ -148,3 +148,16 @@ assert ep[-1]["loss"] < 0.8 * ep[0]["loss"], (ep[0]["loss"], ep[-1]["loss"])' "$
     assert_failure 1
     [[ "$stderr" == *"lengths[5] is 13: must be 1 to 12"* ]]
 }
+
+@test "--plan-cache bounds the plans; 0 or an absurd bound is a usage error" {
+    need_numpy
+    npys "$T/x.npy" f32:1x3x40x40:rand f32:1x3x48x48:rand f32:1x3x40x40:rand
+    "$MGE_RUN" --plan-cache 1 "$T/r18.mgt" < "$T/x.npy" > "$T/y1.npy"
+    "$MGE_RUN" "$T/r18.mgt" < "$T/x.npy" > "$T/y2.npy"
+    cmp "$T/y1.npy" "$T/y2.npy"
+    for bad in 0 4097 -3 x; do
+        run --separate-stderr "$MGE_RUN" --plan-cache "$bad" "$T/r18.mgt"
+        assert_failure 2
+        [[ "$stderr" == *"--plan-cache"* ]]
+    done
+}
