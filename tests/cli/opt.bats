@@ -314,7 +314,7 @@ del d["bogus.weight"]; del d["fc2.bias"]; np.savez(sys.argv[3], **d)' "$T/w.npz"
 @test "--verify options: bad values and use without --verify are usage errors" {
     write_conv
     for args in "--verify --atol x" "--verify --atol -1" "--verify --rtol nan" "--verify --batch 0" \
-                "--atol 1e-3" "--rtol 1e-3" "--batch 2" "--shape x=2x1x8x8" "--input $T/x.npy" \
+                "--atol 1e-3" "--rtol 1e-3" "--batch 2" "--input $T/x.npy" \
                 "--verify --shape x=2x1x8x8 --input $T/x.npy" "--verify --shape x"; do
         run "$MGE_OPT" $args "$T/conv.mgt" -o "$T/x.mge"
         assert_failure 2
