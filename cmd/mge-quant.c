@@ -233,6 +233,8 @@ static int calibrate(mge_graph *g, const qopts *o, const char *where, double *lo
     for (int i = 0; i < c->nin; i++)
         c->inputs[i] = mge_exec_input(e, i);
     const char *cw = cli_name(o->calib);
+    if (cli_stdin_ready(o->calib, "calibration data", "give --calib FILE or redirect stdin"))
+        goto done;
     if (mge_dataset_load(o->calib, &c->ds, &err)) {
         cli_mge_error(cw, &err);
         goto done;

@@ -219,7 +219,8 @@ int main(int argc, char **argv)
     const mge_tensor **tptr = NULL;
     int rc = 1, steps = 0, nin = 0, nout = 0;
 
-    if (cli_model_load(model, &g)) {
+    int printed = 0;
+    if (cli_model_load_printed(model, &g, &printed)) {
         goto done;
     }
     int uninit = 0;
@@ -230,8 +231,11 @@ int main(int argc, char **argv)
             cli_mge_error(where, &err);
             goto done;
         }
-        cli_note(where, "%d parameters have no values; initialized from seed %llu", uninit,
-                 (unsigned long long)seed);
+        if (printed)
+            cli_warn_printed(where, uninit, seed);
+        else
+            cli_note(where, "%d parameters have no values; initialized from seed %llu", uninit,
+                     (unsigned long long)seed);
     }
 
     if (outputs) {
@@ -367,10 +371,13 @@ int main(int argc, char **argv)
         cli_error(NULL, "the model was read from stdin: give the input tensors with --input");
         goto done;
     }
-    if (use_default && strcmp(st[0].path, "-") == 0 && isatty(STDIN_FILENO) && !co.force) {
-        cli_error(NULL, "NPY records are not read from a terminal: redirect stdin or use --input FILE (-f to force)");
+    if (use_default && cli_stdin_ready(st[0].path, "NPY records", "redirect stdin or use --input FILE"))
         goto done;
-    }
+    for (int k = 1; k < nst; k++)
+        if (cli_stdin_ready(st[k].path, "NPY records", "redirect stdin or use --input NAME=FILE"))
+            goto done;
+    if (ck.path && cli_stdin_ready(ck.path, "--check records", "give --check FILE or redirect stdin"))
+        goto done;
     for (int s = 0; s < nst; s++) {
         if (s == 0 && !use_default)
             continue;

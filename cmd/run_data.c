@@ -43,6 +43,8 @@ int run_data(const char *spec, int64_t batch, const mge_data_opts *dopts, mge_gr
             bind[nb++] = labels;
         }
     }
+    if (cli_stdin_ready(spec, "data", NULL))
+        goto done;
     if (mge_dataset_load(spec, &ds, &err) || mge_dataset_bind(&ds, g, nb, bind, dopts, &err)) {
         cli_mge_error(cli_name(spec), &err);
         goto done;
