@@ -28,7 +28,12 @@ static void help(void)
            "  -h, --help           show this help and exit\n"
            "      --version        show the version and exit\n"
            "\n"
-           "Exit status: 0 success, 1 failure, 2 usage error.\n", cli_prog);
+           "Exit status: 0 success, 1 failure, 2 usage error.\n"
+           "\n"
+           "Examples:\n"
+           "  mge-dump net.mge --batch 8                    # text form, FLOPs per node, memory plan\n"
+           "  mge-dump net.mge --params w.npz --json > net.json   # weights by name; the summary as JSON\n"
+           "  mge-dump y.npy                                # dtype, shape and statistics of each record\n", cli_prog);
 }
 
 /* ---------------------------------------------------------------- helpers */

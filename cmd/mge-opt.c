@@ -46,7 +46,12 @@ static void help(void)
            "  -h, --help          show this help and exit\n"
            "      --version       show the version and exit\n"
            "\n"
-           "Exit status: 0 success, 1 failure (also a failed --verify), 2 usage error.\n", cli_prog);
+           "Exit status: 0 success, 1 failure (also a failed --verify), 2 usage error.\n"
+           "\n"
+           "Examples:\n"
+           "  mge-opt net.mgt -o net.mge                     # assemble text into .mge\n"
+           "  mge-opt net.mgt --weights w.npz -O2 --verify -o net.mge   # bind, optimize, check the outputs\n"
+           "  mge-opt -S net.mge                             # the text form of a model\n", cli_prog);
 }
 
 static void list_passes(void)

@@ -46,7 +46,12 @@ static void help(void)
            "  -h, --help          show this help and exit\n"
            "      --version       show the version and exit\n"
            "\n"
-           "Exit status: 0 success, 1 failure, 2 usage error.\n",
+           "Exit status: 0 success, 1 failure, 2 usage error.\n"
+           "\n"
+           "Examples:\n"
+           "  mge-quant net.mge --calib x.npy -o net.int8.mge   # int8, calibrated on NPY records\n"
+           "  mge-quant net.mge --calib x.npy --method entropy --report r.json -o net.int8.mge\n"
+           "  mge-quant net.mge --dtype f16 -o net.f16.mge     # f16 weights, no calibration\n",
            cli_prog);
 }
 

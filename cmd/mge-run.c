@@ -41,7 +41,12 @@ static void help(void)
            "  -h, --help             show this help and exit\n"
            "      --version          show the version and exit\n"
            "\n"
-           "Exit status: 0 success, 1 failure, 2 usage error.\n", cli_prog);
+           "Exit status: 0 success, 1 failure, 2 usage error.\n"
+           "\n"
+           "Examples:\n"
+           "  mge-run net.mge < x.npy > y.npy                # NPY records in, one per input; records out\n"
+           "  mge-run net.mge --input x.npy --check y.npy   # exit 1 when an output differs\n"
+           "  mge-run net.mge --data d.npz --accuracy       # a labelled dataset through the model\n", cli_prog);
 }
 
 typedef struct stream {

@@ -62,7 +62,12 @@ static void help(void)
            "      --version         show the version and exit\n"
            "\n"
            "A step that makes a parameter NaN or inf stops the run; OUT then holds the step before it.\n"
-           "Exit status: 0 success, 1 failure, 2 usage error (also a number out of range).\n",
+           "Exit status: 0 success, 1 failure, 2 usage error (also a number out of range).\n"
+           "\n"
+           "Examples:\n"
+           "  mge-train net.mgt --data d.npz --epochs 2 -o net.mge\n"
+           "  mge-train net.mgt --data d.npz --val-split 0.25 --optimizer adam --log run.csv -o net.mge\n"
+           "  mge-train net.mgt --data d.npz --weights w.npz --steps 20 -o tuned.mge   # start from weights\n",
            cli_prog);
 }
 
