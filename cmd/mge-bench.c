@@ -51,7 +51,7 @@ static void help(void)
            "Examples:\n"
            "  mge-bench net.mge --batch 8                   # latency percentiles and throughput\n"
            "  mge-bench net.mge net.O2.mge --threads 1,2 --md   # models and thread counts side by side\n"
-           "  mge-bench net.mge --json > base.json && mge-bench net.mge --baseline base.json\n",
+           "  mge-bench net.mge --train --batch 8 --csv       # a training step, as CSV\n",
            cli_prog);
 }
 
