@@ -162,11 +162,21 @@ bench-scale: all
 
 # ------------------------------------------------------------------ install
 MAN1 := $(wildcard man/man1/*.1)
+MAN3 := $(wildcard man/man3/*.3)
 MAN5 := $(wildcard man/man5/*.5)
 MAN7 := $(wildcard man/man7/*.7)
+COMPLETIONS := $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+# What `pkg-config --static --libs mge` adds after -lmge, for a fully static
+# program: libmge.a's own needs and, in link order, those of OpenBLAS and
+# libarchive. libxml-2.0 is named because libarchive.pc lists -lxml2 but
+# not what libxml2.a needs in turn (ICU), and -lstdc++ because ICU is C++
+# and icu-uc.pc does not say so. Evaluated by install only.
+PC_LIBS_PRIVATE = $(shell pkg-config --static --libs openblas libarchive libxml-2.0 zlib libpng libjpeg 2>/dev/null || \
+                    echo -lopenblas -larchive -lz -lpng16 -ljpeg) -lstdc++ -lm -ldl -pthread
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/mge \
-	  $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/share/man/man7
+	  $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man3 $(DESTDIR)$(PREFIX)/share/man/man5 \
+	  $(DESTDIR)$(PREFIX)/share/man/man7 $(COMPLETIONS)
 	install -m 755 $(TOOL_BIN) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 $(B)/libmge.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(B)/libmge.so $(DESTDIR)$(PREFIX)/lib/libmge.so.0
@@ -175,9 +185,24 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/lib/mge
 	$(if $(PLUGINS),install -m 755 $(PLUGINS) $(DESTDIR)$(PREFIX)/lib/mge/)
 	$(if $(MAN1),install -m 644 $(MAN1) $(DESTDIR)$(PREFIX)/share/man/man1/)
+	$(if $(MAN3),install -m 644 $(MAN3) $(DESTDIR)$(PREFIX)/share/man/man3/)
 	$(if $(MAN5),install -m 644 $(MAN5) $(DESTDIR)$(PREFIX)/share/man/man5/)
 	$(if $(MAN7),install -m 644 $(MAN7) $(DESTDIR)$(PREFIX)/share/man/man7/)
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' mge.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/mge.pc
+	@# man mge_exec_run: one .so link per function a page's NAME line lists
+	@for p in $(MAN3); do page=$$(basename $$p); \
+	  for f in $$(sed -n '/^\.SH NAME/{n;s/ \\-.*//;s/,//g;p;q}' $$p); do \
+	    [ "$$f.3" = "$$page" ] || echo ".so man3/$$page" > $(DESTDIR)$(PREFIX)/share/man/man3/$$f.3; done; done
+	@# bash-completion loads completions/TOOL when TOOL is first completed
+	for t in $(TOOLS); do install -m 644 completion/mge.bash $(COMPLETIONS)/$$t; done
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS_PRIVATE@|$(PC_LIBS_PRIVATE)|' \
+	  mge.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/mge.pc
+	@# programs linked with -lmge find libmge.so.0 through the loader's cache
+	@# (a staged install, DESTDIR, leaves that to the package's scripts)
+	@if [ -n "$(DESTDIR)" ]; then :; \
+	elif [ -w /etc/ld.so.cache ] && command -v ldconfig > /dev/null; then \
+	  ldconfig && echo "install: ran ldconfig: programs find $(PREFIX)/lib/libmge.so.0"; \
+	else echo "install: to let programs find $(PREFIX)/lib/libmge.so.0 without LD_LIBRARY_PATH, run" \
+	  "ldconfig as root (when /etc/ld.so.conf.d lists $(PREFIX)/lib) or link them with -Wl,-rpath,$(PREFIX)/lib"; fi
 
 clean:
 	rm -rf build bin

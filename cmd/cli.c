@@ -15,6 +15,7 @@
 
 const char *cli_prog = "mge";
 int cli_verbose;
+static int cli_force;   /* -f: also reads stdin from a terminal (cli_stdin_ready) */
 static char **cli_argv;
 
 /* Temporary output files not yet committed. Plain char arrays so the signal
@@ -246,6 +247,7 @@ int cli_common_opt(int c, const char *arg, cli_common *co, void (*help)(void))
         return 1;
     case 'f':
         co->force = 1;
+        cli_force = 1;
         return 1;
     case ':': {
         const char *a = cli_argv && optind > 0 ? cli_argv[optind - 1] : "?";
@@ -439,26 +441,50 @@ int cli_stdout_flush(void)
     return -1;
 }
 
-int cli_model_load(const char *path, mge_graph **g)
+/* The header the text printer writes (text_print.c): mge-dump and mge-opt
+ * -S print it, and what they print carries no parameter values. */
+static int printed_text(const void *buf, size_t n)
+{
+    static const char head[] = "# mge text form";
+    return n >= sizeof head - 1 && memcmp(buf, head, sizeof head - 1) == 0;
+}
+
+int cli_model_load_printed(const char *path, mge_graph **g, int *printed)
 {
     mge_error err;
     mge_error_clear(&err);
-    if (mge_model_load(path, g, &err)) {
-        /* A tensor file given where a model belongs: say so rather than
-         * report the text parser's complaint about its first byte. */
-        unsigned char head[16];
-        size_t n = 0;
-        FILE *f = path && strcmp(path, "-") != 0 ? fopen(path, "rb") : NULL;
-        if (f) {
-            n = fread(head, 1, sizeof head, f);
-            fclose(f);
-        }
-        if (n && mge_npy_is_npy(head, n))
-            cli_error(path, "this is an NPY tensor stream, not a model");
-        else if (n && mge_npz_is_zip(head, n))
-            cli_error(path, "this is an .npz archive, not a model (bind weights with mge-opt --weights)");
-        else
+    *g = NULL;
+    if (printed)
+        *printed = 0;
+    if (cli_stdin_ready(path, "a model", NULL))
+        return -1;
+    mge_status s;
+    if (printed && strcmp(path, "-") == 0) {
+        /* stdin is read once: look at its head in memory */
+        void *buf;
+        size_t n;
+        int mapped;
+        if (mge_file_slurp(path, &buf, &n, &mapped, &err)) {
             cli_mge_error(cli_name(path), &err);
+            return -1;
+        }
+        *printed = printed_text(buf, n);
+        s = mge_model_load_mem(buf, n, ".", g, &err);
+        mge_file_unslurp(buf, n, mapped);
+    } else {
+        if (printed) {
+            char head[32];
+            FILE *f = fopen(path, "rb");
+            if (f) {
+                *printed = printed_text(head, fread(head, 1, sizeof head, f));
+                fclose(f);
+            }
+        }
+        s = mge_model_load(path, g, &err);
+    }
+    if (s) {
+        /* the library names files of the wrong kind (formats/sniff.c) */
+        cli_mge_error(cli_name(path), &err);
         return -1;
     }
     if ((*g)->nvalues == 0) {
@@ -470,10 +496,46 @@ int cli_model_load(const char *path, mge_graph **g)
     return 0;
 }
 
+int cli_model_load(const char *path, mge_graph **g)
+{
+    return cli_model_load_printed(path, g, NULL);
+}
+
+void cli_warn_printed(const char *where, int uninit, uint64_t seed)
+{
+    cli_warn(where,
+             "%d parameter%s without values initialized at random (seed %llu): this text was printed by mge-dump "
+             "or mge-opt -S, which leave the values out; to keep trained weights, export them "
+             "(mge-dump MODEL.mge --params w.npz) and bind them (mge-opt --weights w.npz), or use the .mge itself",
+             uninit, uninit == 1 ? "" : "s", (unsigned long long)seed);
+}
+
+int cli_stdin_ready(const char *path, const char *what, const char *hint)
+{
+    if (!path || strcmp(path, "-") != 0 || !isatty(STDIN_FILENO))
+        return 0;
+    if (cli_force) {
+        /* without a word the tool would seem to hang */
+        if (cli_verbose >= 0) {
+            fflush(stdout);
+            fprintf(stderr, "%s: reading %s from the terminal (end it with Ctrl-D)\n", cli_prog, what);
+        }
+        return 0;
+    }
+    cli_error(NULL, "not reading %s from a terminal: %s (-f reads the terminal)", what,
+              hint ? hint : "give a FILE or redirect stdin");
+    return -1;
+}
+
 int cli_slurp(const char *path, void **buf, size_t *n, int *mapped)
 {
     mge_error err;
     mge_error_clear(&err);
+    *buf = NULL;
+    *n = 0;
+    *mapped = 0;
+    if (cli_stdin_ready(path, "the input", NULL))
+        return -1;
     if (mge_file_slurp(path, buf, n, mapped, &err)) {
         cli_mge_error(cli_name(path), &err);
         return -1;

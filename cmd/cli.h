@@ -87,11 +87,25 @@ int cli_write_buf(const char *path, const mge_buf *b, int binary, int force);
  * returns -1. */
 int cli_stdout_flush(void);
 
-/* Reads a whole input ("-" = stdin). Prints and returns -1 on failure. */
+/* Reads a whole input ("-" = stdin; refused on a terminal, see
+ * cli_stdin_ready). Prints and returns -1 on failure. */
 int cli_slurp(const char *path, void **buf, size_t *n, int *mapped);
 
-/* mge_model_load that also refuses an empty model. Prints and returns -1 on failure. */
+/* mge_model_load that also refuses an empty model and a model typed on a
+ * terminal (cli_stdin_ready). Prints and returns -1 on failure. */
 int cli_model_load(const char *path, mge_graph **g);
+/* The same; *printed tells whether the model is text a printer wrote
+ * (mge-dump, mge-opt -S), which holds no parameter values. */
+int cli_model_load_printed(const char *path, mge_graph **g, int *printed);
+/* The warning for such a text whose uninit parameters were just
+ * initialized at random: trained weights are easy to lose this way. */
+void cli_warn_printed(const char *where, int uninit, uint64_t seed);
+/* Before reading path "-": stdin on a terminal would wait silently for
+ * typed bytes, so it is refused, saying so and how to give the input
+ * (hint; NULL: "give a FILE or redirect stdin"); after -f it is read, with
+ * a line saying so. what: "a model", "NPY records". Returns -1 after
+ * printing when refused; 0 for any other path. */
+int cli_stdin_ready(const char *path, const char *what, const char *hint);
 
 /* Element i of t as a double (--check, --verify): quantized values are
  * dequantized when their scale is per tensor. */

@@ -131,6 +131,8 @@ static int fill_random(mge_tensor *t, mge_rng *r, int64_t classes, const char *w
 
 static int from_file(const mge_graph *g, const char *path, bench_inputs *b, int64_t batch)
 {
+    if (cli_stdin_ready(path, "NPY records", "give --input FILE or redirect stdin"))
+        return -1;
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
     const char *fn = cli_name(path);
     if (!f) {

@@ -46,7 +46,12 @@ static void help(void)
            "  -h, --help             show this help and exit\n"
            "      --version          show the version and exit\n"
            "\n"
-           "Exit status: 0 success, 1 failure or regression, 2 usage error.\n",
+           "Exit status: 0 success, 1 failure or regression, 2 usage error.\n"
+           "\n"
+           "Examples:\n"
+           "  mge-bench net.mge --batch 8                   # latency percentiles and throughput\n"
+           "  mge-bench net.mge net.O2.mge --threads 1,2 --md   # models and thread counts side by side\n"
+           "  mge-bench net.mge --train --batch 8 --csv       # a training step, as CSV\n",
            cli_prog);
 }
 

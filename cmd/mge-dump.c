@@ -28,7 +28,12 @@ static void help(void)
            "  -h, --help           show this help and exit\n"
            "      --version        show the version and exit\n"
            "\n"
-           "Exit status: 0 success, 1 failure, 2 usage error.\n", cli_prog);
+           "Exit status: 0 success, 1 failure, 2 usage error.\n"
+           "\n"
+           "Examples:\n"
+           "  mge-dump net.mge --batch 8                    # text form, FLOPs per node, memory plan\n"
+           "  mge-dump net.mge --params w.npz --json > net.json   # weights by name; the summary as JSON\n"
+           "  mge-dump y.npy                                # dtype, shape and statistics of each record\n", cli_prog);
 }
 
 /* ---------------------------------------------------------------- helpers */
@@ -668,7 +673,17 @@ int main(int argc, char **argv)
     mge_buf b = {0};
     int rc = 1;
 
-    if (mge_npy_is_npy(buf, n) || mge_npz_is_zip(buf, n)) {
+    mge_file_kind kind = mge_sniff_kind(buf, n < MGE_SNIFF_BYTES ? n : MGE_SNIFF_BYTES);
+    if (kind != MGE_KIND_UNKNOWN && kind != MGE_KIND_EMPTY && kind != MGE_KIND_MGE && kind != MGE_KIND_NPY &&
+        kind != MGE_KIND_NPZ && kind != MGE_KIND_ZIP) {
+        /* what it is and how to get something mge-dump reads: weights files
+         * get the .npz recipe, the rest the model advice */
+        int weights = kind == MGE_KIND_TORCH || kind == MGE_KIND_PICKLE || kind == MGE_KIND_SAFETENSORS;
+        mge_sniff_refuse(kind, weights ? MGE_SNIFF_WEIGHTS : MGE_SNIFF_MODEL, in, &err);
+        cli_mge_error(where, &err);
+        goto done;
+    }
+    if (kind == MGE_KIND_NPY || kind == MGE_KIND_NPZ || kind == MGE_KIND_ZIP) {
         if (dot || params || nshapes || batch >= 0)
             cli_usage("%s is a tensor stream: --dot, --params, --shape and --batch apply to models", where);
         mge_tlist l = {0};

@@ -6,6 +6,7 @@
  * inputs and compares every output by name. */
 #include "cli.h"
 #include "inputs.h"
+#include "weights.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -21,6 +22,8 @@ static void help(void)
            "  -o FILE             write to FILE (default: stdout)\n"
            "  -S, --text          write the text form instead of .mge\n"
            "      --weights W.npz bind parameter values by name (all must match)\n"
+           "      --allow-unused  entries of --weights the model has no value for are\n"
+           "                      listed as a warning, not an error\n"
            "      --seed S        seed for parameters without values and random\n"
            "                      --verify inputs (default 0)\n"
            "  -O0 -O1 -O2 -O3     pass presets (-O0: none)\n"
@@ -44,7 +47,12 @@ static void help(void)
            "  -h, --help          show this help and exit\n"
            "      --version       show the version and exit\n"
            "\n"
-           "Exit status: 0 success, 1 failure (also a failed --verify), 2 usage error.\n", cli_prog);
+           "Exit status: 0 success, 1 failure (also a failed --verify), 2 usage error.\n"
+           "\n"
+           "Examples:\n"
+           "  mge-opt net.mgt -o net.mge                     # assemble text into .mge\n"
+           "  mge-opt net.mgt --weights w.npz -O2 --verify -o net.mge   # bind, optimize, check the outputs\n"
+           "  mge-opt -S net.mge                             # the text form of a model\n", cli_prog);
 }
 
 static void list_passes(void)
@@ -426,7 +434,7 @@ static int run_passes(mge_graph **g, int n, const char *const *names, const char
 
 enum {
     OPT_WEIGHTS = CLI_OPT_FIRST_TOOL, OPT_SEED, OPT_PASSES, OPT_LIST, OPT_VERIFY, OPT_ATOL, OPT_RTOL, OPT_BATCH,
-    OPT_SHAPE, OPT_INPUT, OPT_TIME, OPT_PRINT_AFTER
+    OPT_SHAPE, OPT_INPUT, OPT_TIME, OPT_PRINT_AFTER, OPT_ALLOW_UNUSED
 };
 
 int main(int argc, char **argv)
@@ -437,6 +445,7 @@ int main(int argc, char **argv)
         {"output", 1, 0, 'o'},
         {"text", 0, 0, 'S'},
         {"weights", 1, 0, OPT_WEIGHTS},
+        {"allow-unused", 0, 0, OPT_ALLOW_UNUSED},
         {"seed", 1, 0, OPT_SEED},
         {"passes", 1, 0, OPT_PASSES},
         {"list-passes", 0, 0, OPT_LIST},
@@ -452,7 +461,7 @@ int main(int argc, char **argv)
     };
     cli_common co = {0};
     const char *out = NULL, *weights = NULL, *passes = NULL, *verify_only = NULL;
-    int text = 0, level = -1, list = 0, verify = 0, time_passes = 0, print_after = 0;
+    int text = 0, level = -1, list = 0, verify = 0, time_passes = 0, print_after = 0, allow_unused = 0;
     verify_opts vo;
     memset(&vo, 0, sizeof vo);
     vo.atol = 1e-5;
@@ -469,6 +478,7 @@ int main(int argc, char **argv)
             level = optarg[0] - '0';
             break;
         case OPT_WEIGHTS: weights = optarg; break;
+        case OPT_ALLOW_UNUSED: allow_unused = 1; break;
         case OPT_SEED: vo.seed = cli_u64("--seed", optarg); break;
         case OPT_PASSES: passes = optarg; break;
         case OPT_LIST: list = 1; break;
@@ -493,6 +503,8 @@ int main(int argc, char **argv)
         cli_usage("-O%d and --passes cannot be combined", level);
     if (argc - optind > 1)
         cli_usage("too many arguments (one model at most)");
+    if (allow_unused && !weights)
+        cli_usage("--allow-unused only applies to --weights");
     if (verify_only && !verify)
         cli_usage("%s only applies to --verify", verify_only);
     if (vo.input && vo.shapes.n)
@@ -540,24 +552,11 @@ int main(int argc, char **argv)
         cli_error(NULL, "out of memory");
         goto done;
     }
-    if (cli_model_load(in, &g))
+    int printed = 0;
+    if (cli_model_load_printed(in, &g, &printed))
         goto done;
-    if (weights) {
-        mge_tlist l = {0};
-        mge_status s = mge_npz_read_path(weights, &l, &err);
-        if (s) {
-            cli_mge_error(cli_name(weights), &err);
-            goto done;
-        }
-        s = mge_params_bind(g, &l, 0, &err);
-        int nbound = l.n;
-        mge_tlist_free(&l);
-        if (s) {
-            cli_mge_error(cli_name(weights), &err);
-            goto done;
-        }
-        cli_note(cli_name(weights), "bound %d parameter tensors", nbound);
-    }
+    if (weights && cli_weights_bind(g, weights, 0, allow_unused) < 0)
+        goto done;
     int uninit = 0, valued = 0;
     for (int v = 0; v < g->nvalues; v++) {
         int p = g->values[v].kind == MGE_VAL_PARAM || g->values[v].kind == MGE_VAL_STATE;
@@ -569,8 +568,11 @@ int main(int argc, char **argv)
             cli_mge_error(where, &err);
             goto done;
         }
-        cli_note(where, "%d parameters without values initialized (seed %llu)", uninit,
-                 (unsigned long long)vo.seed);
+        if (printed)
+            cli_warn_printed(where, uninit, vo.seed);
+        else
+            cli_note(where, "%d parameters without values initialized (seed %llu)", uninit,
+                     (unsigned long long)vo.seed);
     }
     if (vo.shapes.n && set_opt_shape(g, where, &vo.shapes))
         goto done;

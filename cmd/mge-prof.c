@@ -42,7 +42,12 @@ static void help(void)
            "  -h, --help             show this help and exit\n"
            "      --version          show the version and exit\n"
            "\n"
-           "Exit status: 0 success, 1 failure, 2 usage error.\n",
+           "Exit status: 0 success, 1 failure, 2 usage error.\n"
+           "\n"
+           "Examples:\n"
+           "  mge-prof net.mge --batch 8                    # time per node, GFLOP/s, bytes moved\n"
+           "  mge-prof net.mge --batch 8 --by-op --top 5    # the five most expensive ops\n"
+           "  mge-prof net.mge --batch 8 --train --trace step.json   # a training step, for ui.perfetto.dev\n",
            cli_prog, WARMUP);
 }
 

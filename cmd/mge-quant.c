@@ -46,7 +46,12 @@ static void help(void)
            "  -h, --help          show this help and exit\n"
            "      --version       show the version and exit\n"
            "\n"
-           "Exit status: 0 success, 1 failure, 2 usage error.\n",
+           "Exit status: 0 success, 1 failure, 2 usage error.\n"
+           "\n"
+           "Examples:\n"
+           "  mge-quant net.mge --calib x.npy -o net.int8.mge   # int8, calibrated on NPY records\n"
+           "  mge-quant net.mge --calib x.npy --method entropy --report r.json -o net.int8.mge\n"
+           "  mge-quant net.mge --dtype f16 -o net.f16.mge     # f16 weights, no calibration\n",
            cli_prog);
 }
 
@@ -233,6 +238,8 @@ static int calibrate(mge_graph *g, const qopts *o, const char *where, double *lo
     for (int i = 0; i < c->nin; i++)
         c->inputs[i] = mge_exec_input(e, i);
     const char *cw = cli_name(o->calib);
+    if (cli_stdin_ready(o->calib, "calibration data", "give --calib FILE or redirect stdin"))
+        goto done;
     if (mge_dataset_load(o->calib, &c->ds, &err)) {
         cli_mge_error(cw, &err);
         goto done;

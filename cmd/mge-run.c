@@ -388,7 +388,8 @@ int main(int argc, char **argv)
 
     if (labels_file && run_topk_labels(&topk, labels_file))
         goto done;
-    if (cli_model_load(model, &g)) {
+    int printed = 0;
+    if (cli_model_load_printed(model, &g, &printed)) {
         goto done;
     }
     int uninit = 0;
@@ -399,10 +400,12 @@ int main(int argc, char **argv)
             cli_mge_error(where, &err);
             goto done;
         }
-        /* a text model without weights runs, but its outputs mean nothing: say so */
-        cli_warn(where, "%d parameter%s no values: running with random weights from seed %llu (train the model "
-                 "with mge-train, or bind weights with mge-opt --weights)", uninit, uninit == 1 ? " has" : "s have",
-                 (unsigned long long)seed);
+        if (printed)
+            cli_warn_printed(where, uninit, seed);
+        else /* a text model without weights runs, but its outputs mean nothing: say so */
+            cli_warn(where, "%d parameter%s no values: running with random weights from seed %llu (train the model "
+                     "with mge-train, or bind weights with mge-opt --weights)", uninit, uninit == 1 ? " has" : "s have",
+                     (unsigned long long)seed);
     }
 
     if (outputs) {
@@ -547,10 +550,13 @@ int main(int argc, char **argv)
         cli_error(NULL, "the model was read from stdin: give the input tensors with --input");
         goto done;
     }
-    if (use_default && strcmp(st[0].path, "-") == 0 && isatty(STDIN_FILENO) && !co.force) {
-        cli_error(NULL, "NPY records are not read from a terminal: redirect stdin or use --input FILE (-f to force)");
+    if (use_default && cli_stdin_ready(st[0].path, "NPY records", "redirect stdin or use --input FILE"))
         goto done;
-    }
+    for (int k = 1; k < nst; k++)
+        if (cli_stdin_ready(st[k].path, "NPY records", "redirect stdin or use --input NAME=FILE"))
+            goto done;
+    if (ck.path && cli_stdin_ready(ck.path, "--check records", "give --check FILE or redirect stdin"))
+        goto done;
     for (int s = 0; s < nst; s++) {
         if (s == 0 && !use_default)
             continue;

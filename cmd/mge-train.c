@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "train_report.h"
+#include "weights.h"
 
 static void help(void)
 {
@@ -45,7 +46,8 @@ static void help(void)
            "      --clip-norm C     clip gradients to global L2 norm C\n"
            "State:\n"
            "      --seed S          parameter init, data order and dropout (default 0)\n"
-           "      --weights W.npz   initial parameter values by name\n"
+           "      --weights W.npz   initial parameter values by name (params it lacks keep their init)\n"
+           "      --allow-unused    entries of --weights the model has no value for are a warning\n"
            "      --resume CKPT     continue from a checkpoint written by mge-train\n"
            "      --checkpoint-every N  write OUT every N steps (atomically)\n"
            "      --no-state        leave the optimizer state out of OUT (not resumable)\n"
@@ -60,7 +62,12 @@ static void help(void)
            "      --version         show the version and exit\n"
            "\n"
            "A step that makes a parameter NaN or inf stops the run; OUT then holds the step before it.\n"
-           "Exit status: 0 success, 1 failure, 2 usage error (also a number out of range).\n",
+           "Exit status: 0 success, 1 failure, 2 usage error (also a number out of range).\n"
+           "\n"
+           "Examples:\n"
+           "  mge-train net.mgt --data d.npz --epochs 2 -o net.mge\n"
+           "  mge-train net.mgt --data d.npz --val-split 0.25 --optimizer adam --log run.csv -o net.mge\n"
+           "  mge-train net.mgt --data d.npz --weights w.npz --steps 20 -o tuned.mge   # start from weights\n",
            cli_prog);
 }
 
@@ -68,14 +75,14 @@ enum {
     OPT_DATA = CLI_OPT_FIRST_TOOL, OPT_VAL, OPT_VAL_SPLIT, OPT_BATCH, OPT_DROP_LAST, OPT_NO_SHUFFLE, OPT_NORMALIZE,
     OPT_NO_PREFETCH, OPT_EPOCHS, OPT_STEPS, OPT_OPTIMIZER, OPT_LR, OPT_MOMENTUM, OPT_DAMPENING, OPT_NESTEROV,
     OPT_BETAS, OPT_EPS, OPT_WD, OPT_SCHEDULE, OPT_WARMUP, OPT_CLIP, OPT_SEED, OPT_WEIGHTS, OPT_RESUME, OPT_CKPT,
-    OPT_NO_STATE, OPT_LOG
+    OPT_NO_STATE, OPT_LOG, OPT_ALLOW_UNUSED
 };
 
 typedef struct opts {
     const char *net, *data, *val, *out, *weights, *resume, *log, *schedule;
     double val_split;
     int64_t batch, epochs, steps, warmup, ckpt_every;
-    int drop_last, shuffle, prefetch, no_state, normalize;
+    int drop_last, shuffle, prefetch, no_state, normalize, allow_unused;
     float mean, std;
     mge_optim_kind kind;
     int kind_given;
@@ -201,6 +208,7 @@ static void parse_args(int argc, char **argv, opts *o)
         {"clip-norm", 1, 0, OPT_CLIP},
         {"seed", 1, 0, OPT_SEED},
         {"weights", 1, 0, OPT_WEIGHTS},
+        {"allow-unused", 0, 0, OPT_ALLOW_UNUSED},
         {"resume", 1, 0, OPT_RESUME},
         {"checkpoint-every", 1, 0, OPT_CKPT},
         {"no-state", 0, 0, OPT_NO_STATE},
@@ -296,6 +304,7 @@ static void parse_args(int argc, char **argv, opts *o)
             o->seed_given = 1;
             break;
         case OPT_WEIGHTS: o->weights = optarg; break;
+        case OPT_ALLOW_UNUSED: o->allow_unused = 1; break;
         case OPT_RESUME: o->resume = optarg; break;
         case OPT_CKPT: o->ckpt_every = int_opt("--checkpoint-every", optarg, 1, MAX_STEPS); break;
         case OPT_NO_STATE: o->no_state = 1; break;
@@ -326,6 +335,8 @@ static void parse_args(int argc, char **argv, opts *o)
         cli_usage("--epochs and --steps cannot be combined");
     if (o->val && o->val_split > 0)
         cli_usage("--val and --val-split cannot be combined");
+    if (o->allow_unused && !o->weights)
+        cli_usage("--allow-unused only applies to --weights");
     if (o->weights && o->resume)
         cli_usage("--weights and --resume cannot be combined (a checkpoint holds its weights)");
     if (o->ckpt_every && strcmp(o->out, "-") == 0)
@@ -442,6 +453,8 @@ static int load_data(const char *spec, const mge_graph *g, const opts *o, mge_da
 {
     mge_error err;
     mge_error_clear(&err);
+    if (cli_stdin_ready(spec, "data", "give --data FILE or redirect stdin"))
+        return -1;
     if (mge_dataset_load(spec, ds, &err)) {
         cli_mge_error(cli_name(spec), &err);
         return -1;
@@ -790,14 +803,8 @@ int main(int argc, char **argv)
         if (!o.g_schedule && (v = mge_graph_get_meta(ck, "train.schedule")))
             o.schedule = v;
         model = ck;
-    } else if (o.weights) {
-        mge_tlist l = {0};
-        if (mge_npz_read_path(o.weights, &l, &err) || mge_params_bind(net, &l, 1, &err)) {
-            cli_mge_error(cli_name(o.weights), &err);
-            mge_tlist_free(&l);
-            goto done;
-        }
-        mge_tlist_free(&l);
+    } else if (o.weights && cli_weights_bind(net, o.weights, 1, o.allow_unused) < 0) {
+        goto done;
     }
     if (mge_graph_init_params((mge_graph *)model, o.seed, &err)) {
         cli_mge_error(where, &err);

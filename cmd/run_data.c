@@ -212,6 +212,8 @@ int run_data(const run_data_opts *o, mge_graph *g, mge_exec *e, run_sink *sink)
             cli_error(where, "--columns selects the columns of a CSV file (a name ending in .csv)");
             goto done;
         }
+        if (cli_stdin_ready(o->spec, "data", NULL))
+            goto done;
         if (mge_dataset_load(o->spec, &ds, &err)) {
             cli_mge_error(where, &err);
             goto done;

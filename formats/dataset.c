@@ -322,6 +322,11 @@ static mge_status load_content(const char *path, const unsigned char *p, size_t 
     mge_status s;
     if (n == 0)
         return mge_error_set(err, MGE_ERR_FORMAT, "%s: empty dataset: the file is empty", what);
+    /* a model, a torch.save file, an image: named, not fed to the archive reader */
+    if ((s = mge_sniff_check(p, n < MGE_SNIFF_BYTES ? n : MGE_SNIFF_BYTES, MGE_SNIFF_DATA, path, err))) {
+        mge_error_prefix(err, "%s", what);
+        return s;
+    }
     if (mge_idx_is_idx(p, n)) {
         mge_tensor t;
         if (!(s = mge_idx_read_mem(p, n, &t, err)))

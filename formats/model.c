@@ -118,27 +118,16 @@ static void release_mapping(mge_hostbuf *b)
     free(b);
 }
 
-/* Bytes that are clearly some other kind of file get a message saying so
- * instead of a text-form syntax error. */
-static mge_status not_a_model(const void *buf, size_t n, mge_error *err)
-{
-    const unsigned char *c = buf;
-    if (n >= 6 && memcmp(c, "\x93NUMPY", 6) == 0)
-        return mge_error_set(err, MGE_ERR_FORMAT, "this is an NPY tensor, not a model");
-    if (n >= 4 && memcmp(c, "PK\x03\x04", 4) == 0)
-        return mge_error_set(err, MGE_ERR_FORMAT, "this is a zip/.npz archive, not a model");
-    if (n >= 2 && c[0] == 0x1f && c[1] == 0x8b)
-        return mge_error_set(err, MGE_ERR_FORMAT, "this is gzip-compressed data, not a model");
-    return MGE_OK;
-}
-
-static mge_status load_mem(const void *buf, size_t n, const char *base_dir, int borrow, mge_graph **g,
-                           mge_error *err)
+/* name: the file, for the advice of a refused kind (formats/sniff.c) */
+static mge_status load_mem(const void *buf, size_t n, const char *base_dir, int borrow, const char *name,
+                           mge_graph **g, mge_error *err)
 {
     *g = NULL;
     if (mge_file_is_mge(buf, n))
         return mge_file_read(buf, n, borrow, g, err);
-    mge_status s = not_a_model(buf, n, err);
+    /* bytes that are clearly some other kind of file get a message saying
+     * so instead of a text-form syntax error about their first byte */
+    mge_status s = mge_sniff_check(buf, n, MGE_SNIFF_MODEL, name, err);
     if (s)
         return s;
     return mge_text_parse(buf, n, base_dir ? base_dir : ".", g, err);
@@ -146,7 +135,7 @@ static mge_status load_mem(const void *buf, size_t n, const char *base_dir, int 
 
 mge_status mge_model_load_mem(const void *buf, size_t n, const char *base_dir, mge_graph **g, mge_error *err)
 {
-    return load_mem(buf, n, base_dir, 0, g, err);
+    return load_mem(buf, n, base_dir, 0, NULL, g, err);
 }
 
 mge_status mge_model_load(const char *path, mge_graph **g, mge_error *err)
@@ -168,7 +157,7 @@ mge_status mge_model_load(const char *path, mge_graph **g, mge_error *err)
             return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
         }
     }
-    s = load_mem(buf, n, dir ? dir : ".", mapped, g, err);
+    s = load_mem(buf, n, dir ? dir : ".", mapped, path, g, err);
     free(dir);
     if (s == MGE_OK && mapped && mge_file_is_mge(buf, n)) {
         /* the weights may point into it */

@@ -280,6 +280,19 @@ static mge_status parse_header(const char *hdr, size_t n, npy_hdr *h, mge_error 
     return MGE_OK;
 }
 
+/* Bytes that are not NPY: named when they are a known kind of file (a
+ * model or an image fed as input, say). */
+static mge_status bad_magic(const unsigned char *p, size_t n, mge_error *err)
+{
+    mge_file_kind k = mge_sniff_kind(p, n);
+    if (k == MGE_KIND_UNKNOWN || k == MGE_KIND_EMPTY)
+        return mge_error_set(err, MGE_ERR_FORMAT, "not an NPY record (bad magic)");
+    return mge_error_set(err, MGE_ERR_FORMAT, "not an NPY record (bad magic): this is %s%s", mge_sniff_name(k),
+                         k == MGE_KIND_MGE ? " (the model is the tool's argument; its inputs come as NPY records)"
+                         : k == MGE_KIND_PNG || k == MGE_KIND_JPEG ? " (convert images to NPY with numpy: np.save)"
+                                                                  : "");
+}
+
 /* Checks the fixed preamble p[0..8): magic and version; *lenbytes is the
  * width of the header length field that follows. */
 static mge_status parse_preamble(const unsigned char *p, int *lenbytes, mge_error *err)
@@ -393,6 +406,8 @@ mge_status mge_npy_read_mem(const void *buf, size_t n, size_t *used, mge_tensor 
         *used = 0;
     if (n == 0)
         return mge_error_set(err, MGE_ERR_EOF, "end of stream");
+    if (memcmp(p, npy_magic, n < 6 ? n : 6) != 0)
+        return bad_magic(p, n < MGE_SNIFF_BYTES ? n : MGE_SNIFF_BYTES, err);
     if (n < 8)
         return short_preamble(p, n, err);
     if ((s = parse_preamble(p, &lb, err)))
@@ -496,7 +511,9 @@ mge_status mge_npy_read(FILE *f, mge_tensor *t, mge_error *err)
     if (got < 6 || memcmp(pre, npy_magic, 6) != 0) {
         if (memcmp(pre, npy_magic, got) == 0)
             return read_fail(f, err, "an NPY header", got, 8);
-        return mge_error_set(err, MGE_ERR_FORMAT, "not an NPY record (bad magic)");
+        if (got == 6) /* a few more bytes name more kinds (PNG's signature is 8) */
+            got += fread(pre + 6, 1, sizeof pre - 6, f);
+        return bad_magic(pre, got, err);
     }
     got += fread(pre + 6, 1, 2, f);
     if (got < 8)

@@ -53,6 +53,11 @@ static mge_status read_archive(struct archive *a, uint64_t packed, mge_tlist *ou
         if (archive_entry_filetype(e) == AE_IFDIR)
             continue;
         size_t pl = path ? strlen(path) : 0;
+        /* torch.save's zip, met in a stream or memory (paths are sniffed before) */
+        if (pl >= 8 && strcmp(path + pl - 8, "data.pkl") == 0 && (pl == 8 || path[pl - 9] == '/')) {
+            s = mge_sniff_refuse(MGE_KIND_TORCH, MGE_SNIFF_WEIGHTS, NULL, err);
+            goto done;
+        }
         if (pl <= 4 || strcmp(path + pl - 4, ".npy") != 0) {
             s = mge_error_set(err, MGE_ERR_FORMAT, "npz entry '%.200s' is not an .npy array", path ? path : "");
             goto done;
@@ -134,6 +139,12 @@ mge_status mge_npz_read_path(const char *path, mge_tlist *out, mge_error *err)
     int is_stdin = strcmp(path, "-") == 0;
     struct stat st;
     int seekable = !is_stdin && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+    /* a torch.save file, an ONNX model, ...: say what it is, not libarchive's complaint */
+    mge_status ks = seekable ? mge_sniff_path(path, MGE_SNIFF_WEIGHTS, err) : MGE_OK;
+    if (ks) {
+        archive_read_free(a);
+        return ks;
+    }
     if (seekable && empty_zip_file(path)) {
         archive_read_free(a);
         return MGE_OK;

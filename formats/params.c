@@ -8,6 +8,7 @@
  * qs32 (keeping the value's existing scales), so an export written through
  * .npz binds back. */
 #include "internal.h"
+#include "text.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -128,6 +129,24 @@ static mge_status check_all(const mge_graph *g, const mge_tlist *l, int allow_pa
         }
         list_end(&mis, nmis);
         free(given);
+    }
+    /* a key the text form cannot spell (block1-0.weight, 0.weight) can only
+     * match after renaming: say how */
+    for (int i = 0; i < l->n && !unk.failed; i++) {
+        const char *k = l->names[i];
+        if (idx[i] >= 0 || mge_text_is_name(k))
+            continue;
+        const char *bad = k + strspn(k, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.");
+        char rename[96];
+        if (*bad) /* a character no name holds; else the first one is a digit or '.' */
+            snprintf(rename, sizeof rename, "k.replace('%c', '_')", *bad);
+        else
+            snprintf(rename, sizeof rename, "('_' + k if k[:1].isdigit() else k)");
+        mge_buf_printf(&unk, "; '%s' cannot be a name in the text form (names hold letters, digits, '_' and '.', "
+                       "and do not start with a digit or '.'), so a model in the text form has no value of that "
+                       "name: rename the keys when saving and use the new names in the model, e.g. np.savez('w.npz', **{%s: v.numpy() for k, v in sd.items()})",
+                       k, rename);
+        break;
     }
     mge_status s = MGE_OK;
     if (unk.failed || mis.failed)

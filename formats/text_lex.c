@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -132,13 +133,61 @@ static void advance(mge_lexer *lx, size_t k)
     }
 }
 
+/* What a token that starts like a number but is none was meant to be: a
+ * name with a '-' (x.a-b, a state_dict key like block1-0.weight), an
+ * operator the text form does not have (-x), a name that starts with a
+ * digit (0.weight, 1x), or an exponent without digits (1e). */
+static mge_status bad_number(const mge_lexer *lx, const mge_tok *t, mge_error *err)
+{
+    const char *s = lx->src;
+    size_t at = lx->pos, b = at, e = at + 1;
+    while (b > 0 && is_name_char((unsigned char)s[b - 1]))
+        b--;
+    while (e < lx->n && (is_name_char((unsigned char)s[e]) || s[e] == '-' || s[e] == '+'))
+        e++;
+    char word[65], fixed[66];
+    int len = e - b > 64 ? 64 : (int)(e - b);
+    memcpy(word, s + b, (size_t)len);
+    word[len] = 0;
+    char c = s[at];
+    if ((c == '-' || c == '+') && b < at) {
+        for (int i = 0; i <= len; i++)
+            fixed[i] = word[i] == '-' || word[i] == '+' ? '_' : word[i];
+        return mge_error_at(err, MGE_ERR_FORMAT, t->line, t->col,
+                            "'%s' is not a name: names hold letters, digits, '_' and '.' only, not '%c'; rename "
+                            "it, e.g. %s (and the keys of its weights the same way, see mge-opt(1))%s",
+                            word, c, fixed,
+                            lx->depth > 0 ? "; nor is there a '-' operator: sub(a, b) subtracts" : "");
+    }
+    if (c == '-' || c == '+')
+        return mge_error_at(err, MGE_ERR_FORMAT, t->line, t->col,
+                            "'%c' before a name: the text form has no operators (neg(x) negates, sub(a, b) "
+                            "subtracts, add(a, b) adds)", c);
+    size_t i = at;
+    while (i < lx->n && (is_digit((unsigned char)s[i]) || s[i] == '.'))
+        i++;
+    if (i > at && i < lx->n && (s[i] == 'e' || s[i] == 'E')) {
+        size_t j = i + 1 < lx->n && (s[i + 1] == '-' || s[i + 1] == '+') ? i + 2 : i + 1;
+        if (j >= lx->n || !is_digit((unsigned char)s[j]))
+            return mge_error_at(err, MGE_ERR_FORMAT, t->line, t->col,
+                                "malformed number '%s' (an exponent needs digits, as in 1e-05)", word);
+    }
+    if (is_digit((unsigned char)c)) {
+        snprintf(fixed, sizeof fixed, "_%s", word);
+        return mge_error_at(err, MGE_ERR_FORMAT, t->line, t->col,
+                            "malformed number '%s' (a name cannot start with a digit: start it with a letter or "
+                            "'_', e.g. %s)", word, fixed);
+    }
+    return mge_error_at(err, MGE_ERR_FORMAT, t->line, t->col, "malformed number '%s'", word);
+}
+
 static mge_status lex_number(mge_lexer *lx, mge_tok *t, mge_error *err)
 {
     const char *s = lx->src + lx->pos;
     size_t avail = lx->n - lx->pos;
     size_t len = mge_text_scan_number(s, avail);
     if (!len || (len < avail && (is_name_char((unsigned char)s[len]))))
-        return mge_error_at(err, MGE_ERR_FORMAT, t->line, t->col, "malformed number");
+        return bad_number(lx, t, err);
     if (len > MAX_NUMBER_TEXT)
         return mge_error_at(err, MGE_ERR_FORMAT, t->line, t->col, "number literal too long (over %d characters)",
                             MAX_NUMBER_TEXT);

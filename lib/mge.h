@@ -418,6 +418,34 @@ mge_status mge_npz_read_mem(const void *buf, size_t n, mge_tlist *out, mge_error
 mge_status mge_npz_write(const mge_tlist *l, mge_buf *out, mge_error *err);
 int mge_npz_is_zip(const void *buf, size_t n);
 
+/* File kinds by their first bytes (formats/sniff.c): every reader of
+ * models, weights and data refuses a file of the wrong kind with the same
+ * message, saying what it is and what to do instead ("this looks like an
+ * ONNX model: ..."). MGE_SNIFF_BYTES leading bytes are enough for any kind. */
+#define MGE_SNIFF_BYTES 512
+typedef enum mge_file_kind {
+    MGE_KIND_UNKNOWN = 0,   /* none of the below: text, for a model reader */
+    MGE_KIND_EMPTY, MGE_KIND_MGE, MGE_KIND_NPY, MGE_KIND_NPZ, MGE_KIND_ZIP, MGE_KIND_TORCH, MGE_KIND_PICKLE,
+    MGE_KIND_ONNX, MGE_KIND_SAFETENSORS, MGE_KIND_HDF5, MGE_KIND_TFLITE, MGE_KIND_IDX, MGE_KIND_GZIP,
+    MGE_KIND_BZIP2, MGE_KIND_XZ, MGE_KIND_ZSTD, MGE_KIND_TAR, MGE_KIND_PNG, MGE_KIND_JPEG, MGE_KIND_GIF,
+    MGE_KIND_WEBP, MGE_KIND_ELF, MGE_KIND_PDF
+} mge_file_kind;
+typedef enum mge_sniff_want {
+    MGE_SNIFF_MODEL,        /* .mge or text */
+    MGE_SNIFF_WEIGHTS,      /* .npz by name */
+    MGE_SNIFF_DATA          /* what mge_dataset_load and NPY streams read */
+} mge_sniff_want;
+mge_file_kind mge_sniff_kind(const void *head, size_t n);
+const char *mge_sniff_name(mge_file_kind k);   /* "an ONNX model" */
+/* MGE_OK when kind k may be what want asks for; else an error saying what
+ * it is and how to get the wanted kind from it (name: the file, quoted in
+ * the advice; NULL or "-" writes FILE). */
+mge_status mge_sniff_refuse(mge_file_kind k, mge_sniff_want want, const char *name, mge_error *err);
+mge_status mge_sniff_check(const void *head, size_t n, mge_sniff_want want, const char *name, mge_error *err);
+/* The same on the head of a regular file; stdin, pipes and files that do
+ * not open are MGE_OK (their reader reports them). */
+mge_status mge_sniff_path(const char *path, mge_sniff_want want, mge_error *err);
+
 /* Parameters by name, in PyTorch's conventions. Binding reports every unknown
  * and every missing name (MGE_ERR_INVALID) unless allow_partial. */
 mge_status mge_params_bind(mge_graph *g, const mge_tlist *l, int allow_partial, mge_error *err);
