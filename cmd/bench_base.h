@@ -9,8 +9,8 @@
  * Baselines without "shapes" (older mge-bench) match by basename, threads
  * and batch.
  *
- * The gate compares gate_ms: the median of each interleaved round, the
- * quietest round's (see mge-bench(1)); baselines without it give p50_ms. */
+ * The gate compares gate_ms: the median of the interleaved rounds' fastest
+ * runs (see mge-bench(1)); baselines without it give p50_ms. */
 #ifndef MGE_CMD_BENCH_BASE_H
 #define MGE_CMD_BENCH_BASE_H
 
