@@ -107,8 +107,9 @@ for f, out in ((100, sys.argv[2]), (1e-6, sys.argv[3])):
     assert_line --regexp '^# peak RSS [0-9]+ bytes at batch 4, budget 1000$'
 }
 
-@test "quant.bats: int8 within a point of f32 and int8 for real; fails when no drop is allowed below zero" {
-    ci quant.bats
+@test "quant.bats: int8 within 2 points of f32 and int8 for real; fails when the int8 model must be 100 points better" {
+    # the demo's LeNet loses 0.1 points; 2 leaves room for other CPUs' int8 kernels
+    ci quant.bats MAX_DROP=2
     assert_success
     assert_line --regexp '^ok 1 int8 accuracy is within'
     assert_line --regexp '^ok 2 the int8 model has int8'
