@@ -2,7 +2,8 @@
  * (interleaved across models and thread counts so that drift of the
  * machine hits every configuration alike), as a table, CSV or JSON, and a
  * comparison with an earlier JSON result for CI. */
-#include "bench_json.h"
+#include "bench_base.h"
+#include "bench_sets.h"
 #include "cli.h"
 #include "inputs.h"
 
@@ -18,25 +19,33 @@ static void help(void)
 {
     printf("Usage: %s [options] MODEL...\n"
            "Time inference (or, with --train, a training step) of each MODEL: load time,\n"
-           "first run, then min, mean, percentiles, max, standard deviation and throughput\n"
-           "over the timed runs. Several models or thread counts run interleaved, one\n"
-           "row each, with the mean time relative to the first row.\n"
+           "first run, then min, percentiles and throughput over the timed runs. Several\n"
+           "models, batches, shape sets or thread counts run interleaved, one row each,\n"
+           "with the mean time relative to the first row.\n"
            "\n"
-           "  -s, --shape NAME=DIMS  shape of input NAME (e.g. x=8x1x28x28); repeatable\n"
-           "  -b, --batch B          batch size: the value of N in the inputs (default 1)\n"
+           "  -s, --shape NAME=DIMS  shape of input NAME (e.g. x=8x1x28x28); repeatable; naming\n"
+           "                         an input again starts a new set (one row per set)\n"
+           "  -b, --batch B[,B...]   batch size: the value of N in the inputs (default 1);\n"
+           "                         a list gives one row per batch\n"
            "  -i, --input FILE       real inputs: NPY records, one per input in input order\n"
            "                         (default: random data from --seed)\n"
            "      --seed S           seed for random inputs and uninitialized parameters (default 0)\n"
            "      --warmup N         untimed runs after the first (default 5)\n"
-           "  -n, --iters N          timed runs per row (default 50)\n"
+           "  -n, --iters N          timed runs per row (default 50), split into --rounds\n"
            "      --duration S       instead of --iters: timed runs until S seconds have passed\n"
+           "      --rounds R         interleaved rounds of the timed runs (default 5); the\n"
+           "                         gate statistic is the median of the rounds' fastest runs\n"
            "      --train            time a training step (forward, backward, SGD update)\n"
+           "      --wide             the table with every statistic (load, first run, mean,\n"
+           "                         p90, max, stddev, peak RSS, gate)\n"
            "      --md               a markdown table\n"
-           "      --csv              CSV with a header line\n"
+           "      --csv              CSV with a header line (every statistic)\n"
            "      --json             one JSON object (keys: see mge-bench(1))\n"
            "  -o FILE                write the report to FILE (default: stdout)\n"
-           "      --baseline OLD.json  compare the p50 of each row with an earlier --json result;\n"
-           "                         exit 1 when one is slower than allowed\n"
+           "      --baseline OLD.json  compare each row's gate statistic with an earlier --json\n"
+           "                         result (rows match by file basename, input shapes and\n"
+           "                         threads; without --threads, the baseline's thread counts\n"
+           "                         run); exit 1 when one is slower than allowed\n"
            "      --max-regression PCT  allowed slowdown against --baseline in percent (default 10)\n"
            "  -f, --force            (accepted for symmetry; the report is text)\n"
            "  -q, --quiet            only errors\n"
@@ -57,7 +66,7 @@ static void help(void)
 
 enum {
     OPT_SEED = CLI_OPT_FIRST_TOOL, OPT_WARMUP, OPT_DURATION, OPT_TRAIN, OPT_MD, OPT_CSV, OPT_JSON, OPT_BASELINE,
-    OPT_MAXREG
+    OPT_MAXREG, OPT_ROUNDS, OPT_WIDE
 };
 enum { FMT_TEXT, FMT_MD, FMT_CSV, FMT_JSON };
 
@@ -69,32 +78,37 @@ typedef struct model_ent {
 
 typedef struct stats {
     double min, mean, p50, p90, p99, max, stddev, total;
+    double gate;           /* the median of the rounds' fastest runs */
 } stats;
 
 typedef struct config {
     int m;                 /* models[] index */
+    int var;               /* batch or shape set (bench_sets) */
     int threads;
     mge_exec *e;
     mge_trainer *t;
     double lr;
     int64_t step;
     bench_inputs in;
+    char *shapes;          /* "x=1x1x28x28 label=1": the inputs' shapes (the baseline key) */
     double first_ms;
     size_t arena;
     size_t dev_arena, dev_persistent, dev_peak;   /* on the device; 0 on the cpu */
     double *ms;            /* timed runs */
     int n, cap;
+    int *round_end;        /* runs after each round */
+    double *round_min;     /* the fastest run of each round */
     stats st;
 } config;
 
 typedef struct opts {
-    bench_shapes shapes;
-    int64_t batch;         /* 0: not given */
+    bench_sets sets;
     const char *input, *out, *baseline;
     uint64_t seed;
     long warmup, iters;
     double duration;       /* > 0: instead of iters */
-    int train, fmt;
+    int rounds;
+    int train, fmt, wide;
     double max_reg;
     int maxreg_given;
     int nthreads, threads[64];
@@ -134,7 +148,9 @@ static void parse_args(int argc, char **argv, opts *o)
         {"seed", 1, 0, OPT_SEED},
         {"warmup", 1, 0, OPT_WARMUP},
         {"duration", 1, 0, OPT_DURATION},
+        {"rounds", 1, 0, OPT_ROUNDS},
         {"train", 0, 0, OPT_TRAIN},
+        {"wide", 0, 0, OPT_WIDE},
         {"md", 0, 0, OPT_MD},
         {"csv", 0, 0, OPT_CSV},
         {"json", 0, 0, OPT_JSON},
@@ -145,6 +161,7 @@ static void parse_args(int argc, char **argv, opts *o)
     memset(o, 0, sizeof *o);
     o->warmup = 5;
     o->iters = 50;
+    o->rounds = 5;
     o->max_reg = 10;
     int iters_given = 0, nfmt = 0;
     opterr = 0;
@@ -152,10 +169,10 @@ static void parse_args(int argc, char **argv, opts *o)
     while ((c = getopt_long(argc, argv, ":s:b:i:n:o:fqvh", longs, NULL)) != -1) {
         switch (c) {
         case 's':
-            if (bench_shape_parse(&o->shapes, optarg))
+            if (bench_sets_add_shape(&o->sets, optarg))
                 exit(1);
             break;
-        case 'b': o->batch = cli_long("--batch", optarg, 1, 1L << 24); break;
+        case 'b': bench_sets_batch(&o->sets, optarg); break;
         case 'i': o->input = optarg; break;
         case 'n':
             o->iters = cli_long("--iters", optarg, 1, 1L << 30);
@@ -169,7 +186,9 @@ static void parse_args(int argc, char **argv, opts *o)
             if (!(o->duration > 0) || o->duration > 1e6)
                 cli_usage("--duration %s: expected seconds in (0, 1e6]", optarg);
             break;
+        case OPT_ROUNDS: o->rounds = (int)cli_long("--rounds", optarg, 1, 1000); break;
         case OPT_TRAIN: o->train = 1; break;
+        case OPT_WIDE: o->wide = 1; break;
         case OPT_MD: o->fmt = FMT_MD; nfmt++; break;
         case OPT_CSV: o->fmt = FMT_CSV; nfmt++; break;
         case OPT_JSON: o->fmt = FMT_JSON; nfmt++; break;
@@ -186,17 +205,21 @@ static void parse_args(int argc, char **argv, opts *o)
     }
     if (nfmt > 1)
         cli_usage("--md, --csv and --json exclude each other");
+    if (o->wide && (o->fmt == FMT_CSV || o->fmt == FMT_JSON))
+        cli_usage("--wide applies to the table (--csv and --json have every statistic)");
     if (iters_given && o->duration > 0)
         cli_usage("--iters and --duration exclude each other");
     if (o->maxreg_given && !o->baseline)
         cli_usage("--max-regression needs --baseline");
-    if (o->input && o->shapes.n)
+    if (o->input && o->sets.n)
         cli_usage("--shape and --input exclude each other (the records carry their shapes)");
+    if (o->input && o->sets.nbatch > 1)
+        cli_usage("several --batch values and --input exclude each other (the records carry their batch)");
+    bench_sets_check(&o->sets);
     cli_check_device(o->co.device);
     if (optind >= argc)
         cli_usage("no model given");
-    if (!o->nthreads)
-        o->threads[o->nthreads++] = cli_threads(&o->co);
+    /* the thread counts default later: --baseline may supply them */
 }
 
 /* ---------------------------------------------------------------- statistics */
@@ -218,12 +241,40 @@ static double pct(const double *sorted, int n, double p)
     return sorted[i];
 }
 
-static void compute_stats(config *c)
+/* The fastest run of each round (runs round_end[r-1]..round_end[r]), and
+ * the gate statistic: the median of those. Other processes only ever add
+ * time to a run, so a round's fastest run is the one they disturbed least,
+ * and the median over rounds ignores one round whose best run was a fluke
+ * (either way). On a shared two-core machine, over 8 back-to-back runs of
+ * LeNet, it varied by 4-10% where the median of all runs varied by 19%. */
+static void round_minima(config *c, int rounds)
+{
+    double *tmp = malloc(sizeof *tmp * (size_t)rounds + 1);
+    int k = 0;
+    for (int r = 0, lo = 0; r < rounds; lo = c->round_end[r++]) {
+        c->round_min[r] = NAN;
+        for (int i = lo; i < c->round_end[r]; i++)
+            if (!(c->ms[i] >= c->round_min[r]))
+                c->round_min[r] = c->ms[i];
+        if (tmp && c->round_end[r] > lo)
+            tmp[k++] = c->round_min[r];
+    }
+    c->st.gate = NAN;
+    if (k) {
+        qsort(tmp, (size_t)k, sizeof *tmp, cmp_double);
+        /* an even count: the mean of the middle two */
+        c->st.gate = k % 2 ? tmp[k / 2] : (tmp[k / 2 - 1] + tmp[k / 2]) / 2;
+    }
+    free(tmp);
+}
+
+static void compute_stats(config *c, int rounds)
 {
     stats *s = &c->st;
     memset(s, 0, sizeof *s);
     if (c->n == 0)
         return;
+    round_minima(c, rounds);
     qsort(c->ms, (size_t)c->n, sizeof *c->ms, cmp_double);
     for (int i = 0; i < c->n; i++)
         s->total += c->ms[i];
@@ -237,6 +288,8 @@ static void compute_stats(config *c)
     s->p50 = pct(c->ms, c->n, 0.50);
     s->p90 = pct(c->ms, c->n, 0.90);
     s->p99 = pct(c->ms, c->n, 0.99);
+    if (!isfinite(s->gate))   /* no round had runs, or out of memory */
+        s->gate = s->p50;
 }
 
 static double samples_per_s(const config *c)
@@ -380,10 +433,28 @@ static int setup(config *c, const model_ent *me, const opts *o)
         cli_error(NULL, "out of memory");
         return -1;
     }
-    int rc = bench_inputs_make(me->g, where, nin, ins, &o->shapes, o->batch, o->input, o->seed, &c->in);
+    int rc = bench_inputs_make(me->g, where, nin, ins, bench_sets_shapes(&o->sets, c->var),
+                               bench_sets_batch_of(&o->sets, c->var), o->input, o->seed, &c->in);
     free(ins);
     if (rc)
         return -1;
+    /* the key of the row: each input's name and dims, in input order */
+    mge_buf key = {0};
+    for (int i = 0; i < c->in.n; i++) {
+        const mge_tensor *t = c->in.ptr[i];
+        mge_buf_printf(&key, "%s%s=", i ? " " : "", me->g->values[c->in.values[i]].name);
+        for (int k = 0; k < t->ndim; k++)
+            mge_buf_printf(&key, "%s%lld", k ? "x" : "", (long long)t->dims[k]);
+        if (t->ndim == 0)
+            mge_buf_printf(&key, "scalar");
+    }
+    mge_buf_put(&key, "", 1);
+    if (key.failed) {
+        mge_buf_free(&key);
+        cli_error(NULL, "out of memory");
+        return -1;
+    }
+    c->shapes = key.p;   /* owned now */
     if (run_once(c, &c->first_ms, &err)) {
         cli_error(o->input ? cli_name(o->input) : where, "first run: %s", err.msg);
         return -1;
@@ -406,156 +477,6 @@ static int setup(config *c, const model_ent *me, const opts *o)
     cli_note(where, "threads %d, batch %lld: first run %.3f ms, arena %zu bytes", c->threads, (long long)c->in.batch,
              c->first_ms, c->arena);
     return 0;
-}
-
-/* ---------------------------------------------------------------- baseline */
-
-typedef struct base_row {
-    const char *model;
-    int threads;
-    int64_t batch;
-    double p50;
-} base_row;
-
-typedef struct baseline {
-    bj root;
-    int train;
-    int n;
-    base_row *rows;
-} baseline;
-
-static int number_field(const bj *o, const char *key, double *v)
-{
-    const bj *x = bj_get(o, key);
-    if (!x || x->type != BJ_NUM || !isfinite(x->num))
-        return -1;
-    *v = x->num;
-    return 0;
-}
-
-/* Reads and checks an earlier --json result. Prints and returns -1 when it is not one. */
-static int baseline_load(const char *path, baseline *b)
-{
-    memset(b, 0, sizeof *b);
-    const char *fn = cli_name(path);
-    void *buf = NULL;
-    size_t n = 0;
-    int mapped = 0;
-    if (cli_slurp(path, &buf, &n, &mapped))
-        return -1;
-    char msg[256];
-    int rc = bj_parse(buf, n, &b->root, msg, sizeof msg);
-    mge_file_unslurp(buf, n, mapped);
-    if (rc) {
-        cli_error(fn, "malformed baseline (not JSON): %s", msg);
-        return -1;
-    }
-    const bj *tool = bj_get(&b->root, "tool");
-    if (b->root.type != BJ_OBJ || !tool || tool->type != BJ_STR || strcmp(tool->str, "mge-bench") != 0) {
-        cli_error(fn, "malformed baseline: not an mge-bench --json result (no \"tool\": \"mge-bench\")");
-        return -1;
-    }
-    const bj *cfg = bj_get(&b->root, "config"), *train = bj_get(cfg, "train");
-    if (train && train->type != BJ_BOOL) {
-        cli_error(fn, "malformed baseline: config.train is not true or false");
-        return -1;
-    }
-    b->train = train && train->num != 0;
-    const bj *res = bj_get(&b->root, "results");
-    if (!res || res->type != BJ_ARR) {
-        cli_error(fn, "malformed baseline: no \"results\" array");
-        return -1;
-    }
-    b->rows = calloc((size_t)res->n + 1, sizeof *b->rows);
-    if (!b->rows) {
-        cli_error(NULL, "out of memory");
-        return -1;
-    }
-    for (int i = 0; i < res->n; i++) {
-        const bj *r = &res->items[i], *m = bj_get(r, "model");
-        double th, ba, p50;
-        const char *bad = !m || m->type != BJ_STR                               ? "a \"model\" string"
-                          : number_field(r, "threads", &th) || th < 1 || th > 256 ? "\"threads\" (1..256)"
-                          : number_field(r, "batch", &ba) || ba < 1 || ba > 1e15  ? "\"batch\" (a positive number)"
-                          : number_field(r, "p50_ms", &p50) || p50 < 0             ? "\"p50_ms\" (a number >= 0)"
-                                                                                  : NULL;
-        if (bad) {
-            cli_error(fn, "malformed baseline: results[%d] lacks %s", i, bad);
-            return -1;
-        }
-        b->rows[b->n++] = (base_row){m->str, (int)th, (int64_t)ba, p50};
-    }
-    return 0;
-}
-
-static void baseline_free(baseline *b)
-{
-    bj_free(&b->root);
-    free(b->rows);
-    memset(b, 0, sizeof *b);
-}
-
-static const base_row *baseline_find(const baseline *b, const char *model, int threads, int64_t batch)
-{
-    for (int i = 0; i < b->n; i++)
-        if (strcmp(b->rows[i].model, model) == 0 && b->rows[i].threads == threads && b->rows[i].batch == batch)
-            return &b->rows[i];
-    return NULL;
-}
-
-/* Every row must have a counterpart in the baseline. */
-static int baseline_match(const baseline *b, const char *path, const opts *o, const config *cs, int nc,
-                          const model_ent *ms)
-{
-    const char *fn = cli_name(path);
-    for (int i = 0; i < nc; i++) {
-        const char *model = ms[cs[i].m].path;
-        if (b->train == o->train && baseline_find(b, model, cs[i].threads, cs[i].in.batch))
-            continue;
-        char list[512];
-        size_t k = 0;
-        list[0] = 0;
-        for (int j = 0; j < b->n && k < sizeof list; j++) {
-            int w = snprintf(list + k, sizeof list - k, "%s%s (threads %d, batch %lld)", j ? ", " : "",
-                             b->rows[j].model, b->rows[j].threads, (long long)b->rows[j].batch);
-            if (w < 0)
-                break;
-            k += (size_t)w;
-        }
-        if (b->train != o->train)
-            cli_error(fn, "baseline from another configuration: it times %s, this run %s", b->train ? "training" : "inference",
-                      o->train ? "training (--train)" : "inference");
-        else
-            cli_error(fn, "baseline from another model or configuration: no result for %s (threads %d, batch %lld); it has %s",
-                      model, cs[i].threads, (long long)cs[i].in.batch, b->n ? list : "no results");
-        return -1;
-    }
-    return 0;
-}
-
-/* Returns the number of rows slower than allowed (each printed). */
-static int baseline_compare(const baseline *b, const char *path, const opts *o, const config *cs, int nc,
-                            const model_ent *ms)
-{
-    int bad = 0;
-    for (int i = 0; i < nc; i++) {
-        const char *model = ms[cs[i].m].path;
-        const base_row *r = baseline_find(b, model, cs[i].threads, cs[i].in.batch);
-        if (!r)
-            continue;
-        double cur = cs[i].st.p50, limit = r->p50 * (1 + o->max_reg / 100);
-        double change = r->p50 > 0 ? (cur / r->p50 - 1) * 100 : INFINITY;
-        if (cur > limit) {
-            cli_error(NULL, "%s (threads %d, batch %lld): p50 %.4g ms against %.4g ms in %s (%+.1f%%, more than the allowed %g%%)",
-                      model, cs[i].threads, (long long)cs[i].in.batch, cur, r->p50, cli_name(path), change, o->max_reg);
-            bad++;
-        } else if (cli_verbose >= 0) {
-            fprintf(stderr, "%s: %s (threads %d, batch %lld): p50 %.4g ms against %.4g ms in %s (%+.1f%%, within %g%%)\n",
-                    cli_prog, model, cs[i].threads, (long long)cs[i].in.batch, cur, r->p50, cli_name(path), change,
-                    o->max_reg);
-        }
-    }
-    return bad;
 }
 
 /* ---------------------------------------------------------------- reports */
@@ -589,34 +510,45 @@ static void report_json(mge_buf *b, const opts *o, const config *cs, int nc, con
         mge_buf_printf(b, "\"iters\": null, \"duration_s\": %g, ", o->duration);
     else
         mge_buf_printf(b, "\"iters\": %ld, \"duration_s\": null, ", o->iters);
-    mge_buf_printf(b, "\"seed\": %llu, \"input\": ", (unsigned long long)o->seed);
+    mge_buf_printf(b, "\"rounds\": %d, \"seed\": %llu, \"input\": ", o->rounds, (unsigned long long)o->seed);
     if (o->input)
         cli_json_str(b, o->input);
     else
         mge_buf_printf(b, "null");
     mge_buf_printf(b, ", \"shapes\": [");
-    for (int i = 0; i < o->shapes.n; i++) {
-        if (i)
-            mge_buf_printf(b, ", ");
-        cli_json_str(b, o->shapes.s[i].arg);
-    }
+    for (int k = 0, j = 0; k < o->sets.n; k++)
+        for (int i = 0; i < o->sets.set[k].n; i++) {
+            if (j++)
+                mge_buf_printf(b, ", ");
+            cli_json_str(b, o->sets.set[k].s[i].arg);
+        }
     mge_buf_printf(b, "]},\n  \"results\": [");
     for (int i = 0; i < nc; i++) {
         const config *c = &cs[i];
         mge_buf_printf(b, "%s\n    {\"model\": ", i ? "," : "");
         cli_json_str(b, ms[c->m].path);
+        mge_buf_printf(b, ", \"name\": ");
+        cli_json_str(b, bench_key_name(ms[c->m].path));
+        mge_buf_printf(b, ", \"shapes\": ");
+        cli_json_str(b, c->shapes);
         mge_buf_printf(b, ", \"threads\": %d, \"batch\": %lld, \"load_ms\": ", c->threads, (long long)c->in.batch);
         const double v[] = {ms[c->m].load_ms, c->first_ms, c->st.min,    c->st.mean,      c->st.p50, c->st.p90,
-                            c->st.p99,        c->st.max,   c->st.stddev, samples_per_s(c), c->st.mean / cs[0].st.mean};
+                            c->st.p99,        c->st.max,   c->st.stddev, samples_per_s(c), c->st.mean / cs[0].st.mean,
+                            c->st.gate};
         const char *k[] = {NULL,      "first_ms", "min_ms",    "mean_ms",       "p50_ms", "p90_ms",
-                           "p99_ms", "max_ms",   "stddev_ms", "samples_per_s", "ratio"};
+                           "p99_ms", "max_ms",   "stddev_ms", "samples_per_s", "ratio",  "gate_ms"};
         for (int j = 0; j < (int)(sizeof v / sizeof v[0]); j++) {
             if (k[j])
                 mge_buf_printf(b, ", \"%s\": ", k[j]);
             json_num(b, v[j]);
         }
+        mge_buf_printf(b, ", \"round_min_ms\": [");
+        for (int r = 0; r < o->rounds; r++) {
+            mge_buf_printf(b, "%s", r ? ", " : "");
+            json_num(b, c->round_min[r]);
+        }
         mge_buf_printf(b,
-                       ", \"peak_rss_bytes\": %zu, \"arena_bytes\": %zu, \"device_arena_bytes\": %zu, "
+                       "], \"peak_rss_bytes\": %zu, \"arena_bytes\": %zu, \"device_arena_bytes\": %zu, "
                        "\"device_persistent_bytes\": %zu, \"device_peak_bytes\": %zu, \"runs\": %d}",
                        rss, c->arena, c->dev_arena, c->dev_persistent, c->dev_peak, c->n);
     }
@@ -640,73 +572,95 @@ static void csv_field(mge_buf *b, const char *s)
 
 static void report_csv(mge_buf *b, const opts *o, const config *cs, int nc, const model_ent *ms, size_t rss)
 {
+    /* columns after "ratio" came later: appended, so older readers keep working */
     mge_buf_printf(b, "model,threads,batch,train,load_ms,first_ms,min_ms,mean_ms,p50_ms,p90_ms,p99_ms,max_ms,"
-                      "stddev_ms,samples_per_s,peak_rss_bytes,arena_bytes,runs,ratio\n");
+                      "stddev_ms,samples_per_s,peak_rss_bytes,arena_bytes,runs,ratio,gate_ms,shapes\n");
     for (int i = 0; i < nc; i++) {
         const config *c = &cs[i];
         csv_field(b, ms[c->m].path);
-        mge_buf_printf(b, ",%d,%lld,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.2f,%zu,%zu,%d,%.3f\n", c->threads,
+        mge_buf_printf(b, ",%d,%lld,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.2f,%zu,%zu,%d,%.3f,%.4f,", c->threads,
                        (long long)c->in.batch, o->train, ms[c->m].load_ms, c->first_ms, c->st.min, c->st.mean,
                        c->st.p50, c->st.p90, c->st.p99, c->st.max, c->st.stddev, samples_per_s(c), rss, c->arena, c->n,
-                       c->st.mean / cs[0].st.mean);
+                       c->st.mean / cs[0].st.mean, c->st.gate);
+        csv_field(b, c->shapes);
+        mge_buf_printf(b, "\n");
     }
 }
 
-enum { NCOL = 17 };
+/* Columns of the text table and --md; the narrow default shows the ones
+ * marked 1, --wide all of them. */
+enum {
+    C_MODEL, C_SHAPES, C_THREADS, C_BATCH, C_LOAD, C_FIRST, C_MIN, C_MEAN, C_P50, C_P90, C_P99, C_MAX, C_STDDEV,
+    C_GATE, C_SPS, C_RSS, C_ARENA, C_RATIO, C_DEVPEAK, NCOL
+};
+static const struct {
+    const char *head;
+    int narrow;
+} cols[NCOL] = {
+    {"model", 1},   {"inputs", 1},  {"threads", 1},   {"batch", 1},    {"load ms", 0}, {"first ms", 0}, {"min ms", 1},
+    {"mean ms", 0}, {"p50 ms", 1},  {"p90 ms", 0},    {"p99 ms", 1},   {"max ms", 0},  {"stddev ms", 0},
+    {"gate ms", 0}, {"samples/s", 1}, {"peak RSS", 0}, {"arena", 1},   {"ratio", 1},   {"device peak", 1},
+};
 
-/* The text table and --md: the same cells, aligned or between pipes. */
 static void report_table(mge_buf *b, const opts *o, const config *cs, int nc, const model_ent *ms, size_t rss)
 {
-    static const char *head[NCOL] = {"model",  "threads", "batch",  "load ms",   "first ms",  "min ms",
-                                      "mean ms", "p50 ms", "p90 ms", "p99 ms",    "max ms",    "stddev ms",
-                                      "samples/s", "peak RSS", "arena", "ratio", "device peak"};
+    int show[NCOL];
+    for (int j = 0; j < NCOL; j++)
+        show[j] = o->wide || cols[j].narrow;
+    show[C_SHAPES] = o->sets.n > 0;   /* the shapes when --shape chose them */
     /* the device's own memory, when there is one */
-    int ncol = o->co.device && strcmp(o->co.device, "cpu") != 0 ? NCOL : NCOL - 1;
-    char(*cell)[NCOL][96] = calloc((size_t)nc + 1, sizeof *cell);
+    show[C_DEVPEAK] = o->co.device && strcmp(o->co.device, "cpu") != 0;
+    char(*cell)[NCOL][160] = calloc((size_t)nc + 1, sizeof *cell);
     if (!cell) {
         b->failed = 1;
         return;
     }
     int width[NCOL];
     for (int j = 0; j < NCOL; j++) {
-        snprintf(cell[0][j], sizeof cell[0][j], "%s", head[j]);
-        width[j] = (int)strlen(head[j]);
+        snprintf(cell[0][j], sizeof cell[0][j], "%s", cols[j].head);
+        width[j] = (int)strlen(cols[j].head);
     }
     for (int i = 0; i < nc; i++) {
         const config *c = &cs[i];
-        char(*r)[96] = cell[i + 1];
-        snprintf(r[0], 96, "%s", cli_name(ms[c->m].path));
-        snprintf(r[1], 96, "%d", c->threads);
-        snprintf(r[2], 96, "%lld", (long long)c->in.batch);
-        const double v[] = {ms[c->m].load_ms, c->first_ms, c->st.min, c->st.mean, c->st.p50,
-                            c->st.p90,        c->st.p99,   c->st.max, c->st.stddev};
-        for (int j = 0; j < 9; j++)
-            snprintf(r[3 + j], 96, "%.3f", v[j]);
-        snprintf(r[12], 96, "%.1f", samples_per_s(c));
-        cli_human_bytes((double)rss, r[13], 96);
-        cli_human_bytes((double)c->arena, r[14], 96);
-        snprintf(r[15], 96, "%.2fx", c->st.mean / cs[0].st.mean);
-        cli_human_bytes((double)c->dev_peak, r[16], 96);
-        for (int j = 0; j < ncol; j++)
+        char(*r)[160] = cell[i + 1];
+        snprintf(r[C_MODEL], 160, "%s", cli_name(ms[c->m].path));
+        snprintf(r[C_SHAPES], 160, "%s", c->shapes);
+        snprintf(r[C_THREADS], 160, "%d", c->threads);
+        snprintf(r[C_BATCH], 160, "%lld", (long long)c->in.batch);
+        const double v[] = {ms[c->m].load_ms, c->first_ms, c->st.min, c->st.mean,   c->st.p50,
+                            c->st.p90,        c->st.p99,   c->st.max, c->st.stddev, c->st.gate};
+        for (int j = 0; j < 10; j++)
+            snprintf(r[C_LOAD + j], 160, "%.3f", v[j]);
+        snprintf(r[C_SPS], 160, "%.1f", samples_per_s(c));
+        cli_human_bytes((double)rss, r[C_RSS], 160);
+        cli_human_bytes((double)c->arena, r[C_ARENA], 160);
+        snprintf(r[C_RATIO], 160, "%.2fx", c->st.mean / cs[0].st.mean);
+        cli_human_bytes((double)c->dev_peak, r[C_DEVPEAK], 160);
+        for (int j = 0; j < NCOL; j++)
             if ((int)strlen(r[j]) > width[j])
                 width[j] = (int)strlen(r[j]);
     }
     for (int i = 0; i <= nc; i++) {
-        for (int j = 0; j < ncol; j++) {
-            /* the model name left-aligned, numbers right-aligned */
-            int w = j == 0 ? -width[j] : width[j];
+        for (int j = 0, k = 0; j < NCOL; j++) {
+            if (!show[j])
+                continue;
+            /* the model name and shapes left-aligned, numbers right-aligned */
+            int w = j <= C_SHAPES ? -width[j] : width[j];
             if (o->fmt == FMT_MD)
                 mge_buf_printf(b, "| %*s ", w, cell[i][j]);
             else
-                mge_buf_printf(b, "%s%*s", j ? "  " : "", w, cell[i][j]);
+                mge_buf_printf(b, "%s%*s", k++ ? "  " : "", w, cell[i][j]);
         }
         mge_buf_printf(b, o->fmt == FMT_MD ? "|\n" : "\n");
         if (i == 0 && o->fmt == FMT_MD) {
-            for (int j = 0; j < ncol; j++) {
+            for (int j = 0; j < NCOL; j++) {
+                if (!show[j])
+                    continue;
+                int right = j > C_SHAPES;
                 mge_buf_printf(b, "| ");
-                for (int k = 0; k < width[j] - (j > 0); k++)
+                for (int k = 0; k < width[j] - right; k++)
                     mge_buf_put(b, "-", 1);
-                mge_buf_printf(b, "%s ", j > 0 ? ":" : "");
+                mge_buf_printf(b, "%s ", right ? ":" : "");
             }
             mge_buf_printf(b, "|\n");
         }
@@ -716,6 +670,20 @@ static void report_table(mge_buf *b, const opts *o, const config *cs, int nc, co
 
 /* ---------------------------------------------------------------- main */
 
+/* The rows as bench_base sees them. Returns NULL when out of memory (printed). */
+static bench_key *keys_of(const config *cs, int nc, const model_ent *ms)
+{
+    bench_key *k = calloc((size_t)nc + 1, sizeof *k);
+    if (!k) {
+        cli_error(NULL, "out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < nc; i++)
+        k[i] = (bench_key){ms[cs[i].m].path, bench_key_name(ms[cs[i].m].path), cs[i].shapes, cs[i].threads,
+                           cs[i].in.batch, cs[i].st.gate};
+    return k;
+}
+
 int main(int argc, char **argv)
 {
     cli_init("mge-bench", argv);
@@ -723,40 +691,67 @@ int main(int argc, char **argv)
     parse_args(argc, argv, &o);
     show_progress = cli_verbose > 0 || (cli_verbose >= 0 && isatty(STDERR_FILENO));
 
-    int nm = argc - optind, nc = nm * o.nthreads, rc = 1;
+    int nm = argc - optind, nv = bench_sets_count(&o.sets), nc = 0, rc = 1;
     model_ent *ms = calloc((size_t)nm, sizeof *ms);
-    config *cs = calloc((size_t)nc, sizeof *cs);
-    baseline base;
+    config *cs = NULL;
+    bench_key *keys = NULL;
+    bench_base base;
     memset(&base, 0, sizeof base);
     mge_buf rep = {0};
     mge_error err;
     mge_error_clear(&err);
-    if (!ms || !cs) {
+    char cpu[256];
+    long cores;
+    machine(cpu, sizeof cpu, &cores);
+    if (!ms) {
         cli_error(NULL, "out of memory");
         goto done;
     }
     /* A bad baseline fails before any timing. */
-    if (o.baseline && baseline_load(o.baseline, &base))
+    if (o.baseline) {
+        if (bench_base_load(o.baseline, &base))
+            goto done;
+        bench_base_machine_check(&base, cpu, cores);
+        /* without --threads, the thread counts the baseline was recorded
+         * with: "all CPUs" differs between machines */
+        if (!o.nthreads) {
+            o.nthreads = bench_base_threads(&base, o.threads, (int)(sizeof o.threads / sizeof o.threads[0]));
+            if (o.nthreads)
+                cli_note(cli_name(o.baseline), "threads from the baseline");
+        }
+    }
+    if (!o.nthreads)
+        o.threads[o.nthreads++] = cli_threads(&o.co);
+    nc = nm * nv * o.nthreads;
+    cs = calloc((size_t)nc, sizeof *cs);
+    if (!cs) {
+        cli_error(NULL, "out of memory");
         goto done;
+    }
 
     for (int m = 0; m < nm; m++) {
         ms[m].path = argv[optind + m];
         if (load_model(&ms[m], o.seed))
             goto done;
     }
-    for (int m = 0; m < nm; m++)
-        for (int t = 0; t < o.nthreads; t++) {
-            config *c = &cs[m * o.nthreads + t];
-            c->m = m;
-            c->threads = o.threads[t];
-            progress("first runs", m * o.nthreads + t + 1, nc, 1);
-            if (setup(c, &ms[m], &o))
-                goto done;
-        }
-    if (o.baseline && baseline_match(&base, o.baseline, &o, cs, nc, ms))
-        goto done;
+    /* rows: model, then batch or shape set, then threads */
+    for (int i = 0; i < nc; i++) {
+        config *c = &cs[i];
+        c->m = i / (nv * o.nthreads);
+        c->var = i / o.nthreads % nv;
+        c->threads = o.threads[i % o.nthreads];
+        progress("first runs", i + 1, nc, 1);
+        if (setup(c, &ms[c->m], &o))
+            goto done;
+    }
+    if (o.baseline) {
+        if (!(keys = keys_of(cs, nc, ms)) || bench_base_match(&base, o.train, keys, nc))
+            goto done;
+    }
 
-    /* Warm-up, then the timed rounds: one run of each row in turn. */
+    /* Warm-up, then the timed runs in rounds: one run of each row in turn,
+     * each round starting at the next row, so drift of the machine hits
+     * every row alike. */
     for (long w = 0; w < o.warmup; w++) {
         progress("warmup", w + 1, o.warmup, w == 0);
         for (int i = 0; i < nc; i++) {
@@ -767,24 +762,42 @@ int main(int argc, char **argv)
             }
         }
     }
-    double t_start = mge_now();
-    for (long round = 0;; round++) {
-        if (o.duration > 0 ? round > 0 && mge_now() - t_start >= o.duration : round >= o.iters)
-            break;
-        progress("timed runs", round + 1, o.duration > 0 ? 0 : o.iters, round == 0);
-        for (int i = 0; i < nc; i++) {
-            double t;
-            if (run_once(&cs[i], &t, &err)) {
-                cli_error(cli_name(ms[cs[i].m].path), "timed run %ld: %s", round + 1, err.msg);
-                goto done;
-            }
-            if (push(&cs[i], t))
-                goto done;
+    if (o.duration <= 0 && o.rounds > o.iters)
+        o.rounds = (int)o.iters;
+    for (int i = 0; i < nc; i++) {
+        cs[i].round_end = calloc((size_t)o.rounds, sizeof *cs[i].round_end);
+        cs[i].round_min = calloc((size_t)o.rounds, sizeof *cs[i].round_min);
+        if (!cs[i].round_end || !cs[i].round_min) {
+            cli_error(NULL, "out of memory");
+            goto done;
         }
+    }
+    double t_start = mge_now();
+    long done_runs = 0;
+    for (int r = 0; r < o.rounds; r++) {
+        long nrun = o.iters / o.rounds + (r < o.iters % o.rounds);
+        double t_end = t_start + o.duration * (r + 1) / o.rounds;
+        for (long k = 0;; k++, done_runs++) {
+            if (o.duration > 0 ? k > 0 && mge_now() >= t_end : k >= nrun)
+                break;
+            progress("timed runs", done_runs + 1, o.duration > 0 ? 0 : o.iters, done_runs == 0);
+            for (int j = 0; j < nc; j++) {
+                config *c = &cs[(j + r) % nc];
+                double t;
+                if (run_once(c, &t, &err)) {
+                    cli_error(cli_name(ms[c->m].path), "timed run %ld: %s", done_runs + 1, err.msg);
+                    goto done;
+                }
+                if (push(c, t))
+                    goto done;
+            }
+        }
+        for (int i = 0; i < nc; i++)
+            cs[i].round_end[r] = cs[i].n;
     }
     progress_end();
     for (int i = 0; i < nc; i++)
-        compute_stats(&cs[i]);
+        compute_stats(&cs[i], o.rounds);
 
     /* Peak RSS of the whole process (ru_maxrss is KiB on Linux): with several
      * rows it covers all of them, which is why every row shows the same figure. */
@@ -801,23 +814,31 @@ int main(int argc, char **argv)
     }
     if (cli_write_buf(o.out, &rep, 0, 1))
         goto done;
-    if (o.baseline && baseline_compare(&base, o.baseline, &o, cs, nc, ms))
-        goto done;
+    if (o.baseline) {
+        for (int i = 0; i < nc; i++)
+            keys[i].gate_ms = cs[i].st.gate;
+        if (bench_base_compare(&base, o.max_reg, keys, nc))
+            goto done;
+    }
     rc = 0;
 done:
     progress_end();
     mge_buf_free(&rep);
-    baseline_free(&base);
+    bench_base_free(&base);
+    free(keys);
     for (int i = 0; cs && i < nc; i++) {
         mge_exec_free(cs[i].e);
         mge_trainer_free(cs[i].t);
         bench_inputs_free(&cs[i].in);
         free(cs[i].ms);
+        free(cs[i].shapes);
+        free(cs[i].round_end);
+        free(cs[i].round_min);
     }
     for (int m = 0; ms && m < nm; m++)
         mge_graph_free(ms[m].g);
     free(cs);
     free(ms);
-    bench_shapes_free(&o.shapes);
+    bench_sets_free(&o.sets);
     return rc;
 }

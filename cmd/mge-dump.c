@@ -303,6 +303,28 @@ static void json_value_list(mge_buf *b, const mge_graph *g, int n, const int *vs
     mge_buf_put(b, "]", 1);
 }
 
+/* "nnodes" and "op_counts": nodes per op, in the order the ops first
+ * appear, so a CI check reads e.g. .op_counts.qconv2d without walking the nodes. */
+static void json_op_counts(mge_buf *b, const mge_graph *g)
+{
+    int count[MGE_NOPS] = {0};
+    for (int i = 0; i < g->nnodes; i++)
+        if (g->nodes[i].op >= 0 && g->nodes[i].op < MGE_NOPS)
+            count[g->nodes[i].op]++;
+    mge_buf_printf(b, "\"nnodes\":%d,\"op_counts\":{", g->nnodes);
+    for (int i = 0, k = 0; i < g->nnodes; i++) {
+        int op = g->nodes[i].op;
+        if (op < 0 || op >= MGE_NOPS || count[op] == 0)
+            continue;
+        const mge_opinfo *oi = mge_op_info(op);
+        mge_buf_printf(b, "%s", k++ ? "," : "");
+        cli_json_str(b, oi ? oi->name : "?");
+        mge_buf_printf(b, ":%d", count[op]);
+        count[op] = 0;   /* printed */
+    }
+    mge_buf_put(b, "}", 1);
+}
+
 static void model_json(const mge_graph *g, const model_info *mi, mge_buf *b)
 {
     mge_buf_printf(b, "{\"kind\":\"model\",\"inputs\":");
@@ -317,7 +339,9 @@ static void model_json(const mge_graph *g, const model_info *mi, mge_buf *b)
     for (int d = 0, k = 0; d < MGE_NDTYPES; d++)
         if (db[d])
             mge_buf_printf(b, "%s\"%s\":%lld", k++ ? "," : "", mge_dtype_name((mge_dtype)d), (long long)db[d]);
-    mge_buf_printf(b, "}},\"nodes\":[");
+    mge_buf_printf(b, "}},");
+    json_op_counts(b, g);
+    mge_buf_printf(b, ",\"nodes\":[");
     for (int i = 0; i < g->nnodes; i++) {
         const mge_node *nd = &g->nodes[i];
         const mge_opinfo *oi = mge_op_info(nd->op);

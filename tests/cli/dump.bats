@@ -11,6 +11,8 @@ setup() {
     run --separate-stderr "$MGE_DUMP" --help
     assert_success
     assert_output --partial "Usage: mge-dump"
+    # it ends with examples, then the exit status
+    [[ "$output" == *$'\nExamples:\n  mge-dump '*$'\n\nExit status: '* ]]
     run "$MGE_DUMP" --version
     assert_output "mge-dump (mge) 0.1.0"
 }
@@ -61,6 +63,22 @@ p = d["plan"]
 assert p["lower_bound"] <= p["arena_bytes"] <= p["no_reuse_bytes"], p
 print(d["batch"], len(d["nodes"]))' "$T/d.json"
     assert_output "1 7"
+}
+
+@test "--json counts the nodes per op (op_counts, nnodes) for model-file checks" {
+    write_conv
+    "$MGE_DUMP" --json "$T/conv.mgt" > "$T/d.json"
+    pyq 'import json
+d = json.load(open(sys.argv[1]))
+assert d["nnodes"] == len(d["nodes"]) == 7, d["nnodes"]
+assert d["op_counts"] == {"conv2d": 1, "relu": 1, "maxpool2d": 1, "sigmoid": 1, "flatten": 1, "linear": 1, "cross_entropy": 1}, d["op_counts"]
+# keys in the order the ops first appear
+assert list(d["op_counts"]) == ["conv2d", "relu", "maxpool2d", "sigmoid", "flatten", "linear", "cross_entropy"]' "$T/d.json"
+    "$MGE_DUMP" --json "$SAMPLES/lenet.mgt" > "$T/l.json"
+    pyq 'import json
+d = json.load(open(sys.argv[1]))
+c = d["op_counts"]
+assert c["conv2d"] == 2 and c["relu"] == 3 and c["linear"] == 2 and sum(c.values()) == d["nnodes"] == 13, c' "$T/l.json"
 }
 
 @test "--batch and --shape scale shapes, FLOPs and the plan" {

@@ -28,6 +28,8 @@ FOOTER='^profiled total [0-9]+\.[0-9]+ ms, unprofiled [0-9]+\.[0-9]+ ms, overhea
     run --separate-stderr "$MGE_PROF" --help
     assert_success
     assert_output --partial "Usage: mge-prof"
+    # it ends with examples, then the exit status
+    [[ "$output" == *$'\nExamples:\n  mge-prof '*$'\n\nExit status: '* ]]
     assert_output --partial "--trace"
     [ -z "$stderr" ]
     run "$MGE_PROF" --version
@@ -267,14 +269,60 @@ assert all(e.get("tid", 0) == 0 for e in ev)' "$T/t1.json" "$T/r.json"
     assert_failure 1
 }
 
-@test "-v names the peak cache on stderr; -q keeps stderr quiet" {
+@test "-v names the peak cache on stderr" {
     run --separate-stderr "$MGE_PROF" "$T/mlp.mgt" --iters 1 -v
     assert_success
     [[ "$stderr" == *"peak cache: $XDG_CACHE_HOME/mge/peak"* ]]
+}
+
+@test "-q: nothing on stdout or stderr; --trace and --json are still written" {
     run --separate-stderr "$MGE_PROF" "$T/mlp.mgt" --iters 1 -q
     assert_success
     [ -z "$stderr" ]
-    assert_line --regexp "$FOOTER"
+    [ -z "$output" ]
+    run --separate-stderr "$MGE_PROF" "$T/mlp.mgt" --iters 2 -q --trace "$T/t.json"
+    assert_success
+    [ -z "$output" ] && [ -z "$stderr" ]
+    pyq 'import json; assert json.load(open(sys.argv[1]))["traceEvents"]' "$T/t.json"
+    run --separate-stderr "$MGE_PROF" "$T/mlp.mgt" --iters 1 -q --json
+    assert_success
+    [ -z "$stderr" ]
+    [[ "$output" == '{"tool": "mge-prof"'* ]]
+    # errors still show
+    run --separate-stderr "$MGE_PROF" "$T/nonexistent.mgt" -q
+    assert_failure 1
+    [[ "$stderr" == "mge-prof: $T/nonexistent.mgt: error: "* ]]
+}
+
+@test "Winograd convolutions: GFLOP/s count the direct convolution, %peak the kernel's multiply-adds (marked w)" {
+    cat > "$T/w.mgt" <<'NET'
+input x : f32[N,8,14,14]
+param w : f32[8,8,3,3] init=uniform(0.1)
+wt = winograd_weight(w)
+c4 = conv2d_winograd(x, wt, out=8, pad=1, bias=false)
+w2 = winograd_weight(w, tile=2)
+c2 = conv2d_winograd(c4, w2, out=8, tile=2, pad=1, bias=false)
+r = relu(c2)
+output r
+NET
+    run --separate-stderr "$MGE_PROF" "$T/w.mgt" --batch 2 --iters 2 --json --threads 1
+    assert_success
+    echo "$output" > "$T/w.json"
+    # direct: 2 * (2*14*14 outputs * 8 channels) * 8 inputs * 9 taps
+    jcheck "$T/w.json" 'all(n["flops"] == 2 * 2*14*14*8 * 8 * 9 for n in d["nodes"] if n["op"] == "conv2d_winograd")'
+    # F(4,3): 2 * 6^2 * (2 * 4*4 tiles) * 8 * 8; F(2,3): 2 * 4^2 * (2 * 7*7 tiles) * 8 * 8
+    jcheck "$T/w.json" '{n["name"]: n["kernel_flops"] for n in d["nodes"] if n["op"] == "conv2d_winograd"} == {"c4": 2*36*32*64, "c2": 2*16*98*64}'
+    jcheck "$T/w.json" '[n["kernel_flops"] == n["flops"] for n in d["nodes"] if n["name"] == "r"] == [True]'
+    jcheck "$T/w.json" 'd["total"]["kernel_flops"] == sum(n["kernel_flops"] for n in d["nodes"])'
+    jcheck "$T/w.json" 'all(abs(n["peak_pct"] - 100 * n["kernel_gflops"] / d["peak_gflops"]) < 1e-2 for n in d["nodes"])'
+    run --separate-stderr "$MGE_PROF" "$T/w.mgt" --batch 2 --iters 2 --threads 1
+    assert_success
+    assert_line --regexp '^c4 +conv2d_winograd +f32\[2,8,14,14\] .* [0-9.]+w +[0-9.]+ [KM]?i?B '
+    assert_line --regexp '^r +relu .* [0-9.]+  +[0-9.]+ [KM]?i?B '
+    assert_line --partial "w: %peak from the kernel's multiply-adds"
+    # without Winograd nodes, no mark and no note
+    run --separate-stderr "$MGE_PROF" "$T/mlp.mgt" --iters 1 --threads 1
+    refute_output --partial "w: %peak"
 }
 
 @test "the model may come from stdin" {
@@ -284,4 +332,17 @@ assert all(e.get("tid", 0) == 0 for e in ev)' "$T/t1.json" "$T/r.json"
     assert_line --regexp '^fc2 +linear +f32\[2,3\] '
     run "$MGE_PROF" - --input - --iters 1 < "$T/mlp.mgt"
     assert_failure 2
+}
+
+@test "%peak above 100 (a kernel faster than the GEMM probe) is marked '!' with a note" {
+    export XDG_CACHE_HOME="$T/c"
+    run "$MGE_PROF" "$T/mlp.mgt" --iters 1 --threads 1
+    assert_success
+    refute_output --partial "!: above the peak"
+    # a planted peak far below any kernel's rate
+    sed -i 's/\t1\t.*/\t1\t0.000001/' "$T/c/mge/peak"
+    run "$MGE_PROF" "$T/mlp.mgt" --iters 1 --threads 1
+    assert_success
+    assert_line --regexp '^fc1 +linear .* [0-9.]+! +[0-9.]+ B '
+    assert_line "!: above the peak: the kernel outruns the 512x512x512 matmul the peak is measured with"
 }
