@@ -406,6 +406,31 @@ static void test_grads(void)
         CHECK_MSG(w <= 1e-2, "case %zu: worst %g", k, w);
         mge_graph_free(g);
     }
+    /* the gradient ops on symbolic dims: like x, at any binding */
+    mge_graph *sg = ug_parse("input x : f32[N,S,4]\ninput idx : i64[K]\ninput ie : i64[N,K,4]\n"
+                             "input dy : f32[N,K,4]\na = gather(x, idx, axis=1)\nb = gather_elements(x, ie, axis=1)\n"
+                             "y = add(a, b)\noutput y\n");
+    if (sg) {
+        int x = mge_graph_find(sg, "x"), gx = -1;
+        CHECK_OK(mge_grad_build_from(sg, mge_graph_find(sg, "y"), mge_graph_find(sg, "dy"), 1, &x, &gx,
+                                     &err), err);
+        CHECK(ug_count_op(sg, MGE_OP_GATHER_GRAD) == 1 && ug_count_op(sg, MGE_OP_GATHER_ELEMENTS_GRAD) == 1);
+        for (int i = 0; i < sg->nnodes; i++)
+            if (sg->nodes[i].op == MGE_OP_GATHER_GRAD || sg->nodes[i].op == MGE_OP_GATHER_ELEMENTS_GRAD) {
+                const char *nm = sg->values[sg->nodes[i].out[0]].name;
+                TMPL(sg, nm, "[N,S,4]");
+                mge_binding b1 = {0}, b2 = {0};
+                CHECK_OK(mge_binding_set(&b1, MGE_DIM_N, 2, &err), err);
+                CHECK_OK(mge_binding_set(&b1, sym("S"), 5, &err), err);
+                CHECK_OK(mge_binding_set(&b1, sym("K"), 3, &err), err);
+                CHECK_OK(mge_binding_set(&b2, MGE_DIM_N, 1, &err), err);
+                CHECK_OK(mge_binding_set(&b2, sym("S"), 8, &err), err);
+                CHECK_OK(mge_binding_set(&b2, sym("K"), 6, &err), err);
+                concrete(sg, &b1, nm, "[2,5,4]");
+                concrete(sg, &b2, nm, "[1,8,4]");
+            }
+        mge_graph_free(sg);
+    }
     /* the ops without a rule say so */
     mge_graph *g = ug_parse("input x : f32[3]\nconst i : i64[1] = [1]\nconst u : f32[1] = [2]\n"
                             "y = scatter(x, i, u)\noutput y\n");
