@@ -33,6 +33,8 @@ static void build_ref(void)
     mge_ref_register_winograd(&ref_be);
     mge_ref_register_blocked(&ref_be);
     mge_ref_register_quant(&ref_be);
+    mge_ref_register_index(&ref_be);
+    mge_ref_register_logic(&ref_be);
 }
 
 static void build_cpu(void)
@@ -54,6 +56,8 @@ static void build_cpu(void)
     mge_cpu_register_blocked(&cpu_be);
     mge_cpu_register_qgemm(&cpu_be);
     mge_cpu_register_quant(&cpu_be);
+    mge_cpu_register_index(&cpu_be);
+    mge_cpu_register_logic(&cpu_be);
 }
 
 const mge_backend *mge_backend_ref(void)

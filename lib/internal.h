@@ -59,6 +59,8 @@ MGE_FAMILY_DECL(fused)
 MGE_FAMILY_DECL(winograd)
 MGE_FAMILY_DECL(blocked)
 MGE_FAMILY_DECL(quant)
+MGE_FAMILY_DECL(index)
+MGE_FAMILY_DECL(logic)
 /* kernels/kshared.h (header only, shared with the kernels): mge_axis,
  * mge_conv_out_dim, mge_fused_act_ok / unary_ok / binary_ok,
  * mge_winograd_matrices and mge_winograd_weight_transform. */
@@ -104,6 +106,8 @@ MGE_GRAD_DECL(fused)
 MGE_GRAD_DECL(winograd)
 MGE_GRAD_DECL(blocked)
 MGE_GRAD_DECL(quant)
+MGE_GRAD_DECL(index)
+MGE_GRAD_DECL(logic)
 mge_grad_fn mge_op_grad_fn(int op);
 /* mge_grad_build with the gradient of `out` (any shape) given as the value
  * dout (its dtype and shape) instead of 1 for a scalar loss; dout < 0 means 1.
@@ -263,6 +267,11 @@ void mge_cpu_register_winograd_nchwc(mge_backend *b);   /* called by mge_cpu_reg
 void mge_cpu_register_blocked(mge_backend *b);
 void mge_cpu_register_qgemm(mge_backend *b);   /* qconv2d, qlinear (cpu_qgemm.c) */
 void mge_cpu_register_quant(mge_backend *b);   /* quantize, dequantize, qadd, qs8 pools (cpu_quant.c) */
+/* indexing (gather, scatter, one_hot) and logic (where, comparisons, bool ops) */
+void mge_ref_register_index(mge_backend *b);
+void mge_ref_register_logic(mge_backend *b);
+void mge_cpu_register_index(mge_backend *b);
+void mge_cpu_register_logic(mge_backend *b);
 
 /* kernels/cpu/cpu_isa.c: the vector ISA kernels and passes may use (cpuid, capped by
  * MGE_CPU_ISA=baseline|avx2|avx2-vnni|avx512), and the int8 kernels' own

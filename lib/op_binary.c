@@ -4,8 +4,9 @@
  * numpy broadcasting: shapes are aligned at the right; each dim pair must be
  * equal or contain a 1. Both inputs have the same dtype (no implicit
  * promotion: insert a cast), which is the output's dtype. bool is refused;
- * div and pow take float operands only (PyTorch's true division of integers
- * gives a float: cast first).
+ * pow takes float operands only; div of integers truncates toward zero
+ * (ONNX Div; PyTorch's true division gives a float: cast first for that).
+ * Known integer operands (shape arithmetic) give known outputs.
  * FLOPs: 1 per output element.
  *
  * Gradient ops:
@@ -16,6 +17,8 @@
  *   broadcast to exactly dy's shape; two results like dy. FLOPs: 2 per
  *   element of dy. */
 #include "internal.h"
+
+#include <math.h>
 
 static mge_status sum_to_infer(const mge_tdesc *x, const mge_tdesc *like, mge_tdesc *out, mge_error *err)
 {
@@ -60,6 +63,43 @@ static mge_status minmax_grad_infer(const mge_node *n, const mge_tdesc *in, mge_
     return MGE_OK;
 }
 
+/* The values of an integer op's output from known operands (small ones:
+ * shape arithmetic at plan time), as the kernels compute them. */
+static void binary_values(int op, const mge_tdesc *a, const mge_tdesc *b, mge_tdesc *out)
+{
+    int64_t cnt = mge_tdesc_numel(out);
+    if (!a->known || !b->known || mge_dtype_is_float(out->dtype) || cnt < 0 || cnt > MGE_TDESC_NVAL)
+        return;
+    for (int64_t i = 0; i < cnt; i++) {
+        int64_t ia = 0, ib = 0, r = i, sa = 1, sb = 1;
+        for (int d = out->ndim - 1; d >= 0; d--) {
+            int64_t c = r % out->dims[d];
+            r /= out->dims[d];
+            int da = a->ndim - out->ndim + d, db = b->ndim - out->ndim + d;
+            if (da >= 0)
+                ia += (a->dims[da] == 1 ? 0 : c) * sa, sa *= a->dims[da];
+            if (db >= 0)
+                ib += (b->dims[db] == 1 ? 0 : c) * sb, sb *= b->dims[db];
+        }
+        double x = a->val[ia], y = b->val[ib], v;
+        switch (op) {
+        case MGE_OP_ADD: v = x + y; break;
+        case MGE_OP_SUB: v = x - y; break;
+        case MGE_OP_MUL: v = x * y; break;
+        case MGE_OP_DIV:
+            if (y == 0)
+                return; /* the kernel reports it */
+            v = trunc(x / y);
+            break;
+        case MGE_OP_MAXIMUM: v = x > y ? x : y; break;
+        case MGE_OP_MINIMUM: v = x < y ? x : y; break;
+        default: return;
+        }
+        out->val[i] = v;
+    }
+    out->known = 1;
+}
+
 mge_status mge_binary_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
 {
     if (n->op == MGE_OP_SUM_TO)
@@ -69,11 +109,12 @@ mge_status mge_binary_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *o
     const char *name = mge_op_info(n->op)->name;
     char ba[96], bb[96];
     const mge_tdesc *a = &in[0], *b = &in[1];
-    int bad = a->dtype != b->dtype || a->dtype == MGE_BOOL ||
-              ((n->op == MGE_OP_DIV || n->op == MGE_OP_POW) && !mge_dtype_is_float(a->dtype)) ||
+    int bad = a->dtype != b->dtype || a->dtype == MGE_BOOL || (n->op == MGE_OP_POW && !mge_dtype_is_float(a->dtype)) ||
               !mge_broadcast(a, b, out);
     if (!bad) {
         out->dtype = a->dtype;
+        out->known = 0;
+        binary_values(n->op, a, b, out);
         return MGE_OK;
     }
     mge_shape_str(a->dtype, a->ndim, a->dims, ba, sizeof ba); /* on failure only: this runs for every node */
@@ -83,7 +124,7 @@ mge_status mge_binary_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *o
                              name, ba, bb);
     if (a->dtype == MGE_BOOL)
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: %s and %s: expected a numeric dtype, not bool", name, ba, bb);
-    if ((n->op == MGE_OP_DIV || n->op == MGE_OP_POW) && !mge_dtype_is_float(a->dtype))
+    if (n->op == MGE_OP_POW && !mge_dtype_is_float(a->dtype))
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: %s and %s: expected a float dtype (cast integers first)", name,
                              ba, bb);
     return mge_error_set(err, MGE_ERR_SHAPE,

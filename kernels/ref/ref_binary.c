@@ -3,7 +3,8 @@
  * maps to an offset in a and in b with stride 0 along broadcast dims.
  * Element i of a is read before element i of the output is written, so the
  * output may be a's buffer (MGE_OPF_INPLACE; then a has the output's shape).
- * Float dtypes compute in double; i8, u8, i32, i64 take all but div and pow. */
+ * Float dtypes compute in double; i8, u8, i32, i64 take all but pow, and
+ * their div truncates toward zero (ONNX Div), refusing a zero divisor. */
 #include "ref.h"
 
 #include <math.h>
@@ -64,6 +65,8 @@ static int64_t iop(int op, int64_t x, int64_t y)
     case MGE_OP_ADD: return (int64_t)((uint64_t)x + (uint64_t)y);
     case MGE_OP_SUB: return (int64_t)((uint64_t)x - (uint64_t)y);
     case MGE_OP_MUL: return (int64_t)((uint64_t)x * (uint64_t)y);
+    /* C's / truncates toward zero; INT64_MIN / -1 would trap: it wraps */
+    case MGE_OP_DIV: return y == -1 ? (int64_t)(0 - (uint64_t)x) : x / y;
     case MGE_OP_MAXIMUM: return x > y ? x : y;
     case MGE_OP_MINIMUM: return x < y ? x : y;
     }
@@ -81,9 +84,13 @@ static mge_status binary_any(const mge_kctx *ctx, const mge_node *n, mge_tensor 
         return st;
     mge_dtype dt = a->dtype;
     int isf = mge_dtype_is_float(dt), op = n->op, nd = y->ndim;
-    if (!isf && (op == MGE_OP_DIV || op == MGE_OP_POW || dt == MGE_BOOL || dt == MGE_QS8 || dt == MGE_QS32))
+    if (!isf && (op == MGE_OP_POW || dt == MGE_BOOL || dt == MGE_QS8 || dt == MGE_QS32))
         return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(ctx, n),
                              mge_dtype_name(dt));
+    for (int64_t i = 0; !isf && op == MGE_OP_DIV && i < ref_numel(b); i++)
+        if (ref_ild(dt, b->data, i) == 0)   /* checked first: the output may be a's buffer */
+            return mge_error_set(err, MGE_ERR_INVALID, "%s: integer division by zero (b's element %lld is 0)",
+                                 ref_opname(ctx, n), (long long)i);
     int64_t cnt = ref_numel(y);
     for (int64_t i = 0; i < cnt; i++) {
         int64_t oa = 0, ob = 0;
@@ -108,7 +115,7 @@ void mge_ref_register_binary(mge_backend *b)
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         REF_EACH_FLOAT(dt)
             b->k[all[i]][dt].run = binary_any;
-        if (all[i] == MGE_OP_DIV || all[i] == MGE_OP_POW)
+        if (all[i] == MGE_OP_POW)
             continue; /* float only, as the inference says */
         for (size_t j = 0; j < sizeof idts / sizeof idts[0]; j++)
             b->k[all[i]][idts[j]].run = binary_any;

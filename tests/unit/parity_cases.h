@@ -528,12 +528,35 @@ static int pc_bshape(pcase *c, int nd, const int64_t *d, int64_t *o)
     return r;
 }
 
+/* Element i of an integer tensor, and the store (the dtypes pc_fill makes). */
+static int64_t pc_ild(const mge_tensor *t, int64_t i)
+{
+    switch (t->dtype) {
+    case MGE_I8: return ((const int8_t *)t->data)[i];
+    case MGE_U8: return ((const uint8_t *)t->data)[i];
+    case MGE_I32: return ((const int32_t *)t->data)[i];
+    case MGE_I64: return ((const int64_t *)t->data)[i];
+    default: return 0;
+    }
+}
+
+static void pc_ist(mge_tensor *t, int64_t i, int64_t v)
+{
+    switch (t->dtype) {
+    case MGE_I8: ((int8_t *)t->data)[i] = (int8_t)v; break;
+    case MGE_U8: ((uint8_t *)t->data)[i] = (uint8_t)v; break;
+    case MGE_I32: ((int32_t *)t->data)[i] = (int32_t)v; break;
+    case MGE_I64: ((int64_t *)t->data)[i] = v; break;
+    default: break;
+    }
+}
+
 /* add ... minimum: random broadcasting; variant 0 large, 1 per channel,
  * 2 in place, 3 with special values, 4 a scalar operand. */
 static int gen_binary(pcase *c)
 {
     int op = c->op, fl = is_float(c->dt);
-    if (!fl && (c->dt == MGE_BOOL || c->dt == MGE_QS8 || c->dt == MGE_QS32 || op == MGE_OP_DIV || op == MGE_OP_POW))
+    if (!fl && (c->dt == MGE_BOOL || c->dt == MGE_QS8 || c->dt == MGE_QS32 || op == MGE_OP_POW))
         return PC_NODT;
     int64_t d[4], ad[4], bd[4];
     int nd = pshape(c, 0, 4, 7, d);
@@ -574,6 +597,10 @@ static int gen_binary(pcase *c)
         for (int64_t i = 0; b && fl && i < mge_tensor_numel(b); i += 2)
             pc_set(b, i, -(float)pu(c, 0.5, 2));
     }
+    mge_tensor *bt = !fl && op == MGE_OP_DIV && in[1] >= 0 ? pc_data(c, in[1]) : NULL;
+    for (int64_t i = 0; bt && i < mge_tensor_numel(bt); i++)   /* integer div: no zero divisor */
+        if (pc_ild(bt, i) == 0)
+            pc_ist(bt, i, 1 + (i & 1));
     if (v == 3 && fl)
         pc_specials(c, c->g->inputs[0], op != MGE_OP_POW);
     return pc_out(c, pc_node(c, op, 2, in, 0, NULL));
@@ -1121,6 +1148,148 @@ static int gen_maxpool2d_nchwc(pcase *c)
     at[na++] = A(MGE_KEY_ceil_mode, pr(c, 0, 1));
     int64_t H = PC_BIG(c) ? 56 : pdim(c, 13), C = PC_BIG(c) ? 64 : pdim(c, 33);
     return pc_out(c, pc_un(c, MGE_OP_MAXPOOL2D_NCHWC, pc_blocked(c, pr(c, 1, 2), C, H, H, pc_block(c), -3, 3), na, at));
+}
+
+/* ---------------------------------------------------------------- indexing and logic */
+
+/* Random indices of idt (i32 or i64) in [-bound, bound): negative ones too. */
+static int pc_index(pcase *c, mge_dtype idt, int nd, const int64_t *d, int64_t bound)
+{
+    return pc_in(c, idt, nd, d, (double)-bound, (double)(bound - 1));
+}
+
+static mge_dtype pc_idt(pcase *c)
+{
+    return pr(c, 0, 1) ? MGE_I64 : MGE_I32;
+}
+
+static int pc_plain(mge_dtype dt)
+{
+    return dt != MGE_QS8 && dt != MGE_QS32;
+}
+
+/* gather / index_select: x of any dtype, indices of rank 0..2 (1 for
+ * index_select); the big case gathers rows of a table (an embedding). */
+static int gen_gather(pcase *c)
+{
+    if (!pc_plain(c->dt))
+        return PC_NODT;
+    int64_t d[4], id[2];
+    int nd = pshape(c, 1, 4, 9, d), sel = c->op == MGE_OP_INDEX_SELECT;
+    int ni = sel ? 1 : (int)pr(c, 0, 2);
+    for (int i = 0; i < ni; i++)
+        id[i] = pdim(c, 7);
+    int ax = (int)pr(c, -nd, nd - 1);
+    if (PC_BIG(c))
+        nd = 2, d[0] = 3000, d[1] = 64, ni = 1, id[0] = 700, ax = 0;
+    int x = pc_in(c, c->dt, nd, d, pc_lo(c->dt), 100);
+    mge_attr at[1] = {A(MGE_KEY_axis, ax)};
+    int in[2] = {x, pc_index(c, pc_idt(c), ni, id, d[ax < 0 ? ax + nd : ax])};
+    return pc_out(c, pc_node(c, c->op, 2, in, 1, at));
+}
+
+/* gather_elements and scatter: indices (and updates) of x's rank, each dim
+ * at most x's off the axis. */
+static int gen_elements(pcase *c)
+{
+    if (!pc_plain(c->dt))
+        return PC_NODT;
+    int64_t d[4], id[4];
+    int nd = pshape(c, 1, 4, 7, d);
+    int ax = (int)pr(c, -nd, nd - 1), a = ax < 0 ? ax + nd : ax;
+    for (int i = 0; i < nd; i++)
+        id[i] = i == a ? pdim(c, 9) : pr(c, 1, d[i]);
+    mge_attr at[1] = {A(MGE_KEY_axis, ax)};
+    int in[3] = {pc_in(c, c->dt, nd, d, pc_lo(c->dt), 100), pc_index(c, pc_idt(c), nd, id, d[a]),
+                 pc_in(c, c->dt, nd, id, pc_lo(c->dt), 100)};
+    return pc_out(c, pc_node(c, c->op, c->op == MGE_OP_SCATTER ? 3 : 2, in, 1, at));
+}
+
+/* scatter_nd: indices [m, k] into data of rank r >= k, updates [m] + data.dims[k:]. */
+static int gen_scatter_nd(pcase *c)
+{
+    if (!pc_plain(c->dt))
+        return PC_NODT;
+    int64_t d[4], ud[4];
+    int nd = pshape(c, 1, 4, 7, d), k = (int)pr(c, 1, nd), nu = 1;
+    int64_t id[2] = {pdim(c, 5), k};
+    ud[0] = id[0];
+    for (int i = k; i < nd; i++)
+        ud[nu++] = d[i];
+    int x = pc_in(c, c->dt, nd, d, pc_lo(c->dt), 100);
+    int ix = pc_in(c, pc_idt(c), 2, id, 0, 0);
+    if (ix < 0)
+        return PC_RETRY;
+    mge_tensor *t = pc_data(c, ix);
+    for (int64_t j = 0; j < id[0] * k; j++) {   /* component j % k in its own axis */
+        int64_t b = d[j % k], v = pr(c, -b, b - 1);
+        if (t->dtype == MGE_I64)
+            ((int64_t *)t->data)[j] = v;
+        else
+            ((int32_t *)t->data)[j] = (int32_t)v;
+    }
+    int in[3] = {x, ix, pc_in(c, c->dt, nu, ud, pc_lo(c->dt), 100)};
+    return pc_out(c, pc_node(c, MGE_OP_SCATTER_ND, 3, in, 0, NULL));
+}
+
+/* one_hot (the kernel is the indices'): values or not, indices partly out
+ * of range (all-off rows). depth is the attribute: sim's placement copies
+ * consts to the device without their values, so a depth input is not
+ * known there at plan time (test_index.c runs that form on ref and cpu). */
+static int gen_one_hot(pcase *c)
+{
+    if (c->dt != MGE_I32 && c->dt != MGE_I64)
+        return PC_NODT;
+    int64_t d[3], depth = pdim(c, 17), two[1] = {2};
+    int nd = pshape(c, 0, 3, 7, d);
+    int in[2] = {pc_in(c, c->dt, nd, d, (double)(-depth - 1), (double)depth)}, nin = 1;
+    mge_attr at[2] = {A(MGE_KEY_axis, pr(c, -nd - 1, nd)), A(MGE_KEY_depth, depth)};
+    if (pr(c, 0, 1))
+        in[nin++] = pc_in(c, pr(c, 0, 1) ? MGE_F32 : MGE_I64, 1, two, -5, 5);
+    return pc_out(c, pc_node(c, MGE_OP_ONE_HOT, nin, in, 2, at));
+}
+
+/* where (the kernel is cond's, bool): a and b of a random dtype, all of one
+ * shape (the cpu path) or broadcast. */
+static int gen_where(pcase *c)
+{
+    if (c->dt != MGE_BOOL)
+        return PC_NODT;
+    static const mge_dtype dts[] = {MGE_F32, MGE_F32, MGE_I64, MGE_I32, MGE_F16, MGE_U8, MGE_BOOL};
+    mge_dtype dt = dts[pr(c, 0, 6)];
+    int64_t d[4], cd[4], ad[4], bd[4];
+    int nd = pshape(c, 0, 4, 9, d), nc = nd, na = nd, nb = nd;
+    memcpy(cd, d, sizeof d), memcpy(ad, d, sizeof d), memcpy(bd, d, sizeof d);
+    if (PC_BIG(c))
+        nd = nc = na = nb = 1, d[0] = cd[0] = ad[0] = bd[0] = pr(c, 40000, 70000);
+    else if (c->variant % 2)
+        nc = pc_bshape(c, nd, d, cd), na = pc_bshape(c, nd, d, ad), nb = pc_bshape(c, nd, d, bd);
+    int in[3] = {pc_in(c, MGE_BOOL, nc, cd, 0, 1), pc_in(c, dt, na, ad, pc_lo(dt), 100),
+                 pc_in(c, dt, nb, bd, pc_lo(dt), 100)};
+    return pc_out(c, pc_node(c, MGE_OP_WHERE, 3, in, 0, NULL));
+}
+
+/* comparisons (any plain dtype) and the boolean ops (bool): same shapes,
+ * a scalar operand, or broadcast; small ranges so equal happens often. */
+static int gen_compare(pcase *c)
+{
+    int op = c->op, logical = op == MGE_OP_NOT || op == MGE_OP_AND || op == MGE_OP_OR || op == MGE_OP_XOR;
+    if (!pc_plain(c->dt) || (logical && c->dt != MGE_BOOL))
+        return PC_NODT;
+    int64_t d[4], ad[4], bd[4];
+    int nd = pshape(c, 0, 4, 9, d), na = nd, nb = nd, v = c->variant % 3;
+    memcpy(ad, d, sizeof d), memcpy(bd, d, sizeof d);
+    if (PC_BIG(c))
+        nd = na = nb = 1, d[0] = ad[0] = bd[0] = pr(c, 40000, 70000);
+    else if (v == 1)
+        nb = 0;
+    else if (v == 2)
+        na = pc_bshape(c, nd, d, ad), nb = pc_bshape(c, nd, d, bd);
+    double lo = c->dt == MGE_BOOL || c->dt == MGE_U8 ? 0 : -3, hi = c->dt == MGE_BOOL ? 1 : 3;
+    int in[2] = {pc_in(c, c->dt, na, ad, lo, hi), op == MGE_OP_NOT ? -2 : pc_in(c, c->dt, nb, bd, lo, hi)};
+    if (is_float(c->dt) && in[0] >= 0 && c->variant % 4 == 3)
+        pc_specials(c, in[0], 1);
+    return pc_out(c, pc_node(c, op, op == MGE_OP_NOT ? 1 : 2, in, 0, NULL));
 }
 
 /* ---------------------------------------------------------------- int8 */

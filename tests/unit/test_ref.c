@@ -1084,7 +1084,8 @@ static void test_infer_agrees(void)
 /* ---------------------------------------------------------------- backends */
 
 /* Every op has an f32 ref kernel (cast and cross_entropy under their
- * input dtype); cpu falls back to ref; names resolve. */
+ * input dtype; where and the bool ops under bool, one_hot under its
+ * indices'); cpu falls back to ref; names resolve. */
 static void test_backends(void)
 {
     const mge_backend *ref = mge_backend_ref(), *cpu = mge_backend_cpu();
@@ -1095,6 +1096,10 @@ static void test_backends(void)
         mge_dtype dt = op == MGE_OP_DEQUANTIZE || op == MGE_OP_QCONV2D || op == MGE_OP_QLINEAR || op == MGE_OP_QADD
                            ? MGE_QS8
                            : MGE_F32;
+        if (op == MGE_OP_WHERE || op == MGE_OP_NOT || op == MGE_OP_AND || op == MGE_OP_OR || op == MGE_OP_XOR)
+            dt = MGE_BOOL;
+        if (op == MGE_OP_ONE_HOT)
+            dt = MGE_I64;
         CHECK_MSG(mge_backend_kernel(ref, op, dt) != NULL, "no %s ref kernel for %s", mge_dtype_name(dt),
                   mge_op_info(op)->name);
         CHECK_MSG(mge_backend_kernel(cpu, op, dt) != NULL, "no %s cpu kernel for %s", mge_dtype_name(dt),
