@@ -110,7 +110,10 @@ static int new_value(builder *b, int like, const char *suffix, mge_valkind kind,
     nv->kind = kind;
     nv->producer = -1;
     nv->out_index = 0;
-    nv->data = NULL;
+    /* borrowed (mge_placed_free leaves it): plan-time values of small consts
+     * (a reshape's shape) stay known on the device; the executor uploads
+     * from the source graph */
+    nv->data = kind == MGE_VAL_NODE ? NULL : l->data;
     nv->init = NULL;
     p->vdev[v] = (signed char)dev;
     p->shadow_of[v] = -1;

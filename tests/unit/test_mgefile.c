@@ -672,7 +672,7 @@ static void test_hostile_edits(void)
         wr64(d, (uint64_t)1 << 60);
         expect_edit_fails(&b, at + 4 + 5 + 3, d, 8, "2^48");
         wr64(d, (uint64_t)-5);
-        expect_edit_fails(&b, at + 4 + 5 + 3, d, 8, "negative");
+        expect_edit_fails(&b, at + 4 + 5 + 3, d, 8, "not a number or one of the file's 1 symbols");
         unsigned char kind = 9;
         expect_edit_fails(&b, at + 4 + 5, &kind, 1, "unknown kind 9");
     }
