@@ -159,4 +159,86 @@ static inline int mge_expand_dims(int xnd, const int64_t *xd, int snd, const int
     return 1;
 }
 
+/* ---- for the kernels: the same lists read from tensors. */
+
+/* An integer vector (or scalar) tensor of at most max entries into v[*cnt]. */
+static inline mge_status mge_kshape_ints(const char *op, const char *what, const mge_tensor *t, int max, int64_t *v,
+                                         int *cnt, mge_error *err)
+{
+    int64_t m = 1;
+    for (int d = 0; d < t->ndim && t->ndim <= 1; d++)
+        m *= t->dims[d];
+    if ((t->dtype != MGE_I64 && t->dtype != MGE_I32) || t->ndim > 1 || m < 0 || m > max)
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: %s is %s of rank %d: expected an i64 or i32 vector of at most %d",
+                             op, what, mge_dtype_name(t->dtype), t->ndim, max);
+    if (m && (!t->data || t->nbytes < (size_t)m * mge_dtype_size(t->dtype)))
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: %s lacks its data", op, what);
+    for (int64_t i = 0; i < m; i++)
+        v[i] = t->dtype == MGE_I64 ? ((const int64_t *)t->data)[i] : ((const int32_t *)t->data)[i];
+    *cnt = (int)m;
+    return MGE_OK;
+}
+
+/* The list of expand (shape), tile (repeats), split (sizes): input 1 when
+ * given, else the attribute; *cnt -1 when neither. */
+static inline mge_status mge_kshape_list(const char *op, const mge_node *n, mge_tensor *const *in, int key,
+                                         const char *what, int64_t *v, int *cnt, mge_error *err)
+{
+    if (n->nin > 1)
+        return mge_kshape_ints(op, what, in[1], MGE_MAX_DIMS, v, cnt, err);
+    const mge_attr *a = mge_node_attr(n, key);
+    *cnt = a ? a->n : -1;
+    if (a)
+        memcpy(v, a->i, sizeof(int64_t) * (size_t)a->n);
+    return MGE_OK;
+}
+
+/* slice's (and slice_grad's) plan for x from the attributes or from the
+ * bound tensors in[base..nin). */
+static inline mge_status mge_kshape_slice_plan(const char *op, const mge_node *n, mge_tensor *const *in, int base,
+                                               const mge_tensor *x, mge_slice_plan *p, mge_error *err)
+{
+    int nb = n->nin - base;
+    if (nb == 0)
+        return mge_slice_from_attrs(op, n, x->ndim, x->dims, p, err);
+    static const char *const what[4] = {"starts", "ends", "axes", "steps"};
+    int64_t v[4][MGE_MAX_DIMS];
+    int cnt[4] = {0};
+    if (nb < 2 || nb > 4)
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: %d bound inputs: expected starts, ends[, axes[, steps]]", op,
+                             nb);
+    for (int k = 0; k < nb; k++) {
+        mge_status st = mge_kshape_ints(op, what[k], in[base + k], MGE_MAX_DIMS, v[k], &cnt[k], err);
+        if (st)
+            return st;
+        if (cnt[k] != cnt[0])
+            return mge_error_set(err, MGE_ERR_SHAPE, "%s: %s has %d entries, starts %d", op, what[k], cnt[k], cnt[0]);
+    }
+    return mge_slice_resolve(op, x->ndim, x->dims, cnt[0], v[0], v[1], nb > 2 ? v[2] : NULL, nb > 3 ? v[3] : NULL, p,
+                             err);
+}
+
+/* expand's (tile 0) or tile's output dims for x and the list v[cnt]. */
+static inline mge_status mge_kshape_out_dims(const char *op, int tile, const mge_tensor *x, const int64_t *v, int cnt,
+                                             int *nd, int64_t *yd, mge_error *err)
+{
+    int ok = cnt >= 0;
+    *nd = x->ndim;
+    if (ok && tile) {
+        ok = cnt == x->ndim;
+        for (int d = 0; ok && d < x->ndim; d++) {
+            ok = v[d] >= 0 && (!x->dims[d] || v[d] <= INT64_MAX / 4 / x->dims[d]);
+            yd[d] = x->dims[d] * v[d];
+        }
+    } else if (ok) {
+        for (int d = 0; ok && d < cnt; d++)
+            ok = v[d] >= 0;
+        ok = ok && mge_expand_dims(x->ndim, x->dims, cnt, v, nd, yd);
+    }
+    if (!ok)
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x of rank %d cannot take these %s", op, x->ndim,
+                             tile ? "repeats" : "shape");
+    return MGE_OK;
+}
+
 #endif

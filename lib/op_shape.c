@@ -287,7 +287,7 @@ static mge_status slice_plan(const mge_node *n, const char *op, const mge_tdesc 
         return mge_error_set(err, MGE_ERR_INVALID, "%s: takes the starts and ends inputs together", op);
     static const char *const what[4] = {"starts", "ends", "axes", "steps"};
     int64_t v[4][MGE_MAX_DIMS];
-    int cnt[4];
+    int cnt[4] = {0};
     for (int k = 0; k < nb; k++) {
         mge_status st = known_ints(op, what[k], in, base + k, MGE_MAX_DIMS, v[k], &cnt[k], err);
         if (st)

@@ -130,49 +130,6 @@ static mge_status concat_any(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     return MGE_OK;
 }
 
-/* An integer vector (or scalar) tensor of at most max entries into v[*cnt]. */
-static mge_status ref_ints(const mge_kctx *ctx, const mge_node *n, const char *what, const mge_tensor *t, int max,
-                           int64_t *v, int *cnt, mge_error *err)
-{
-    mge_status st = ref_check_data(ctx, n, what, t, err);
-    if (st)
-        return st;
-    if ((t->dtype != MGE_I64 && t->dtype != MGE_I32) || t->ndim > 1 || ref_numel(t) > max)
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: %s is %s %s: expected an i64 or i32 vector of at most %d",
-                             ref_opname(ctx, n), what, mge_dtype_name(t->dtype), t->ndim > 1 ? "(rank > 1)" : "",
-                             max);
-    *cnt = (int)ref_numel(t);
-    for (int i = 0; i < *cnt; i++)
-        v[i] = ref_ild(t->dtype, t->data, i);
-    return MGE_OK;
-}
-
-/* slice's (and slice_grad's) plan for x from the attributes or from the
- * bound tensors in[base..nin). */
-static mge_status ref_slice_plan(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, int base,
-                                 const mge_tensor *x, mge_slice_plan *p, mge_error *err)
-{
-    const char *op = ref_opname(ctx, n);
-    int nb = n->nin - base;
-    if (nb == 0)
-        return mge_slice_from_attrs(op, n, x->ndim, x->dims, p, err);
-    static const char *const what[4] = {"starts", "ends", "axes", "steps"};
-    int64_t v[4][MGE_MAX_DIMS];
-    int cnt[4];
-    if (nb < 2 || nb > 4)
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: %d bound inputs: expected starts, ends[, axes[, steps]]", op,
-                             nb);
-    for (int k = 0; k < nb; k++) {
-        mge_status st = ref_ints(ctx, n, what[k], in[base + k], MGE_MAX_DIMS, v[k], &cnt[k], err);
-        if (st)
-            return st;
-        if (cnt[k] != cnt[0])
-            return mge_error_set(err, MGE_ERR_SHAPE, "%s: %s has %d entries, starts %d", op, what[k], cnt[k], cnt[0]);
-    }
-    return mge_slice_resolve(op, x->ndim, x->dims, cnt[0], v[0], v[1], nb > 2 ? v[2] : NULL, nb > 3 ? v[3] : NULL, p,
-                             err);
-}
-
 /* slice: the plan's elements of x, one at a time (cpu_shape.c copies rows). */
 static mge_status slice_any(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
                             mge_error *err)
@@ -181,7 +138,7 @@ static mge_status slice_any(const mge_kctx *ctx, const mge_node *n, mge_tensor *
     mge_tensor *y = out[0];
     mge_slice_plan p;
     mge_status st = ref_check_data(ctx, n, "x", x, err);
-    if (st || (st = ref_slice_plan(ctx, n, in, 1, x, &p, err)) ||
+    if (st || (st = mge_kshape_slice_plan(ref_opname(ctx, n), n, in, 1, x, &p, err)) ||
         (st = ref_check(ctx, n, "output", y, x->dtype, x->ndim, p.len, err)))
         return st;
     if (y->data == x->data && ref_numel(y) > 0)
@@ -205,7 +162,7 @@ static mge_status slice_grad_any(const mge_kctx *ctx, const mge_node *n, mge_ten
     mge_status st;
     if (x->ndim < 0 || x->ndim > MGE_MAX_DIMS)
         return mge_error_set(err, MGE_ERR_SHAPE, "slice_grad: x has rank %d", x->ndim);
-    if ((st = ref_slice_plan(ctx, n, in, 2, x, &p, err)) ||
+    if ((st = mge_kshape_slice_plan(ref_opname(ctx, n), n, in, 2, x, &p, err)) ||
         (st = ref_check(ctx, n, "dy", dy, x->dtype, x->ndim, p.len, err)) ||
         (st = ref_check(ctx, n, "output", dx, x->dtype, x->ndim, x->dims, err)))
         return st;
@@ -245,21 +202,6 @@ static mge_status size_any(const mge_kctx *ctx, const mge_node *n, mge_tensor *c
     return st;
 }
 
-/* The shape-like list of expand (shape), tile (repeats), squeeze/unsqueeze
- * (axes), split (sizes): input 1 when given, else the attribute; *cnt -1
- * when neither. */
-static mge_status ref_list(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, int key, const char *what,
-                           int64_t *v, int *cnt, mge_error *err)
-{
-    if (n->nin > 1)
-        return ref_ints(ctx, n, what, in[1], MGE_MAX_DIMS, v, cnt, err);
-    const mge_attr *a = mge_node_attr(n, key);
-    *cnt = a ? a->n : -1;
-    if (a)
-        memcpy(v, a->i, sizeof(int64_t) * (size_t)a->n);
-    return MGE_OK;
-}
-
 /* y's element offset i -> x's (broadcast: dims of 1 stay; tile: modulo). */
 static int64_t bcast_off(int nd, const int64_t *ydims, const int64_t *idx, int xnd, const int64_t *xd, int tile)
 {
@@ -277,25 +219,14 @@ static mge_status expand_tile_any(const mge_kctx *ctx, const mge_node *n, mge_te
 {
     const mge_tensor *x = in[0];
     mge_tensor *y = out[0];
-    int tile = n->op == MGE_OP_TILE, cnt, nd = x->ndim;
+    int tile = n->op == MGE_OP_TILE, cnt = -1, nd = x->ndim;
     int64_t v[MGE_MAX_DIMS], yd[MGE_MAX_DIMS];
     mge_status st = ref_check_data(ctx, n, "x", x, err);
-    if (st || (st = ref_list(ctx, n, in, tile ? MGE_KEY_repeats : MGE_KEY_shape, tile ? "repeats" : "shape", v, &cnt,
+    if (st || (st = mge_kshape_list(ref_opname(ctx, n), n, in, tile ? MGE_KEY_repeats : MGE_KEY_shape, tile ? "repeats" : "shape", v, &cnt,
                              err)))
         return st;
-    int ok = cnt >= 0;
-    if (ok && tile) {
-        ok = cnt == x->ndim;
-        for (int d = 0; ok && d < nd; d++)
-            ok = v[d] >= 0 && (!x->dims[d] || v[d] <= INT64_MAX / 4 / x->dims[d]), yd[d] = x->dims[d] * v[d];
-    } else if (ok) {
-        for (int d = 0; ok && d < cnt; d++)
-            ok = v[d] >= 0;
-        ok = ok && mge_expand_dims(x->ndim, x->dims, cnt, v, &nd, yd);
-    }
-    if (!ok)
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x of rank %d cannot take these %s", ref_opname(ctx, n),
-                             x->ndim, tile ? "repeats" : "shape");
+    if ((st = mge_kshape_out_dims(ref_opname(ctx, n), tile, x, v, cnt, &nd, yd, err)))
+        return st;
     if ((st = ref_check(ctx, n, "output", y, x->dtype, nd, yd, err)))
         return st;
     if (y->data == x->data && ref_numel(y) > 0)
@@ -330,6 +261,11 @@ static mge_status tile_grad_float(const mge_kctx *ctx, const mge_node *n, mge_te
     for (int d = nd - 1; d >= 0; d--)
         ystr[d] = s, s *= dy->dims[d];
     int64_t m = ref_numel(dx), xi[MGE_MAX_DIMS] = {0};
+    if (ref_numel(dy) == 0) { /* repeated 0 times: no copies to sum */
+        for (int64_t i = 0; i < m; i++)
+            ref_st(dx->dtype, dx->data, i, 0);
+        return MGE_OK;
+    }
     for (int64_t i = 0; i < m; i++) {
         double acc = 0;
         int64_t ri[MGE_MAX_DIMS] = {0};
@@ -351,11 +287,11 @@ static mge_status split_any(const mge_kctx *ctx, const mge_node *n, mge_tensor *
                             mge_error *err)
 {
     const mge_tensor *x = in[0];
-    int ax, cnt;
+    int ax, cnt = -1;
     int64_t v[MGE_MAX_DIMS];
     mge_status st = ref_check_data(ctx, n, "x", x, err);
     if (st || (st = ref_axis(ctx, n, x, 0, &ax, err)) ||
-        (st = ref_list(ctx, n, in, MGE_KEY_sizes, "sizes", v, &cnt, err)))
+        (st = mge_kshape_list(ref_opname(ctx, n), n, in, MGE_KEY_sizes, "sizes", v, &cnt, err)))
         return st;
     if (cnt >= 0 && cnt != n->nout)
         return mge_error_set(err, MGE_ERR_SHAPE, "split: %d sizes for %d outputs", cnt, n->nout);
@@ -432,9 +368,9 @@ static mge_status constant_of_shape_any(const mge_kctx *ctx, const mge_node *n, 
                                         mge_tensor *const *out, mge_error *err)
 {
     int64_t sv[MGE_MAX_DIMS];
-    int ns;
+    int ns = 0;
     int64_t dt = mge_node_int(n, MGE_KEY_dtype, MGE_F32);
-    mge_status st = ref_ints(ctx, n, "shape", in[0], MGE_MAX_DIMS, sv, &ns, err);
+    mge_status st = mge_kshape_ints(ref_opname(ctx, n), "shape", in[0], MGE_MAX_DIMS, sv, &ns, err);
     if (st)
         return st;
     if (dt < 0 || dt >= MGE_NDTYPES || dt == MGE_QS8 || dt == MGE_QS32)
@@ -489,8 +425,9 @@ void mge_ref_register_shape(mge_backend *b)
         b->k[MGE_OP_SQUEEZE][dt].run = reshape_any;
         b->k[MGE_OP_UNSQUEEZE][dt].run = reshape_any;
         b->k[MGE_OP_SPLIT][dt].run = split_any;
-        b->k[MGE_OP_CONSTANT_OF_SHAPE][dt].run = constant_of_shape_any;
     }
+    b->k[MGE_OP_CONSTANT_OF_SHAPE][MGE_I64].run = constant_of_shape_any;
+    b->k[MGE_OP_CONSTANT_OF_SHAPE][MGE_I32].run = constant_of_shape_any;
     b->k[MGE_OP_RANGE][MGE_F32].run = range_any;
     b->k[MGE_OP_RANGE][MGE_I32].run = range_any;
     b->k[MGE_OP_RANGE][MGE_I64].run = range_any;
