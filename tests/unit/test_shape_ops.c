@@ -390,8 +390,8 @@ static void test_gradients(void)
         "input x : f32[4,5]\na, b, c = split(x, axis=1, sizes=[1,3,1])\nz = concat(c, a, axis=1)\noutput z\n",
         "input x : f32[4,5]\na, b = split(x, axis=0)\noutput b\n",
         "input x : f32[5,6]\ny = slice(x, axis=1, start=-1, step=-2)\noutput y\n",
-        "input x : f32[5,6]\nconst s : i64[2] = [4,1]\nconst e : i64[2] = [0,6]\nconst a : i64[2] = [0,1]\n"
-        "const p : i64[2] = [-1,2]\ny = slice(x, s, e, a, p)\noutput y\n",
+        ("input x : f32[5,6]\nconst s : i64[2] = [4,1]\nconst e : i64[2] = [0,6]\nconst a : i64[2] = [0,1]\n"
+         "const p : i64[2] = [-1,2]\ny = slice(x, s, e, a, p)\noutput y\n"),
     };
     for (size_t i = 0; i < sizeof src / sizeof src[0]; i++) {
         mge_graph *g = ug_parse(src[i]);
