@@ -46,6 +46,7 @@ static void build_cpu(void)
     mge_cpu_register_elemwise(&cpu_be);
     mge_cpu_register_pool(&cpu_be);
     mge_cpu_register_misc(&cpu_be);
+    mge_cpu_register_shape(&cpu_be);
     mge_cpu_register_grad_conv(&cpu_be);
     mge_cpu_register_grad_pool(&cpu_be);
     mge_cpu_register_grad_elem(&cpu_be);

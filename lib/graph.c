@@ -260,9 +260,9 @@ int mge_graph_add_node(mge_graph *g, const char *name, int op, int nin, const in
                           oi->max_in, nin);
         return -1;
     }
-    if (nout != oi->nout) {
-        mge_error_set(err, MGE_ERR_INVALID, "%s has %d output%s, got %d names", oi->name, oi->nout,
-                      oi->nout == 1 ? "" : "s", nout);
+    if (!mge_op_nout_ok(op, nout)) {
+        mge_error_set(err, MGE_ERR_INVALID, "%s has %s%d output%s, got %d names", oi->name,
+                      oi->flags & MGE_OPF_VAROUT ? "1 to " : "", oi->nout, oi->nout == 1 ? "" : "s", nout);
         return -1;
     }
     for (int i = 0; i < nin; i++)
@@ -472,7 +472,7 @@ mge_status mge_graph_validate(const mge_graph *g, mge_error *err)
         const mge_opinfo *oi = mge_op_info(n->op);
         if (!oi)
             return mge_error_set(err, MGE_ERR_INVALID, "node %d: unknown op", i);
-        if (n->nin < oi->min_in || n->nin > oi->max_in || n->nout != oi->nout)
+        if (n->nin < oi->min_in || n->nin > oi->max_in || !mge_op_nout_ok(n->op, n->nout))
             return mge_error_set(err, MGE_ERR_INVALID, "%s: wrong number of inputs or outputs for %s", n->name,
                                  oi->name);
         for (int k = 0; k < n->nin; k++) {

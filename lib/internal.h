@@ -243,6 +243,7 @@ void mge_cpu_register_gemm(mge_backend *b);     /* conv, linear, matmul on OpenB
 void mge_cpu_register_elemwise(mge_backend *b); /* unary, binary */
 void mge_cpu_register_pool(mge_backend *b);
 void mge_cpu_register_misc(mge_backend *b);     /* norm, reduce, shape */
+void mge_cpu_register_shape(mge_backend *b);    /* slice, expand, tile, split, concat (cpu_shape.c) */
 /* gradient and optimizer kernels */
 void mge_ref_register_grad_conv(mge_backend *b);   /* conv2d, linear grads */
 void mge_ref_register_grad_pool(mge_backend *b);

@@ -202,7 +202,8 @@ enum {
     MGE_OPF_LAYER    = 1u << 2,  /* creates its own params (NODE.weight, ...) when not given */
     MGE_OPF_ALIAS    = 1u << 3,  /* output is a view of input 0 (reshape, flatten) */
     MGE_OPF_LOSS     = 1u << 4,  /* scalar loss */
-    MGE_OPF_TRAINING = 1u << 5   /* behaves differently in training (dropout, batchnorm) */
+    MGE_OPF_TRAINING = 1u << 5,  /* behaves differently in training (dropout, batchnorm) */
+    MGE_OPF_VAROUT   = 1u << 6   /* 1 to nout outputs: the node's count decides (split) */
 };
 
 typedef struct mge_attr {
@@ -230,6 +231,9 @@ typedef struct mge_opinfo {
 } mge_opinfo;
 
 const mge_opinfo *mge_op_info(int op);          /* NULL when out of range */
+/* Whether a node of op may have nout outputs: the op's count, or 1 to it
+ * for MGE_OPF_VAROUT ops. */
+int mge_op_nout_ok(int op, int nout);
 int mge_op_lookup(const char *name, size_t n);  /* op id or -1 */
 const char *mge_key_name(int key);
 mge_attr_type mge_key_type(int key);

@@ -57,6 +57,32 @@ static mge_status grad_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *
     return MGE_OK;
 }
 
+/* cast of values known at plan time, as ref_unary.c's cast converts:
+ * float to int truncates toward zero (NaN to 0) and wraps; to bool is != 0. */
+static void cast_known(const mge_tdesc *x, mge_tdesc *out)
+{
+    int64_t m = mge_tdesc_numel(out);
+    if (m < 0 || m > MGE_TDESC_NVAL)
+        return;
+    for (int64_t i = 0; i < m; i++) {
+        double v = x->val[i];
+        int64_t k = v != v ? 0 : v >= 9.2e18 ? INT64_MAX : v <= -9.2e18 ? INT64_MIN : (int64_t)v;
+        switch (out->dtype) {
+        case MGE_F32: v = (float)v; break;
+        case MGE_F16: v = mge_f16_to_f32(mge_f32_to_f16((float)v)); break;
+        case MGE_BF16: v = mge_bf16_to_f32(mge_f32_to_bf16((float)v)); break;
+        case MGE_BOOL: v = v != 0; break;
+        case MGE_I8: v = (int8_t)(uint8_t)(uint64_t)k; break;
+        case MGE_U8: v = (uint8_t)(uint64_t)k; break;
+        case MGE_I32: v = (int32_t)(uint32_t)(uint64_t)k; break;
+        case MGE_I64: v = (double)k; break;
+        default: return;
+        }
+        out->val[i] = v;
+    }
+    out->known = 1;
+}
+
 mge_status mge_unary_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
 {
     if (is_grad_op(n->op))
@@ -66,6 +92,7 @@ mge_status mge_unary_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *ou
     const mge_tdesc *x = &in[0];
     char b[96];
     *out = *x;
+    out->known = 0; /* only cast keeps (converted) values */
     switch (n->op) {
     case MGE_OP_CAST: {
         const mge_attr *a = mge_node_attr(n, MGE_KEY_dtype);
@@ -76,6 +103,8 @@ mge_status mge_unary_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *ou
                                  "cast: %s to %s: quantized dtypes carry a scale; use quantize/dequantize",
                                  mge_dtype_name(x->dtype), mge_dtype_name((mge_dtype)a->i[0]));
         out->dtype = (mge_dtype)a->i[0];
+        if (x->known)
+            cast_known(x, out);
         return MGE_OK;
     }
     case MGE_OP_RELU:

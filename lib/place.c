@@ -299,6 +299,10 @@ mge_status mge_place(const mge_graph *src, const char *need, int nout, const int
                     *have = new_value(&b, v, ".on_dev", val->kind, 1, err);
                     if (*have >= 0)
                         p->shadow_of[*have] = v;
+                    /* a const's shadow shares its host data: the shape
+                     * ops read small consts' values when planning */
+                    if (*have >= 0 && val->kind == MGE_VAL_CONST)
+                        p->g.values[*have].data = val->data;
                 } else {
                     *have = add_copy(&b, v, dev, err);
                 }

@@ -177,6 +177,14 @@ const mge_opinfo *mge_op_info(int op)
     return &ops[op];
 }
 
+int mge_op_nout_ok(int op, int nout)
+{
+    const mge_opinfo *oi = mge_op_info(op);
+    if (!oi)
+        return 0;
+    return oi->flags & MGE_OPF_VAROUT ? nout >= 1 && nout <= oi->nout : nout == oi->nout;
+}
+
 int mge_op_lookup(const char *name, size_t n)
 {
     for (int i = 0; i < MGE_NOPS; i++)

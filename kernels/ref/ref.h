@@ -154,60 +154,6 @@ static inline mge_status ref_axis(const mge_kctx *ctx, const mge_node *n, const 
     return MGE_OK;
 }
 
-/* slice and slice_grad: the attributes resolved against x (the full
- * tensor); ydims gets the sliced shape. */
-typedef struct ref_slice {
-    int ax;
-    int64_t dim, start, step, len;
-} ref_slice;
-
-static inline mge_status ref_slice_setup(const mge_kctx *ctx, const mge_node *n, const mge_tensor *x, ref_slice *sl,
-                                         int64_t *ydims, mge_error *err)
-{
-    int ax;
-    mge_status st = ref_axis(ctx, n, x, 0, &ax, err);
-    if (st)
-        return st;
-    int64_t dim = x->dims[ax], step = mge_node_int(n, MGE_KEY_step, 1);
-    if (step < 1)
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: step=%lld: expected a positive step", ref_opname(ctx, n),
-                             (long long)step);
-    int64_t start = mge_node_int(n, MGE_KEY_start, 0);
-    int64_t end = mge_node_attr(n, MGE_KEY_end) ? mge_node_int(n, MGE_KEY_end, dim) : dim;
-    if (start < 0)
-        start += dim;
-    if (end < 0)
-        end += dim;
-    start = start < 0 ? 0 : start > dim ? dim : start;
-    end = end < 0 ? 0 : end > dim ? dim : end;
-    sl->ax = ax;
-    sl->dim = dim;
-    sl->start = start;
-    sl->step = step;
-    sl->len = end > start ? (end - start + step - 1) / step : 0;
-    memcpy(ydims, x->dims, sizeof(int64_t) * MGE_MAX_DIMS);
-    ydims[ax] = sl->len;
-    return MGE_OK;
-}
-
-/* Copies the slice between full (x's shape) and part (the sliced shape):
- * into part when to_full is 0, else into full. */
-static inline void ref_slice_copy(const ref_slice *sl, const mge_tensor *x, char *full, char *part, int to_full)
-{
-    int64_t outer = 1, inner = 1;
-    for (int d = 0; d < sl->ax; d++)
-        outer *= x->dims[d];
-    for (int d = sl->ax + 1; d < x->ndim; d++)
-        inner *= x->dims[d];
-    size_t es = mge_dtype_size(x->dtype), chunk = (size_t)inner * es;
-    for (int64_t o = 0; o < outer; o++)
-        for (int64_t j = 0; j < sl->len; j++) {
-            char *f = full + (size_t)((o * sl->dim + sl->start + j * sl->step) * inner) * es;
-            char *p = part + (size_t)((o * sl->len + j) * inner) * es;
-            memcpy(to_full ? f : p, to_full ? p : f, chunk);
-        }
-}
-
 /* cross_entropy and its gradient: logits x [N,C,d...] (float) with labels
  * [N,d...] (i32 or i64, each in [0, C)); S is the product of d... */
 static inline mge_status ref_ce_check(const mge_kctx *ctx, const mge_node *n, const mge_tensor *x,

@@ -1,6 +1,7 @@
 /* ref_grad_reduce.c — reference kernels of the reduce and shape gradients:
  * sum_grad, mean_grad, max_grad, softmax_grad, log_softmax_grad (float
- * dtypes, double arithmetic) and slice_grad, reshape_as (any dtype, bytes).
+ * dtypes, double arithmetic) and reshape_as (any dtype, bytes; slice_grad is
+ * in ref_shape.c, with slice).
  *
  * max_grad splits dy evenly among the elements equal to the maximum (ties),
  * as PyTorch does for a full max reduction and for amax; when the maximum is
@@ -162,28 +163,6 @@ static mge_status softmax_grad_float(const mge_kctx *ctx, const mge_node *n, mge
     return MGE_OK;
 }
 
-/* slice_grad(dy, x): zeros of x's shape with dy written where slice (same
- * attributes, Python semantics as ref_shape.c) took its elements. */
-static mge_status slice_grad_any(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
-                                 mge_tensor *const *out, mge_error *err)
-{
-    const mge_tensor *dy = in[0], *x = in[1];
-    mge_tensor *dx = out[0];
-    mge_status st;
-    if (x->ndim < 1 || x->ndim > MGE_MAX_DIMS)
-        return mge_error_set(err, MGE_ERR_SHAPE, "slice_grad: x has rank %d", x->ndim);
-    ref_slice sl = {0};
-    int64_t ydims[MGE_MAX_DIMS];
-    if ((st = ref_slice_setup(ctx, n, x, &sl, ydims, err)) ||
-        (st = ref_check(ctx, n, "dy", dy, x->dtype, x->ndim, ydims, err)) ||
-        (st = ref_check(ctx, n, "output", dx, x->dtype, x->ndim, x->dims, err)))
-        return st;
-    if (ref_numel(x))
-        memset(dx->data, 0, (size_t)ref_numel(x) * mge_dtype_size(x->dtype));
-    ref_slice_copy(&sl, x, dx->data, dy->data, 1);
-    return MGE_OK;
-}
-
 /* reshape_as is a view (the executor runs no kernel); this copy serves
  * callers that run kernels directly. */
 static mge_status reshape_as_any(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
@@ -213,7 +192,6 @@ void mge_ref_register_grad_reduce(mge_backend *b)
         b->k[MGE_OP_LOG_SOFTMAX_GRAD][dt].run = softmax_grad_float;
     }
     for (int dt = 0; dt < MGE_NDTYPES; dt++) {
-        b->k[MGE_OP_SLICE_GRAD][dt].run = slice_grad_any;
         b->k[MGE_OP_RESHAPE_AS][dt].run = reshape_as_any;
     }
 }

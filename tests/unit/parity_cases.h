@@ -897,6 +897,221 @@ static int gen_slice_grad(pcase *c)
     return pc_out(c, pc_node(c, MGE_OP_SLICE_GRAD, 2, in, na, at));
 }
 
+/* ---------------------------------------------------------------- dynamic shapes */
+
+/* An i64 const vector (or scalar when n < 0) holding v: the shape, bounds
+ * or repeats input the dynamic shape ops read at plan time. */
+static int pc_ivec(pcase *c, int n, const int64_t *v)
+{
+    int64_t d[1] = {n};
+    int k = pc_val(c, MGE_VAL_CONST, MGE_I64, n < 0 ? 0 : 1, d, 0, 1);
+    if (k < 0)
+        return -1;
+    mge_tensor *t = pc_data(c, k);
+    for (int i = 0; i < (n < 0 ? 1 : n); i++)
+        ((int64_t *)t->data)[i] = v[i];
+    return k;
+}
+
+static int gen_shape_of(pcase *c)
+{
+    int64_t d[5];
+    int nd = pshape(c, 0, 5, 9, d);
+    int x = pc_in(c, c->dt, nd, d, pc_lo(c->dt), 100);
+    if (c->op == MGE_OP_SIZE)
+        return pc_out(c, pc_un(c, MGE_OP_SIZE, x, 0, NULL));
+    mge_attr at[2] = {A(MGE_KEY_start, pr(c, -6, 6)), A(MGE_KEY_end, pr(c, -6, 6))};
+    return pc_out(c, pc_un(c, MGE_OP_SHAPE, x, (int)pr(c, 0, 2), at));
+}
+
+/* expand and tile, with the shape or repeats as attribute or const input */
+static int gen_expand_tile(pcase *c)
+{
+    int tile = c->op == MGE_OP_TILE;
+    int64_t d[4], s[5];
+    int nd = pshape(c, 0, 4, 7, d), ns = nd;
+    if (PC_BIG(c))
+        nd = 2, d[0] = tile ? 37 : 1, d[1] = tile ? 301 : 1003;
+    for (int i = 0; i < nd; i++)
+        s[i] = tile ? pr(c, 0, 3) : (d[i] == 1 ? pdim(c, 9) : d[i]);
+    if (PC_BIG(c))
+        s[0] = tile ? 3 : 64, s[1] = tile ? 2 : 1003;
+    if (!tile && pr(c, 0, 2) == 0) { /* a leading new dim */
+        memmove(s + 1, s, sizeof(int64_t) * (size_t)ns);
+        s[0] = pdim(c, 5), ns++;
+    }
+    int x = pc_in(c, c->dt, nd, d, pc_lo(c->dt), 100);
+    int key = tile ? MGE_KEY_repeats : MGE_KEY_shape;
+    if (pr(c, 0, 1)) {
+        int in[2] = {x, pc_ivec(c, ns, s)};
+        return pc_out(c, pc_node(c, c->op, 2, in, 0, NULL));
+    }
+    mge_attr at[1] = {A_ints(key, ns, s)};
+    return pc_out(c, pc_un(c, c->op, x, 1, at));
+}
+
+static int gen_squeeze(pcase *c)
+{
+    int unsq = c->op == MGE_OP_UNSQUEEZE;
+    int64_t d[6], ax[3];
+    int nd = pshape(c, 1, 4, 7, d), na = 0;
+    if (unsq) {
+        na = (int)pr(c, 1, 2);
+        int r = nd + na;
+        ax[0] = pr(c, 0, r - 1);
+        ax[1] = ax[0] + 1;
+        if (ax[1] >= r)
+            na = 1, r = nd + 1, ax[0] = pr(c, 0, r - 1);
+        for (int i = 0; i < na; i++) /* negative: from the end of the output */
+            ax[i] -= pr(c, 0, 1) ? r : 0;
+    } else {
+        int k = (int)pr(c, 0, nd - 1);
+        d[k] = 1;
+        ax[na++] = pr(c, 0, 1) ? k : k - nd;
+    }
+    int x = pc_in(c, c->dt, nd, d, pc_lo(c->dt), 100);
+    if (!unsq && pr(c, 0, 3) == 0) /* no axes: every dim of 1 */
+        return pc_out(c, pc_un(c, c->op, x, 0, NULL));
+    if (pr(c, 0, 1)) {
+        int in[2] = {x, pc_ivec(c, na, ax)};
+        return pc_out(c, pc_node(c, c->op, 2, in, 0, NULL));
+    }
+    mge_attr at[1] = {A_ints(MGE_KEY_axis, na, ax)};
+    return pc_out(c, pc_un(c, c->op, x, 1, at));
+}
+
+static int gen_split(pcase *c)
+{
+    int64_t d[4], sz[4];
+    int nd = pshape(c, 1, 4, 9, d), k = (int)pr(c, 1, 4);
+    int ax = (int)pr(c, 0, nd - 1);
+    if (PC_BIG(c))
+        nd = 2, d[0] = 64, d[1] = 1003, ax = (int)pr(c, 0, 1);
+    int given = (int)pr(c, 0, 2), nat = 0;
+    mge_attr at[2];
+    at[nat++] = A(MGE_KEY_axis, pr(c, 0, 1) ? ax : ax - nd);
+    int64_t left = d[ax];
+    for (int i = 0; i < k; i++) {
+        sz[i] = i + 1 < k ? pr(c, 0, left) : left;
+        left -= sz[i];
+    }
+    int in[2] = {pc_in(c, c->dt, nd, d, pc_lo(c->dt), 100)}, nin = 1;
+    if (given == 1)
+        at[nat++] = A_ints(MGE_KEY_sizes, k, sz);
+    if (given == 2)
+        in[nin++] = pc_ivec(c, k, sz);
+    if (!given && (d[ax] + k - 1) / k * (k - 1) > d[ax])
+        return PC_RETRY;
+    char names[4][16];
+    const char *outn[4];
+    for (int i = 0; i < k; i++) {
+        snprintf(names[i], sizeof names[i], "n%d", c->nnames++);
+        outn[i] = names[i];
+    }
+    mge_error err;
+    for (int i = 0; i < nin; i++)
+        if (in[i] < 0)
+            return PC_RETRY;
+    int nn = mge_graph_add_node(c->g, outn[0], MGE_OP_SPLIT, nin, in, nat, at, k, outn, &err);
+    if (nn < 0)
+        return PC_RETRY;
+    for (int i = 0; i < k; i++)
+        if (pc_out(c, c->g->nodes[nn].out[i]) != PC_OK)
+            return PC_RETRY;
+    return PC_OK;
+}
+
+/* slice's input form: starts, ends, axes, steps as const inputs (ONNX
+ * Slice: negative steps, out-of-range bounds clamp) */
+static int gen_slice_inputs(pcase *c)
+{
+    int64_t d[4], st[4], en[4], ax[4], sp[4];
+    int nd = pshape(c, 1, 4, 9, d), na = (int)pr(c, 1, nd);
+    if (PC_BIG(c))
+        nd = 2, d[0] = 64, d[1] = 1003, na = 2;
+    int64_t perm[4] = {0, 1, 2, 3};
+    for (int i = nd - 1; i > 0; i--) {
+        int j = (int)pr(c, 0, i);
+        int64_t t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    for (int i = 0; i < na; i++) {
+        int64_t n = d[perm[i]];
+        ax[i] = pr(c, 0, 1) ? perm[i] : perm[i] - nd;
+        sp[i] = pr(c, 0, 2) ? pr(c, 1, 3) : -pr(c, 1, 3);
+        st[i] = pr(c, -n - 2, n + 2);
+        en[i] = pr(c, -n - 2, n + 2);
+        if (pr(c, 0, 4) == 0)
+            en[i] = sp[i] > 0 ? INT64_MAX : INT64_MIN;
+    }
+    int nb = (int)pr(c, 2, 4);
+    int in[5] = {pc_in(c, c->dt, nd, d, pc_lo(c->dt), 100), pc_ivec(c, na, st), pc_ivec(c, na, en)};
+    if (nb < 4 && nb == 3) /* without steps: they are 1 */
+        for (int i = 0; i < na; i++)
+            sp[i] = 1;
+    if (nb >= 3)
+        in[3] = pc_ivec(c, na, ax);
+    if (nb >= 4)
+        in[4] = pc_ivec(c, na, sp);
+    if (nb == 2 && na != nd)
+        return PC_RETRY;
+    return pc_out(c, pc_node(c, MGE_OP_SLICE, nb + 1, in, 0, NULL));
+}
+
+static int gen_range(pcase *c)
+{
+    if (c->dt != MGE_F32 && c->dt != MGE_I32 && c->dt != MGE_I64)
+        return PC_NODT;
+    double st = (double)pr(c, -20, 20), dl = (double)(pr(c, 0, 1) ? pr(c, 1, 4) : -pr(c, 1, 4));
+    double lim = st + dl * (double)pr(c, -1, PC_BIG(c) ? 5000 : 30);
+    if (c->dt == MGE_F32)
+        st += 0.25, dl *= 0.5;
+    int64_t d0[1] = {0};
+    int in[3];
+    double v[3] = {st, lim, dl};
+    for (int k = 0; k < 3; k++) {
+        in[k] = pc_val(c, MGE_VAL_CONST, c->dt, 0, d0, 0, 1);
+        if (in[k] < 0)
+            return PC_RETRY;
+        mge_tensor *t = pc_data(c, in[k]);
+        if (c->dt == MGE_F32)
+            *(float *)t->data = (float)v[k];
+        else if (c->dt == MGE_I32)
+            *(int32_t *)t->data = (int32_t)v[k];
+        else
+            *(int64_t *)t->data = (int64_t)v[k];
+    }
+    return pc_out(c, pc_node(c, MGE_OP_RANGE, 3, in, 0, NULL));
+}
+
+static int gen_constant_of_shape(pcase *c)
+{
+    if (c->dt != MGE_I64 && c->dt != MGE_I32)
+        return PC_NODT;
+    static const mge_dtype dts[] = {MGE_F32, MGE_F16, MGE_BF16, MGE_I8, MGE_U8, MGE_I32, MGE_I64, MGE_BOOL};
+    int64_t d[4];
+    int nd = pshape(c, 0, 4, 9, d);
+    if (PC_BIG(c))
+        nd = 2, d[0] = 64, d[1] = 1003;
+    mge_attr at[2] = {A_f(MGE_KEY_value, ppick(c, 4, (const double[]){0, 1, -3, 2.5})),
+                      A(MGE_KEY_dtype, dts[pr(c, 0, 7)])};
+    int s = pc_ivec(c, nd, d);
+    if (s >= 0 && c->dt == MGE_I32) { /* the shape as i32 */
+        int64_t n1[1] = {nd};
+        int s32 = pc_val(c, MGE_VAL_CONST, MGE_I32, 1, n1, 0, 1);
+        for (int i = 0; s32 >= 0 && i < nd; i++)
+            ((int32_t *)pc_data(c, s32)->data)[i] = (int32_t)d[i];
+        s = s32;
+    }
+    return pc_out(c, pc_un(c, MGE_OP_CONSTANT_OF_SHAPE, s, 2, at));
+}
+
+/* slice: its attribute form and its input form, in turn */
+static int gen_slice_any(pcase *c)
+{
+    return c->variant % 2 ? gen_slice_inputs(c) : gen_slice(c);
+}
+
 /* ---------------------------------------------------------------- losses */
 
 static int gen_cross_entropy(pcase *c)

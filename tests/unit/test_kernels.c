@@ -580,6 +580,32 @@ static void test_softmax(void)
         }
 }
 
+/* concat and slice: cpu_shape.c's row copies against ref, small and past
+ * the size where they go parallel (more cases in test_parity.c) */
+static void test_concat_slice(void)
+{
+    static const struct { int nd; int64_t d[3]; int ax; } cs[] = {{2, {3, 5}, 1}, {3, {64, 33, 129}, 0}, {3, {2, 700, 260}, -1}};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        tin in[2] = {{cs[i].nd, {0}, -5, 5}, {cs[i].nd, {0}, -5, 5}};
+        memcpy(in[0].dims, cs[i].d, sizeof cs[i].d);
+        memcpy(in[1].dims, cs[i].d, sizeof cs[i].d);
+        char desc[64];
+        tcase t;
+        mge_attr ac[1] = {A(MGE_KEY_axis, cs[i].ax)};
+        CHECK(tcase_make(&t, MGE_OP_CONCAT, 2, in, 1, ac));
+        snprintf(desc, sizeof desc, "concat case %zu", i);
+        if (t.g)
+            check_case(&t, desc, 0);
+        tcase_free(&t);
+        mge_attr as[4] = {A(MGE_KEY_axis, cs[i].ax), A(MGE_KEY_start, -2), A(MGE_KEY_end, 0), A(MGE_KEY_step, -3)};
+        CHECK(tcase_make(&t, MGE_OP_SLICE, 1, in, 4, as));
+        snprintf(desc, sizeof desc, "slice case %zu", i);
+        if (t.g)
+            check_case(&t, desc, 0);
+        tcase_free(&t);
+    }
+}
+
 /* Every op the cpu backend overrides was compared at least once. */
 static void test_coverage(void)
 {
@@ -691,6 +717,7 @@ int main(int argc, char **argv)
     RUN(test_pool);
     RUN(test_norm);
     RUN(test_softmax);
+    RUN(test_concat_slice);
     RUN(test_coverage);
     mge_pool_free(pools[1]);
     return unit_rerun_baseline(argv, "test_kernels", unit_done());

@@ -241,7 +241,7 @@ static const pspec specs[MGE_NOPS] = {
     [MGE_OP_FLATTEN] = CASES(gen_flatten, 8, EXACT),
     [MGE_OP_TRANSPOSE] = CASES(gen_transpose, 8, EXACT),
     [MGE_OP_CONCAT] = CASES(gen_concat, 8, EXACT),
-    [MGE_OP_SLICE] = CASES(gen_slice, 8, EXACT),
+    [MGE_OP_SLICE] = CASES(gen_slice_any, 16, EXACT),
     [MGE_OP_CROSS_ENTROPY] = CASES(gen_cross_entropy, 12, ACC),
     [MGE_OP_MSE] = CASES(gen_mse, 12, ACC),
     [MGE_OP_CONV2D_GRAD_INPUT] = VIA("conv2d", ACC),
@@ -315,6 +315,16 @@ static const pspec specs[MGE_NOPS] = {
     [MGE_OP_AND] = CASES(gen_compare, 6, EXACT),
     [MGE_OP_OR] = CASES(gen_compare, 6, EXACT),
     [MGE_OP_XOR] = CASES(gen_compare, 6, EXACT),
+    [MGE_OP_SHAPE] = CASES(gen_shape_of, 4, EXACT),
+    [MGE_OP_SIZE] = CASES(gen_shape_of, 4, EXACT),
+    [MGE_OP_EXPAND] = CASES(gen_expand_tile, 10, EXACT),
+    [MGE_OP_TILE] = CASES(gen_expand_tile, 10, EXACT),
+    [MGE_OP_SQUEEZE] = CASES(gen_squeeze, 6, EXACT),
+    [MGE_OP_UNSQUEEZE] = CASES(gen_squeeze, 6, EXACT),
+    [MGE_OP_SPLIT] = CASES(gen_split, 10, EXACT),
+    [MGE_OP_RANGE] = CASES(gen_range, 6, EXACT),
+    [MGE_OP_CONSTANT_OF_SHAPE] = CASES(gen_constant_of_shape, 6, EXACT),
+    [MGE_OP_TILE_GRAD] = VIA("tile", ACC),
 };
 
 /* Op x dtype pairs some backend claims that no compared graph runs, and
