@@ -455,8 +455,8 @@ static int read_node(rd *r, const gtab *t, nrec *n)
     }
     if (!get_u32(r, &cnt))
         return 0;
-    if ((int)cnt != oi->nout || cnt > MGEF_MAX_NODE_OUTS)
-        return bad(r, "node '%s': %s has %d outputs, not %u", n->name, oi->name, oi->nout, (unsigned)cnt);
+    if (!mge_op_nout_ok(n->op, (int)cnt) || cnt > MGEF_MAX_NODE_OUTS)
+        return bad(r, "node '%s': %s cannot have %u outputs (%d)", n->name, oi->name, (unsigned)cnt, oi->nout);
     n->nout = (int)cnt;
     for (int k = 0; k < n->nout; k++) {
         if (!get_u32(r, &n->out[k]))

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NPROBE 5
+#define NPROBE 8
 #define NSETS 2
 
 typedef struct pent {
@@ -35,15 +35,17 @@ typedef struct probes {
 
 static int64_t probe_value(int set, int p, int64_t sym)
 {
-    /* widely spread, per-symbol values: a stride-32 network still shows
-     * five different sizes at its last layer, and two symbols never agree */
-    static const int64_t base0[NPROBE] = {61, 157, 311, 613, 997};
-    static const int64_t base1[NPROBE] = {128, 320, 576, 832, 1216};
+    /* set 0: widely spread values (a stride-32 network still shows eight
+     * sizes at its last layer), probe p = p mod 8 for every symbol, so a
+     * floor division by up to 8 fits exactly; symbols differ in magnitude.
+     * set 1 (when set 0 fails, e.g. a reshape that must divide): multiples of 64. */
+    static const int64_t base0[NPROBE] = {8, 16, 28, 44, 64, 88, 112, 128};
+    static const int64_t base1[NPROBE] = {2, 4, 6, 8, 10, 12, 14, 16};
     uint64_t h = (uint64_t)(-sym) * 0x9E3779B97F4A7C15ull + (uint64_t)(p + 1) * 0xBF58476D1CE4E5B9ull;
     h ^= h >> 29;
     h *= 0x94D049BB133111EBull;
     h ^= h >> 32;
-    return set == 0 ? base0[p] + 2 * (int64_t)(h % 40) : base1[p] + 64 * (int64_t)(h % 3);
+    return set == 0 ? 8 * (base0[p] + (int64_t)(h % 10)) + p : 64 * (base1[p] + (int64_t)(h % 2));
 }
 
 static probes *probes_get(mge_graph *g)
@@ -204,6 +206,28 @@ static mge_status pent_put(probes *pr, int v, const mge_value *val, const mge_td
     return MGE_OK;
 }
 
+/* Known values come only from the families that compute them: other ops
+ * copy an input's desc for their output's shape and would carry its values. */
+static int keeps_values(int op)
+{
+    static const char *const fam[] = {"shape", "index", "logic", "unary", "binary"};
+    const mge_opinfo *oi = mge_op_info(op);
+    for (size_t i = 0; oi && i < sizeof fam / sizeof fam[0]; i++)
+        if (strcmp(oi->family, fam[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static mge_status infer_one(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
+{
+    memset(out, 0, sizeof(mge_tdesc) * 4);
+    mge_status s = mge_op_infer_fn(n->op)(n, in, out, err);
+    if (!s && !keeps_values(n->op))
+        for (int o = 0; o < n->nout && o < 4; o++)
+            out[o].known = 0;
+    return s;
+}
+
 /* ---------------------------------------------------------------- concrete */
 
 /* Per-value concrete descs with known values kept compactly. */
@@ -280,8 +304,7 @@ static mge_status concrete(const mge_graph *g, const mge_binding *b, int upto, c
         }
         for (int k = 0; k < n->nin; k++)
             cs_desc(g, c, n->in[k], &in[k]);
-        memset(od, 0, sizeof od);
-        if ((s = mge_op_infer_fn(n->op)(n, in, od, err))) {
+        if ((s = infer_one(n, in, od, err))) {
             mge_error_prefix(err, "%s", n->name);
             break;
         }
@@ -348,8 +371,7 @@ static mge_status friendly_error(mge_graph *g, const mge_node *n, mge_status cod
         mge_tdesc in[64], od[4];
         for (int k = 0; k < n->nin && k < 64; k++)
             cs_desc(g, &c, n->in[k], &in[k]);
-        memset(od, 0, sizeof od);
-        s = mge_op_infer_fn(n->op)(n, in, od, &e);
+        s = infer_one(n, in, od, &e);
         if (s) {
             char bs[256] = "";
             int other = 0;
@@ -381,7 +403,6 @@ static mge_status infer_probes(mge_graph *g, probes *pr, const mge_node *n, mge_
                                mge_error *err)
 {
     int np = pr->nsym ? NPROBE : 1, rebuilt = 0;
-    mge_infer_fn fn = mge_op_infer_fn(n->op);
     for (int p = 0; p < np; p++) {
         for (int k = 0; k < n->nin; k++) {
             int r = desc_at(g, pr, n->in[k], p, &in[(size_t)p * 64 + (size_t)k], err);
@@ -401,8 +422,7 @@ static mge_status infer_probes(mge_graph *g, probes *pr, const mge_node *n, mge_
         }
     }
     for (int p = 0; p < np; p++) {
-        memset(&o[(size_t)p * 4], 0, sizeof(mge_tdesc) * 4);
-        mge_status s = fn(n, &in[(size_t)p * 64], &o[(size_t)p * 4], err);
+        mge_status s = infer_one(n, &in[(size_t)p * 64], &o[(size_t)p * 4], err);
         if (s)
             return s;
     }
@@ -525,8 +545,7 @@ static mge_status probes_rebuild(mge_graph *g, probes *pr, mge_error *err)
             for (int k = 0; k < n->nin && !s; k++)
                 if (desc_at(g, pr, n->in[k], p, &in[(size_t)p * 64 + (size_t)k], err))
                     s = err ? err->code : MGE_ERR_SHAPE;
-            memset(&o[(size_t)p * 4], 0, sizeof(mge_tdesc) * 4);
-            if (!s && (s = mge_op_infer_fn(n->op)(n, &in[(size_t)p * 64], &o[(size_t)p * 4], err)))
+            if (!s && (s = infer_one(n, &in[(size_t)p * 64], &o[(size_t)p * 4], err)))
                 mge_error_prefix(err, "%s", n->name);
         }
         for (int p = np; p < NPROBE && !s; p++)

@@ -466,8 +466,12 @@ int64_t mge_dim_fit(int np, const int64_t *y, int ncand, const int64_t *cand, co
         if (ok)
             return mge_dim_mul(cand[j], m);
     }
-    /* floor((x + a) / d): d from the slope, a from the first probe */
+    /* floor((x + a) / d) over a symbol (a chain of convolutions and pools
+     * on H is one such expression): d from the slope; the probes must pin a
+     * down to one value, or the dim is left to plan time */
     for (int j = 0; j < ncand; j++) {
+        if (!mge_dim_is_symbol(cand[j]))
+            continue;
         const int64_t *x = cv + (size_t)j * (size_t)np;
         int lo = 0, hi = 0;
         for (int p = 1; p < np; p++) {
@@ -482,11 +486,15 @@ int64_t mge_dim_fit(int np, const int64_t *y, int ncand, const int64_t *cand, co
         for (int64_t d = d0 - 1; d <= d0 + 1; d++) {
             if (d < 2 || d > 4096)
                 continue;
-            /* a in a window around the value that makes the first probe exact */
-            int64_t a0 = y[0] * d - x[0];
-            for (int64_t a = a0; a < a0 + d; a++)
-                if (fits_div(np, y, x, a, d))
-                    return mge_dim_div(dim_addc(cand[j], a), d);
+            /* each probe allows a in [y d - x, y d - x + d - 1] */
+            int64_t alo = INT64_MIN, ahi = INT64_MAX;
+            for (int p = 0; p < np; p++) {
+                int64_t l = y[p] * d - x[p], h = l + d - 1;
+                alo = l > alo ? l : alo;
+                ahi = h < ahi ? h : ahi;
+            }
+            if (alo == ahi && fits_div(np, y, x, alo, d))
+                return mge_dim_div(dim_addc(cand[j], alo), d);
         }
     }
     /* x1 + x2 + c and m * x1 * x2 */
