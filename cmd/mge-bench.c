@@ -796,8 +796,15 @@ int main(int argc, char **argv)
             cs[i].round_end[r] = cs[i].n;
     }
     progress_end();
-    for (int i = 0; i < nc; i++)
+    for (int i = 0; i < nc; i++) {
         compute_stats(&cs[i], o.rounds);
+        /* each row has its own executor: one plan per binding, then hits */
+        int64_t hits, misses;
+        int held, cap;
+        mge_exec_plan_cache(cs[i].t ? mge_trainer_exec(cs[i].t) : cs[i].e, &hits, &misses, &held, &cap);
+        cli_note(cli_name(ms[cs[i].m].path), "row %d: plan cache %lld hits, %lld misses, %d of %d plans held", i + 1,
+                 (long long)hits, (long long)misses, held, cap);
+    }
 
     /* Peak RSS of the whole process (ru_maxrss is KiB on Linux): with several
      * rows it covers all of them, which is why every row shows the same figure. */

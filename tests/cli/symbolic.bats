@@ -161,3 +161,13 @@ assert ep[-1]["loss"] < 0.8 * ep[0]["loss"], (ep[0]["loss"], ep[-1]["loss"])' "$
         [[ "$stderr" == *"--plan-cache"* ]]
     done
 }
+
+@test "mge-bench: one row per shape set of a symbolic model, and -v counts plan-cache hits and misses" {
+    "$MGE_BIN/mge-bench" -v "$T/r18.mgt" --shape x=1x3x64x64 --shape x=1x3x96x80 --iters 2 --warmup 1 --threads 1 \
+        --json -o "$T/b.json" 2> "$T/err"
+    pyq 'import json; d = json.load(open(sys.argv[1])); r = d["results"]
+assert len(r) == 2, len(r)
+assert [x["shapes"] for x in r] == ["x=1x3x64x64", "x=1x3x96x80"], [x["shapes"] for x in r]' "$T/b.json"
+    grep -Eq "row 1: plan cache [0-9]+ hits, 1 misses, 1 of 16 plans held" "$T/err"
+    grep -Eq "row 2: plan cache [0-9]+ hits, 1 misses" "$T/err"
+}
