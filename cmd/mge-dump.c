@@ -18,8 +18,10 @@ static void help(void)
            "      --json           one JSON object (keys in mge-dump(1))\n"
            "      --dot            a Graphviz digraph of the model\n"
            "      --params OUT.npz export the model's parameters by name\n"
-           "      --batch B        batch size for shapes, FLOPs and the memory plan (default 1)\n"
-           "      --shape NAME=DIMS  the batch from input NAME's shape, e.g. x=8x3x224x224\n"
+           "      --batch B[,B...] batch size for shapes, FLOPs and the memory plan (default 1);\n"
+           "                       a list adds one plan row per batch\n"
+           "      --shape NAME=DIMS  input NAME's shape: its symbols' values, e.g. x=8x3x224x224;\n"
+           "                       naming an input again starts a new set (one plan row each)\n"
            "      --values         print tensor values too (summarized past 1000 elements unless -v)\n"
            "  -q, --quiet          only errors\n"
            "  -v, --verbose        more detail\n"
@@ -95,6 +97,7 @@ static double elem(const mge_tensor *t, int64_t i)
 /* ---------------------------------------------------------------- model */
 
 typedef struct model_info {
+    mge_buf rows;        /* with --batch lists or several --shape sets: one row per binding */
     mge_binding bind;    /* every symbol's value, or have_shapes = 0 */
     int have_shapes;
     int symbolic;        /* print templates: symbols beyond N and no --shape */
@@ -161,6 +164,7 @@ static void model_info_free(model_info *mi)
     free(mi->ndims);
     free(mi->dims);
     free(mi->flops);
+    mge_buf_free(&mi->rows);
 }
 
 /* Node shapes: concrete at the binding, or the symbolic template (with
@@ -642,6 +646,42 @@ static void apply_shape(const mge_graph *g, const char *where, const char *arg, 
     free(name);
 }
 
+/* One row per binding of --batch lists x --shape sets: FLOPs and the plan. */
+static void plan_rows(const mge_graph *g, const char *where, const mge_binding *base, const char **shapes,
+                      const int *set_of, int nshapes, int nsets, const int64_t *batches, int nbatches, int json,
+                      model_info *mi)
+{
+    if (!json)
+        mge_buf_printf(&mi->rows, "#\n# plans, one per binding:\n# %-28s %15s %12s %12s\n", "binding", "FLOPs",
+                       "arena", "lower bound");
+    int first = 1;
+    for (int s = 0; s < nsets; s++)
+        for (int k = 0; k < nbatches; k++) {
+            model_info r = {0};
+            r.bind = *base;
+            if (nbatches > 1 || batches[0] > 0)
+                mge_binding_set(&r.bind, MGE_DIM_N, batches[k], NULL);
+            for (int i = 0; i < nshapes; i++)
+                if (set_of[i] == s)
+                    apply_shape(g, where, shapes[i], &r.bind);
+            char bs[256];
+            if (model_analyze(g, where, &r) == 0 && r.have_shapes) {
+                mge_binding_str(&r.bind, bs, sizeof bs);
+                if (json)
+                    mge_buf_printf(&mi->rows, "%s{\"binding\":\"%s\",\"flops_total\":%.0f,\"arena_bytes\":%zu,"
+                                   "\"lower_bound\":%zu}", first ? "" : ",", bs, r.total,
+                                   r.have_plan ? r.plan.arena_bytes : (size_t)0,
+                                   r.have_plan ? r.plan.lower_bound : (size_t)0);
+                else
+                    mge_buf_printf(&mi->rows, "# %-28s %15.0f %12zu %12zu\n", bs, r.total,
+                                   r.have_plan ? r.plan.arena_bytes : (size_t)0,
+                                   r.have_plan ? r.plan.lower_bound : (size_t)0);
+                first = 0;
+            }
+            model_info_free(&r);
+        }
+}
+
 int main(int argc, char **argv)
 {
     cli_init("mge-dump", argv);
@@ -662,7 +702,8 @@ int main(int argc, char **argv)
     if (!shapes)
         return 1;
     int nshapes = 0, json = 0, dot = 0, values = 0;
-    int64_t batch = -1;
+    int64_t batch = -1, batches[64];
+    int nbatches = 0;
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, ":o:fqvh", longs, NULL)) != -1) {
@@ -672,7 +713,22 @@ int main(int argc, char **argv)
         case OPT_DOT: dot = 1; break;
         case OPT_PARAMS: params = optarg; break;
         case OPT_SHAPE: shapes[nshapes++] = optarg; break;
-        case OPT_BATCH: batch = cli_long("--batch", optarg, 1, 1L << 30); break;
+        case OPT_BATCH: /* B or a list B1,B2,...: one plan row each */
+            nbatches = 0;
+            for (char *p = optarg, *e;; p = e + 1) {
+                char item[32];
+                e = strchr(p, ',');
+                size_t l = e ? (size_t)(e - p) : strlen(p);
+                if (l == 0 || l >= sizeof item || nbatches == 64)
+                    cli_usage("--batch %s: expected B or B1,B2,... (at most 64)", optarg);
+                memcpy(item, p, l);
+                item[l] = 0;
+                batches[nbatches++] = cli_long("--batch", item, 1, 1L << 30);
+                if (!e)
+                    break;
+            }
+            batch = batches[0];
+            break;
         case OPT_VALUES: values = 1; break;
         default:
             if (!cli_common_opt(c, optarg, &co, help))
@@ -766,12 +822,34 @@ int main(int argc, char **argv)
     }
     if (batch > 0)
         mge_binding_set(&mi.bind, MGE_DIM_N, batch, NULL);
-    for (int i = 0; i < nshapes; i++)
-        apply_shape(g, where, shapes[i], &mi.bind);
+    /* shape sets: naming an input again starts a new set (as mge-bench) */
+    int set_of[256], nsets = nshapes ? 1 : 0;
+    for (int i = 0; i < nshapes && i < 256; i++) {
+        set_of[i] = nsets - 1;
+        size_t li = strcspn(shapes[i], "=");
+        for (int j = i - 1; j >= 0 && set_of[j] == nsets - 1; j--)
+            if (strcspn(shapes[j], "=") == li && strncmp(shapes[j], shapes[i], li) == 0) {
+                set_of[i] = nsets++;
+                break;
+            }
+    }
+    mge_binding base = mi.bind;
+    for (int i = 0; i < nshapes && i < 256; i++)
+        if (set_of[i] == 0)
+            apply_shape(g, where, shapes[i], &mi.bind);
     if (model_analyze(g, where, &mi) == 0) {
+        if (nsets > 1 || nbatches > 1) /* one row per binding, after the first */
+            plan_rows(g, where, &base, shapes, set_of, nshapes < 256 ? nshapes : 256, nsets ? nsets : 1, batches,
+                      nbatches ? nbatches : 1, json, &mi);
         int placed = co.device && strcmp(co.device, "cpu") != 0;
         if (json) {
             model_json(g, &mi, &b);
+            if (mi.rows.n) { /* "plans": [...] goes inside the object */
+                while (b.n && (b.p[b.n - 1] == '\n' || b.p[b.n - 1] == '}'))
+                    if (b.p[--b.n] == '}')
+                        break;
+                mge_buf_printf(&b, ",\"plans\":[%.*s]}\n", (int)mi.rows.n, mi.rows.p);
+            }
             if (placed) {
                 /* the placement goes inside the object */
                 while (b.n && (b.p[b.n - 1] == '\n' || b.p[b.n - 1] == '}'))
@@ -788,6 +866,8 @@ int main(int argc, char **argv)
             goto model_done;
         } else {
             model_text(g, &mi, &b);
+            if (mi.rows.n)
+                mge_buf_put(&b, mi.rows.p, mi.rows.n);
             if (placed && dump_placement(g, co.device, &mi.bind, cli_threads(&co), 0, &b, where))
                 goto model_done;
         }

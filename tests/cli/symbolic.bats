@@ -171,3 +171,16 @@ assert [x["shapes"] for x in r] == ["x=1x3x64x64", "x=1x3x96x80"], [x["shapes"] 
     grep -Eq "row 1: plan cache [0-9]+ hits, 1 misses, 1 of 16 plans held" "$T/err"
     grep -Eq "row 2: plan cache [0-9]+ hits, 1 misses" "$T/err"
 }
+
+@test "mge-dump: --batch lists and several --shape sets give one plan row each" {
+    run --separate-stderr "$MGE_DUMP" "$T/r18.mgt" --shape x=1x3x160x160 --shape x=1x3x224x224 --shape x=1x3x320x320
+    assert_success
+    [[ "$output" == *"plans, one per binding"* ]]
+    [[ "$output" == *"# N=1,H=160,W=160  "* && "$output" == *"# N=1,H=320,W=320  "* ]]
+    "$MGE_DUMP" --json "$SAMPLES/lenet.mgt" --batch 1,8,32 > "$T/d.json"
+    pyq 'import json; d = json.load(open(sys.argv[1])); p = d["plans"]
+assert [x["binding"] for x in p] == ["N=1", "N=8", "N=32"], p
+assert p[1]["flops_total"] == 8 * p[0]["flops_total"] and p[2]["arena_bytes"] > p[1]["arena_bytes"] > p[0]["arena_bytes"], p' "$T/d.json"
+    run --separate-stderr "$MGE_DUMP" "$SAMPLES/lenet.mgt" --batch 1,,8
+    assert_failure 2
+}
