@@ -27,7 +27,7 @@ for e in sys.argv[2:]:
     assert_success
     assert_output --partial "Usage: mge-bench"
     # it ends with examples, then the exit status
-    [[ "$output" == *$'\nExamples:\n  mge-bench '*$'\n\nExit status: '* ]]
+    [[ "$output" == *$'\nExit status: '*$'\n\nExamples:\n  mge-bench '* ]]
     assert_output --partial "--baseline"
     [ -z "$stderr" ]
     run "$MGE_BENCH" --version

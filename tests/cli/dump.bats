@@ -12,7 +12,7 @@ setup() {
     assert_success
     assert_output --partial "Usage: mge-dump"
     # it ends with examples, then the exit status
-    [[ "$output" == *$'\nExamples:\n  mge-dump '*$'\n\nExit status: '* ]]
+    [[ "$output" == *$'\nExit status: '*$'\n\nExamples:\n  mge-dump '* ]]
     run "$MGE_DUMP" --version
     assert_output "mge-dump (mge) 0.1.0"
 }

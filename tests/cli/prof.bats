@@ -29,7 +29,7 @@ FOOTER='^profiled total [0-9]+\.[0-9]+ ms, unprofiled [0-9]+\.[0-9]+ ms, overhea
     assert_success
     assert_output --partial "Usage: mge-prof"
     # it ends with examples, then the exit status
-    [[ "$output" == *$'\nExamples:\n  mge-prof '*$'\n\nExit status: '* ]]
+    [[ "$output" == *$'\nExit status: '*$'\n\nExamples:\n  mge-prof '* ]]
     assert_output --partial "--trace"
     [ -z "$stderr" ]
     run "$MGE_PROF" --version
