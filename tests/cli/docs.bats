@@ -30,6 +30,7 @@ setup() {
 NOT_RUN=(
     '^make( |$) :: build and run this test suite or the benchmarks (make check runs this file)'
     '^scripts/ :: install packages (root, a network) or run minutes-long benchmarks'
+    '(pkg-config .*mge|^[.]/embed) :: need `make install` (tests/cli/embed.bats builds and runs them from a staged install)'
 )
 # A timing gate (a command matching the first part) that exits 1 with the
 # second part on stderr gave a verdict on this machine's load, not a broken
@@ -92,6 +93,23 @@ np.savez("d.npz", a=r.random((64, 3), dtype=np.float32), b=r.random((64, 3), dty
     npys batch.npy f32:1x3x224x224:rand
     "$MGE_OPT" resnet18.mgt -o resnet18.mge
     "$MGE_DUMP" resnet18.mge --params resnet18.npz > /dev/null
+    # mge-run(1)'s images and table, mge-opt(1)'s state_dict with a head the model lacks
+    py 'from PIL import Image
+r = np.random.default_rng(1)
+Image.fromarray(r.integers(0, 256, (300, 400, 3), dtype=np.uint8)).save("cat.jpg")
+Image.fromarray(r.integers(0, 256, (256, 256, 3), dtype=np.uint8)).save("dog.png")
+Image.fromarray(r.integers(0, 256, (40, 40), dtype=np.uint8)).save("digit.png")
+open("imagenet_classes.txt", "w").write("".join("class%d\n" % i for i in range(1000)))
+x = r.random((20, 3))
+with open("houses.csv", "w") as f:
+    f.write("rooms,area,age,price\n")
+    for row in x:
+        f.write("%g,%g,%g,%g\n" % (row[0], row[1], row[2], row.sum()))
+sd = dict(np.load("state_dict.npz"))
+sd["head.weight"] = np.zeros((2, 2), np.float32)
+np.savez("backbone.npz", **sd)'
+    printf 'input x : f32[N,3]\nh = linear(x, out=4)\ny = linear(h, out=1)\noutput y\n' > house.mgt
+    "$MGE_OPT" house.mgt -o house.mge
     cd - > /dev/null
     mv "$FX.tmp" "$FX"
 }
