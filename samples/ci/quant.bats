@@ -21,8 +21,7 @@ setup() {
 
 # accuracy MODEL: prints the top-1 accuracy on DATA (0..1)
 accuracy() {
-    # TODO(metrics): switch to --metrics --json
-    mge-run "$1" --data "$DATA" --accuracy | awk '$1 == "accuracy" { print $2 }'
+    mge-run "$1" --data "$DATA" --metrics accuracy --json | jq .accuracy
 }
 
 @test "int8 accuracy is within MAX_DROP points of f32" {
@@ -30,7 +29,7 @@ accuracy() {
     int8=$(accuracy "$INT8")
     [ -n "$f32" ] && [ -n "$int8" ]
     echo "f32 $f32, int8 $int8, allowed drop $MAX_DROP points"
-    awk -v f="$f32" -v q="$int8" -v d="$MAX_DROP" 'BEGIN { exit !((f - q) * 100 <= d) }'
+    jq -en --argjson f "$f32" --argjson q "$int8" --argjson d "$MAX_DROP" '($f - $q) * 100 <= $d'
 }
 
 @test "the int8 model has int8 convolutions or linears and int8 weights" {
