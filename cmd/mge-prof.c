@@ -7,6 +7,7 @@
  * compares the sum of node times with the unprofiled run time. */
 #include "cli.h"
 #include "inputs.h"
+#include "bench_sets.h"
 #include "prof_flops.h"
 #include "prof_peak.h"
 #include "prof_trace.h"
@@ -26,8 +27,10 @@ static void help(void)
            "the model's FLOPs (a Winograd convolution as the direct one); %%peak counts\n"
            "what the kernel executes (rows where the two differ are marked 'w').\n"
            "\n"
-           "      --shape NAME=DIMS  shape of input NAME (e.g. x=64x1x28x28; repeatable)\n"
-           "      --batch B          the batch N for inputs without --shape (default 1)\n"
+           "      --shape NAME=DIMS  shape of input NAME (e.g. x=64x1x28x28; repeatable; naming an\n"
+           "                         input again starts a new set: a row per set, see below)\n"
+           "      --batch B[,B...]   the batch N for inputs without --shape (default 1); a list\n"
+           "                         profiles the first and adds a time row per batch\n"
            "      --input FILE       real inputs: an NPY stream, one record per input\n"
            "      --seed S           seed of the random inputs and of parameters\n"
            "                         without values (default 0)\n"
@@ -319,6 +322,66 @@ enum {
     OPT_SORT, OPT_TRACE, OPT_JSON
 };
 
+/* One row per binding of the --batch list or shape sets: the mean time of
+ * iters runs (after two untimed) and the model's FLOPs at that binding. */
+static int extra_rows(const mge_graph *g, const mge_graph *pg, mge_exec *e, mge_trainer *tr, const char *where,
+                      const bench_sets *sets, int nin, const int *ins, uint64_t seed, int iters, int json,
+                      mge_buf *b)
+{
+    mge_error err;
+    int nv = bench_sets_count(sets), rc = -1;
+    int *nd = calloc((size_t)pg->nvalues + 1, sizeof *nd);
+    int64_t *dims = calloc(((size_t)pg->nvalues + 1) * MGE_MAX_DIMS, sizeof *dims);
+    if (!nd || !dims) {
+        cli_error(NULL, "out of memory");
+        goto out;
+    }
+    if (!json)
+        mge_buf_printf(b, "\nper binding (%d runs each, unprofiled):\n  %-28s %10s %10s\n", iters, "binding",
+                       "ms/run", "GFLOP/s");
+    for (int v = 0; v < nv; v++) {
+        bench_inputs in;
+        if (bench_inputs_make(g, where, nin, ins, bench_sets_shapes(sets, v), bench_sets_batch_of(sets, v), NULL,
+                              seed, &in))
+            goto out;
+        double sec = 0, flops = 0;
+        mge_train_result tres;
+        for (int it = -2; it < iters; it++) {
+            double t0 = mge_now();
+            mge_status s = tr ? mge_trainer_step(tr, in.ptr, 0.01, it + 3, &tres, &err) : mge_exec_run(e, in.ptr, &err);
+            if (s) {
+                cli_error(where, "%s", err.msg);
+                bench_inputs_free(&in);
+                goto out;
+            }
+            if (it >= 0)
+                sec += mge_now() - t0;
+        }
+        if (mge_graph_shapes(pg, &in.bind, nd, dims, &err)) {
+            cli_mge_error(where, &err);
+            bench_inputs_free(&in);
+            goto out;
+        }
+        for (int i = 0; i < pg->nnodes; i++)
+            flops += mge_graph_node_flops(pg, i, nd, dims);
+        char bs[256];
+        mge_binding_str(&in.bind, bs, sizeof bs);
+        double ms = sec * 1e3 / iters;
+        if (json)
+            mge_buf_printf(b, "%s{\"binding\":\"%s\",\"ms_per_run\":%.6f,\"flops\":%.0f}", v ? "," : "", bs, ms,
+                           flops);
+        else
+            mge_buf_printf(b, "  %-28s %10.3f %10.2f\n", bs, ms, ms > 0 ? flops / (ms * 1e6) : 0.0);
+        bench_inputs_free(&in);
+    }
+    (void)e;
+    rc = 0;
+out:
+    free(nd);
+    free(dims);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     cli_init("mge-prof", argv);
@@ -338,7 +401,7 @@ int main(int argc, char **argv)
         {0, 0, 0, 0},
     };
     cli_common co = {0};
-    bench_shapes shapes = {0};
+    bench_sets sets = {0};
     const char *input = NULL, *trace = NULL;
     int64_t batch = 0;
     uint64_t seed = 0;
@@ -349,10 +412,10 @@ int main(int argc, char **argv)
     while ((c = getopt_long(argc, argv, ":fqvh", longs, NULL)) != -1) {
         switch (c) {
         case OPT_SHAPE:
-            if (bench_shape_parse(&shapes, optarg))
+            if (bench_sets_add_shape(&sets, optarg))
                 return 1;
             break;
-        case OPT_BATCH: batch = cli_long("--batch", optarg, 1, 1L << 24); break;
+        case OPT_BATCH: bench_sets_batch(&sets, optarg); break;
         case OPT_INPUT: input = optarg; break;
         case OPT_SEED: seed = cli_u64("--seed", optarg); break;
         case OPT_ITERS: iters = (int)cli_long("--iters", optarg, 1, 1000000); break;
@@ -381,8 +444,11 @@ int main(int argc, char **argv)
         cli_usage("no model given");
     if (argc - optind > 1)
         cli_usage("too many arguments (one model)");
-    if (input && shapes.n)
+    bench_sets_check(&sets);
+    if (input && sets.n)
         cli_usage("--input and --shape cannot be combined (the records carry the shapes)");
+    if (input && bench_sets_count(&sets) > 1)
+        cli_usage("--input and a --batch list cannot be combined (the records carry the shapes)");
     if (trace && !*trace)
         cli_usage("--trace: empty file name");
     const char *model = argv[optind];
@@ -452,7 +518,8 @@ int main(int argc, char **argv)
         cli_error(NULL, "out of memory");
         goto done;
     }
-    if (bench_inputs_make(g, where, nin, ins, &shapes, batch, input, seed, &in))
+    batch = bench_sets_batch_of(&sets, 0);
+    if (bench_inputs_make(g, where, nin, ins, bench_sets_shapes(&sets, 0), batch, input, seed, &in))
         goto done;
     const int64_t B = in.batch;
 
@@ -644,17 +711,31 @@ int main(int argc, char **argv)
         if (w)
             goto done;
     }
+    /* --batch lists and shape sets: the first binding is profiled above;
+     * each binding gets a row of its time per run (no hooks) and FLOPs */
+    mge_buf more = {0};
+    if (bench_sets_count(&sets) > 1 && extra_rows(g, pg, e, tr, where, &sets, nin, ins, seed, iters, json, &more))
+        goto done;
     if (json) {
         print_json(&r, rows, nrows, &tot, &out);
+        if (more.n) {
+            while (out.n && (out.p[out.n - 1] == '\n' || out.p[out.n - 1] == '}'))
+                if (out.p[--out.n] == '}')
+                    break;
+            mge_buf_printf(&out, ",\"bindings\":[%.*s]}\n", (int)more.n, more.p);
+        }
         if (cli_write_buf(NULL, &out, 0, 1))
             goto done;
     } else if (cli_verbose >= 0) {
         /* -q: the report is for people; the trace (or --json) is the data */
         print_text(&r, rows, nrows, &tot);
+        if (more.n)
+            fwrite(more.p, 1, more.n, stdout);
         if (cli_stdout_flush())
             goto done;
     }
     rc = 0;
+    mge_buf_free(&more);
 done:
     mge_buf_free(&out);
     prof_spans_free(&p.nodes);
@@ -670,7 +751,7 @@ done:
     free(rows);
     free(ins);
     bench_inputs_free(&in);
-    bench_shapes_free(&shapes);
+    bench_sets_free(&sets);
     if (tr)
         mge_trainer_free(tr);
     else

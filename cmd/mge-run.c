@@ -75,11 +75,10 @@ static void help(void)
            "Exit status: 0 success, 1 failure, 2 usage error.\n"
            "\n"
            "Examples:\n"
-           "  %s lenet.mge < x.npy > logits.npy\n"
-           "  %s lenet.O2.mge --data fashion-mnist:test --metrics accuracy,top5 --json\n"
-           "  %s resnet18.mge --image cat.jpg --resize 256 --crop 224x224 \\\n"
-           "      --mean 0.485,0.456,0.406 --std 0.229,0.224,0.225 --top-k 5 --labels classes.txt\n",
-           cli_prog, cli_prog, cli_prog, cli_prog, cli_prog);
+           "  mge-run net.mge < x.npy > y.npy                # NPY records in, one per input; records out\n"
+           "  mge-run net.mge --input x.npy --check y.npy   # exit 1 when an output differs\n"
+           "  mge-run net.mge --data d.npz --metrics accuracy --json   # a labelled dataset, scored\n",
+           cli_prog, cli_prog);
 }
 
 typedef struct stream {
@@ -594,6 +593,9 @@ int main(int argc, char **argv)
             if (r) {
                 const char *hint = r == MGE_ERR_FORMAT && s->reads == 0 && strstr(err.msg, "bad magic")
                                        ? stream_hint(s->f, s->path) : NULL;
+                /* the reader already named the kind ("this is a zip archive"): only what to do */
+                if (hint && strstr(err.msg, "this is") && strstr(hint, ": "))
+                    hint = strstr(hint, ": ") + 2;
                 cli_error(cli_name(s->path), "step %d, input '%s': %s%s%s", steps, iname, err.msg,
                           hint ? "; " : "", hint ? hint : "");
                 goto done;

@@ -107,7 +107,7 @@ print(n)'"
     py 'np.savez(sys.argv[1], x=np.zeros((2, 4), np.float32))' "$T/x.npz"
     run "$MGE_RUN" "$T/mlp.mge" --input "$T/x.npz"
     assert_failure 1
-    assert_output --partial "x.npz: error: step 0, input 'x': not an NPY record (bad magic); it is a zip (.npz) archive"
+    assert_output --partial "x.npz: error: step 0, input 'x': not an NPY record (bad magic): this is a zip archive; give datasets with --data FILE"
     assert_output --partial "--data FILE"
     # on stdin, a file: the same
     run bash -c "'$MGE_RUN' '$T/mlp.mge' < '$T/x.npz'"
@@ -119,9 +119,10 @@ print(n)'"
     # an image and an IDX file are named too
     printf '\x89PNG\r\n\x1a\nxxxxxxxx' > "$T/cat.png"
     run "$MGE_RUN" "$T/mlp.mge" --input "$T/cat.png"
-    assert_output --partial "it is an image, not NPY records: give images with --image FILE"
+    assert_output --partial "this is a PNG image"
+    assert_output --partial "give images with --image FILE"
     run "$MGE_RUN" "$T/mlp.mge" --input "$FM/t10k-labels-idx1-ubyte.gz"
-    assert_output --partial "it is gzip-compressed"
+    assert_output --partial "this is gzip-compressed data; give datasets (IDX .gz, .tar.gz, .npy.gz) with --data FILE"
 }
 
 @test "a text model without weights warns that it runs with random weights; -q is silent" {

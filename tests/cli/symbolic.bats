@@ -184,3 +184,13 @@ assert p[1]["flops_total"] == 8 * p[0]["flops_total"] and p[2]["arena_bytes"] > 
     run --separate-stderr "$MGE_DUMP" "$SAMPLES/lenet.mgt" --batch 1,,8
     assert_failure 2
 }
+
+@test "mge-prof: a --batch list or several shape sets add one row per binding" {
+    run --separate-stderr "$MGE_BIN/mge-prof" "$T/r18.mgt" --shape x=1x3x64x64 --shape x=1x3x96x96 --iters 2 --threads 1
+    assert_success
+    [[ "$output" == *"per binding"* && "$output" == *"N=1,H=64,W=64"* && "$output" == *"N=1,H=96,W=96"* ]]
+    "$MGE_BIN/mge-prof" "$SAMPLES/lenet.mgt" --batch 1,16 --iters 2 --threads 1 --json > "$T/p.json"
+    pyq 'import json; d = json.load(open(sys.argv[1])); b = d["bindings"]
+assert [x["binding"] for x in b] == ["N=1", "N=16"], b
+assert b[1]["flops"] == 16 * b[0]["flops"] and all(x["ms_per_run"] > 0 for x in b), b' "$T/p.json"
+}
