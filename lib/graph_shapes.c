@@ -26,6 +26,9 @@ typedef struct pent {
 
 typedef struct probes {
     mge_tdesc *in, *o;  /* scratch: 64 inputs and 4 outputs per probe */
+    int *hint_nd;       /* mge_pass_value_dim: concrete shapes at the passes' binding, */
+    int64_t *hint_dims; /* for a graph of hint_nv values and hint_nn nodes */
+    int hint_nv, hint_nn, hint_failed;
     int set;        /* probe set in use */
     int nsym;       /* symbols in pb */
     mge_binding pb[NPROBE];
@@ -80,6 +83,8 @@ void mge_graph_probes_free(mge_graph *g)
     free(pr->e);
     free(pr->in);
     free(pr->o);
+    free(pr->hint_nd);
+    free(pr->hint_dims);
     free(pr);
     g->probes = NULL;
 }
@@ -620,12 +625,50 @@ mge_status mge_graph_friendly_desc(mge_graph *g, int v, mge_tdesc *d, mge_error 
     return s;
 }
 
+/* The binding passes choose sizes at: opt.shape over N = 1 and 224, 256, ... */
+static void pass_binding(const mge_graph *g, mge_binding *b);
+
+int64_t mge_pass_value_dim(const mge_graph *g, int v, int k)
+{
+    const mge_value *val = &g->values[v];
+    if (k < 0 || k >= val->ndim)
+        return -1;
+    if (val->dims[k] != MGE_DIM_DYN)
+        return mge_pass_dim(g, val->dims[k]);
+    /* a plan-time dim: infer the whole graph once at the binding (passes
+     * build new graphs, so the shapes of this one never change) */
+    probes *pr = probes_get((mge_graph *)g);
+    if (!pr)
+        return -1;
+    if (pr->hint_nv != g->nvalues || pr->hint_nn != g->nnodes) {
+        free(pr->hint_nd);
+        free(pr->hint_dims);
+        pr->hint_nd = malloc(sizeof(int) * (size_t)(g->nvalues + 1));
+        pr->hint_dims = malloc(sizeof(int64_t) * MGE_MAX_DIMS * (size_t)(g->nvalues + 1));
+        pr->hint_nv = g->nvalues;
+        pr->hint_nn = g->nnodes;
+        mge_binding b;
+        pass_binding(g, &b);
+        pr->hint_failed = !pr->hint_nd || !pr->hint_dims || mge_graph_shapes(g, &b, pr->hint_nd, pr->hint_dims, NULL);
+    }
+    if (pr->hint_failed || k >= pr->hint_nd[v])
+        return -1;
+    return pr->hint_dims[(size_t)v * MGE_MAX_DIMS + (size_t)k];
+}
+
 int64_t mge_pass_dim(const mge_graph *g, int64_t code)
 {
     if (code >= 0 || code == MGE_DIM_DYN)
         return code >= 0 ? code : -1;
     mge_binding b;
-    friendly_binding(g, &b);
+    pass_binding(g, &b);
+    int64_t v;
+    return mge_dim_eval(code, &b, &v, NULL) == MGE_OK ? v : -1;
+}
+
+static void pass_binding(const mge_graph *g, mge_binding *b)
+{
+    friendly_binding(g, b);
     const char *hint = mge_graph_get_meta(g, "opt.shape");
     while (hint && *hint) { /* "N=1,H=224": mge-opt --shape */
         const char *eq = strchr(hint, '='), *end = strchr(hint, ',');
@@ -633,11 +676,9 @@ int64_t mge_pass_dim(const mge_graph *g, int64_t code)
             break;
         int64_t sym;
         if (mge_dim_symbol(hint, (size_t)(eq - hint), &sym, NULL) == MGE_OK)
-            mge_binding_set(&b, sym, strtoll(eq + 1, NULL, 10), NULL);
+            mge_binding_set(b, sym, strtoll(eq + 1, NULL, 10), NULL);
         hint = end ? end + 1 : NULL;
     }
-    int64_t v;
-    return mge_dim_eval(code, &b, &v, NULL) == MGE_OK ? v : -1;
 }
 
 void mge_graph_probe_binding(const mge_graph *g, mge_binding *b)

@@ -144,6 +144,9 @@ void mge_graph_probe_binding(const mge_graph *g, mge_binding *b);
  * one evaluated at the graph's opt.shape metadata (mge-opt --shape), else
  * at N = 1 and 224, 256, ... for the other symbols; -1 when unknown (DYN). */
 int64_t mge_pass_dim(const mge_graph *g, int64_t code);
+/* Dim k of value v the same way; a plan-time dim (MGE_DIM_DYN) from the
+ * graph inferred once at that binding. */
+int64_t mge_pass_value_dim(const mge_graph *g, int v, int k);
 /* Value v's desc at that binding (for messages: O(graph)). */
 mge_status mge_graph_friendly_desc(mge_graph *g, int v, mge_tdesc *d, mge_error *err);
 /* lib/symdim.c: the expression over cand[] (values cv[j * np + p]) that

@@ -440,7 +440,7 @@ static int wino_tile(const mge_graph *g, const mge_node *n, int64_t blk, int ste
             return 0;
     if (x->dims[1] % blk || y->dims[1] % blk)
         return 0;
-    int64_t yh = mge_pass_dim(g, y->dims[2]), yw = mge_pass_dim(g, y->dims[3]);
+    int64_t yh = mge_pass_value_dim(g, n->out[0], 2), yw = mge_pass_value_dim(g, n->out[0], 3);
     int64_t plane = yh < yw ? yh : yw;
     return plane >= WINO4_PLANE ? 4 : plane >= WINO2_PLANE ? 2 : 0;
 }

@@ -79,11 +79,12 @@ static int candidate(const mge_graph *g, int i)
     if (x->dims[1] < 1 || y->dims[1] < 1)
         return 0;
     for (int d = 2; d < 4; d++)
-        if (mge_pass_dim(g, x->dims[d]) < 1 || mge_pass_dim(g, y->dims[d]) < 1)
+        if (mge_pass_value_dim(g, n->in[0], d) < 1 || mge_pass_value_dim(g, n->out[0], d) < 1)
             return 0;
     if (w->dims[0] != y->dims[1] || w->dims[1] != x->dims[1] || w->dims[2] != 3 || w->dims[3] != 3)
         return 0;
-    return choose_tile(x->dims[1], y->dims[1], mge_pass_dim(g, y->dims[2]), mge_pass_dim(g, y->dims[3]));
+    return choose_tile(x->dims[1], y->dims[1], mge_pass_value_dim(g, n->out[0], 2),
+                       mge_pass_value_dim(g, n->out[0], 3));
 }
 
 /* The conv2d_winograd attributes for node n. */
