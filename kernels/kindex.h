@@ -54,6 +54,24 @@ static inline mge_status kidx_check(const char *op, const mge_tensor *idx, int a
     return MGE_OK;
 }
 
+/* scatter_nd's indices [m, k] (idx already passed kidx_check): component
+ * c of each row in [-dims[c], dims[c]); the message names the axis. */
+static inline mge_status kidx_check_nd(const char *op, const mge_tensor *idx, int k, const int64_t *dims,
+                                       mge_error *err)
+{
+    int64_t cnt = mge_tensor_numel(idx);
+    for (int64_t i = 0; i < cnt; i++) {
+        int64_t v = kidx_ld(idx->dtype, idx->data, i), b = dims[i % k];
+        if (v < -b || v >= b) {
+            char bp[160];
+            return mge_error_set(err, MGE_ERR_SHAPE, "%s: index %lld at %s is out of range for axis %d of size %lld",
+                                 op, (long long)v, kidx_pos(idx->ndim, idx->dims, i, bp, sizeof bp), (int)(i % k),
+                                 (long long)b);
+        }
+    }
+    return MGE_OK;
+}
+
 /* An index kidx_check accepted, made non-negative. */
 static inline int64_t kidx_at(const mge_tensor *idx, int64_t i, int64_t bound)
 {

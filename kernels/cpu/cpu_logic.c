@@ -1,8 +1,9 @@
 /* cpu_logic.c — comparisons and where on the shapes masks usually have:
  * all operands of the output's shape, or (comparisons) one a scalar. The
  * loops are plain selects the compiler vectorizes (CPU_MULTI: AVX2 and
- * baseline), split over the pool when large; other broadcasts, and the
- * boolean ops, run the ref kernels. */
+ * baseline), split over the pool when large. not, and, or and xor take
+ * the same shapes (bool bytes: any nonzero is true, as in ref); other
+ * broadcasts run the ref kernels. */
 #include "cpu.h"
 
 #include <string.h>
@@ -68,6 +69,50 @@ static mge_status cpu_compare(const mge_kctx *ctx, const mge_node *n, mge_tensor
     return MGE_OK;
 }
 
+/* the boolean ops, kinds as CMP_LOOP (not reads a only) */
+CPU_MULTI(bool_loop, (int op, int kind, const unsigned char *a, const unsigned char *b, unsigned char *y, int64_t n),
+          (op, kind, a, b, y, n), {
+    int64_t sa = kind == 2 ? 0 : 1, sb = kind == 1 ? 0 : 1;
+    switch (op) {
+    case MGE_OP_NOT: for (int64_t i = 0; i < n; i++) y[i] = a[i] == 0; break;
+    case MGE_OP_AND: for (int64_t i = 0; i < n; i++) y[i] = (a[i * sa] != 0) & (b[i * sb] != 0); break;
+    case MGE_OP_OR: for (int64_t i = 0; i < n; i++) y[i] = (a[i * sa] != 0) | (b[i * sb] != 0); break;
+    case MGE_OP_XOR: for (int64_t i = 0; i < n; i++) y[i] = (a[i * sa] != 0) ^ (b[i * sb] != 0); break;
+    default: break;
+    }
+})
+
+static void bool_task(void *p, int64_t s0, int64_t s1, int thread)
+{
+    const cmp_job *j = p;
+    const unsigned char *a = (const unsigned char *)j->a + (j->kind == 2 ? 0 : s0);
+    const unsigned char *b = j->b ? (const unsigned char *)j->b + (j->kind == 1 ? 0 : s0) : NULL;
+    bool_loop(j->op, j->kind, a, b, j->y + s0, s1 - s0);
+}
+
+/* not(a), and/or/xor(a, b): bool operands of the output's shape, or (binary)
+ * one a scalar. */
+static mge_status cpu_bool(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                           mge_error *err)
+{
+    int un = n->op == MGE_OP_NOT;
+    const mge_tensor *a = in[0], *b = un ? NULL : in[1], *y = out[0];
+    int64_t ny = mge_tensor_numel(y), na = mge_tensor_numel(a), nb = b ? mge_tensor_numel(b) : 0;
+    int kind = un ? (mge_tensor_same_shape(a, y) ? 0 : -1)
+               : mge_tensor_same_shape(a, y) && mge_tensor_same_shape(b, y) ? 0
+               : mge_tensor_same_shape(a, y) && nb == 1                     ? 1
+               : mge_tensor_same_shape(b, y) && na == 1                     ? 2
+                                                                             : -1;
+    if (kind < 0 || a->dtype != MGE_BOOL || (b && b->dtype != MGE_BOOL) || y->dtype != MGE_BOOL || !holds(a, na) ||
+        (b && !holds(b, nb)) || !holds(y, ny))
+        return cpu_fallback(ctx, n, in, out, err);
+    if (ny == 0)
+        return MGE_OK;
+    cmp_job j = {n->op, kind, MGE_BOOL, a->data, b ? b->data : NULL, y->data};
+    cpu_parallel(ctx, ny, CPU_GRAIN, bool_task, &j);
+    return MGE_OK;
+}
+
 CPU_MULTI(sel32, (const unsigned char *c, const uint32_t *a, const uint32_t *b, uint32_t *y, int64_t n), (c, a, b, y, n), {
     for (int64_t i = 0; i < n; i++)
         y[i] = c[i] ? a[i] : b[i];
@@ -121,4 +166,7 @@ void mge_cpu_register_logic(mge_backend *b)
         for (size_t k = 0; k < sizeof dts / sizeof dts[0]; k++)
             b->k[cmp[i]][dts[k]] = (mge_kernel){cpu_compare, cpu_ref_ws};
     b->k[MGE_OP_WHERE][MGE_BOOL] = (mge_kernel){cpu_where, cpu_ref_ws};
+    static const int bop[] = {MGE_OP_NOT, MGE_OP_AND, MGE_OP_OR, MGE_OP_XOR};
+    for (size_t i = 0; i < sizeof bop / sizeof bop[0]; i++)
+        b->k[bop[i]][MGE_BOOL] = (mge_kernel){cpu_bool, cpu_ref_ws};
 }

@@ -240,15 +240,8 @@ static mge_status scatter_nd_any(const mge_kctx *ctx, const mge_node *n, mge_ten
     if (y->data == u->data && ref_numel(u) > 0)
         return mge_error_set(err, MGE_ERR_INVALID, "scatter_nd: output may not be the updates' buffer");
     strides(x, xs);
-    for (int64_t i = 0; i < m * k; i++) {   /* every component in its own axis' range first */
-        int64_t v = kidx_ld(idx->dtype, idx->data, i), b = x->dims[i % k];
-        if (v < -b || v >= b) {
-            char bp[160];
-            return mge_error_set(err, MGE_ERR_SHAPE, "%s: index %lld at %s is out of range for axis %d of size %lld",
-                                 name, (long long)v, kidx_pos(idx->ndim, idx->dims, i, bp, sizeof bp), (int)(i % k),
-                                 (long long)b);
-        }
-    }
+    if ((st = kidx_check_nd(name, idx, k, x->dims, err)))   /* every component in its own axis' range first */
+        return st;
     copy_data(x, y);
     size_t es = mge_dtype_size(x->dtype), row = (size_t)slice * es;
     for (int64_t j = 0; j < m && row; j++) {

@@ -1404,7 +1404,9 @@ static int gen_gather(pcase *c)
 }
 
 /* gather_elements and scatter: indices (and updates) of x's rank, each dim
- * at most x's off the axis. */
+ * at most x's off the axis. The big cases split over the pool: the last
+ * axis, and the first with more indices than x has rows (repeated scatter
+ * indices: the last update wins) and smaller dims off it. */
 static int gen_elements(pcase *c)
 {
     if (!pc_plain(c->dt))
@@ -1414,13 +1416,18 @@ static int gen_elements(pcase *c)
     int ax = (int)pr(c, -nd, nd - 1), a = ax < 0 ? ax + nd : ax;
     for (int i = 0; i < nd; i++)
         id[i] = i == a ? pdim(c, 9) : pr(c, 1, d[i]);
+    if (PC_BIG(c) && c->variant % 20 == 0)
+        nd = 2, d[0] = id[0] = 300, d[1] = 200, id[1] = 150, ax = a = 1;
+    else if (PC_BIG(c))
+        nd = 3, d[0] = 64, d[1] = id[1] = 40, d[2] = 33, id[0] = 100, id[2] = 20, ax = a = 0;
     mge_attr at[1] = {A(MGE_KEY_axis, ax)};
     int in[3] = {pc_in(c, c->dt, nd, d, pc_lo(c->dt), 100), pc_index(c, pc_idt(c), nd, id, d[a]),
                  pc_in(c, c->dt, nd, id, pc_lo(c->dt), 100)};
     return pc_out(c, pc_node(c, c->op, c->op == MGE_OP_SCATTER ? 3 : 2, in, 1, at));
 }
 
-/* scatter_nd: indices [m, k] into data of rank r >= k, updates [m] + data.dims[k:]. */
+/* scatter_nd: indices [m, k] into data of rank r >= k, updates [m] + data.dims[k:].
+ * The big cases (k = 1 and 2, rows repeated) split the slices over the pool. */
 static int gen_scatter_nd(pcase *c)
 {
     if (!pc_plain(c->dt))
@@ -1428,6 +1435,10 @@ static int gen_scatter_nd(pcase *c)
     int64_t d[4], ud[4];
     int nd = pshape(c, 1, 4, 7, d), k = (int)pr(c, 1, nd), nu = 1;
     int64_t id[2] = {pdim(c, 5), k};
+    if (PC_BIG(c) && c->variant % 20 == 0)
+        nd = 2, d[0] = 300, d[1] = 256, k = 1, id[0] = 200, id[1] = 1;
+    else if (PC_BIG(c))
+        nd = 3, d[0] = 20, d[1] = 30, d[2] = 400, k = 2, id[0] = 300, id[1] = 2;
     ud[0] = id[0];
     for (int i = k; i < nd; i++)
         ud[nu++] = d[i];
@@ -1450,15 +1461,21 @@ static int gen_scatter_nd(pcase *c)
 /* one_hot (the kernel is the indices'): values or not, indices partly out
  * of range (all-off rows). depth is the attribute: sim's placement copies
  * consts to the device without their values, so a depth input is not
- * known there at plan time (test_index.c runs that form on ref and cpu). */
+ * known there at plan time (test_index.c runs that form on ref and cpu).
+ * The big cases split over the pool: the last axis and a middle one. */
 static int gen_one_hot(pcase *c)
 {
     if (c->dt != MGE_I32 && c->dt != MGE_I64)
         return PC_NODT;
     int64_t d[3], depth = pdim(c, 17), two[1] = {2};
     int nd = pshape(c, 0, 3, 7, d);
+    int64_t ax = pr(c, -nd - 1, nd);
+    if (PC_BIG(c) && c->variant % 20 == 0)
+        nd = 1, d[0] = 3000, depth = 20, ax = -1;
+    else if (PC_BIG(c))
+        nd = 2, d[0] = 40, d[1] = 300, depth = 10, ax = 1;
     int in[2] = {pc_in(c, c->dt, nd, d, (double)(-depth - 1), (double)depth)}, nin = 1;
-    mge_attr at[2] = {A(MGE_KEY_axis, pr(c, -nd - 1, nd)), A(MGE_KEY_depth, depth)};
+    mge_attr at[2] = {A(MGE_KEY_axis, ax), A(MGE_KEY_depth, depth)};
     if (pr(c, 0, 1))
         in[nin++] = pc_in(c, pr(c, 0, 1) ? MGE_F32 : MGE_I64, 1, two, -5, 5);
     return pc_out(c, pc_node(c, MGE_OP_ONE_HOT, nin, in, 2, at));
@@ -1494,8 +1511,8 @@ static int gen_compare(pcase *c)
     int64_t d[4], ad[4], bd[4];
     int nd = pshape(c, 0, 4, 9, d), na = nd, nb = nd, v = c->variant % 3;
     memcpy(ad, d, sizeof d), memcpy(bd, d, sizeof d);
-    if (PC_BIG(c))
-        nd = na = nb = 1, d[0] = ad[0] = bd[0] = pr(c, 40000, 70000);
+    if (PC_BIG(c))   /* variant 10: b a scalar */
+        nd = na = nb = 1, d[0] = ad[0] = bd[0] = pr(c, 40000, 70000), nb = v == 1 ? 0 : 1;
     else if (v == 1)
         nb = 0;
     else if (v == 2)
