@@ -194,3 +194,13 @@ assert p[1]["flops_total"] == 8 * p[0]["flops_total"] and p[2]["arena_bytes"] > 
 assert [x["binding"] for x in b] == ["N=1", "N=16"], b
 assert b[1]["flops"] == 16 * b[0]["flops"] and all(x["ms_per_run"] > 0 for x in b), b' "$T/p.json"
 }
+
+@test "-O2 on the symbolic resnet18 makes the static model's choices at its opt.shape (Winograd, blocked layout)" {
+    "$MGE_OPT" -O2 "$SAMPLES/resnet18.mgt" -o "$T/static.mge"
+    "$MGE_OPT" -O2 "$T/r18.mgt" --shape x=1x3x224x224 -o "$T/sym.mge"
+    "$MGE_DUMP" --json "$T/static.mge" > "$T/a.json"
+    "$MGE_DUMP" --json "$T/sym.mge" --shape x=1x3x224x224 > "$T/b.json"
+    pyq 'import json; a = json.load(open(sys.argv[1]))["op_counts"]; b = json.load(open(sys.argv[2]))["op_counts"]
+assert a == b, (a, b)
+assert a.get("conv2d_winograd_nchwc", 0) >= 8, a' "$T/a.json" "$T/b.json"
+}
