@@ -558,11 +558,15 @@ static int read_graph(rd *r, gtab *t, mge_graph *g)
             mge_error e;
             if (!get_str(r, &name))
                 return 0;
+            int ok = 1;
             if (mge_dim_symbol(name, strlen(name), &r->syms[i], &e))
-                return api_bad(r, &e, "symbol %s", name);
-            for (uint32_t j = 0; j < i; j++)
+                ok = api_bad(r, &e, "symbol %s", name);
+            for (uint32_t j = 0; ok && j < i; j++)
                 if (r->syms[j] == r->syms[i])
-                    return bad(r, "symbol '%s' listed twice", name);
+                    ok = bad(r, "symbol '%s' listed twice", name);
+            free(name);
+            if (!ok)
+                return 0;
         }
         r->nsyms = (int)ns;
     }
