@@ -437,6 +437,51 @@ static mge_status infer_probes(mge_graph *g, probes *pr, const mge_node *n, mge_
 }
 
 /* Fits out's template dims from the probes. */
+#define NDENSE 64
+
+/* A dim the probes left open (a division by more than 8): infer node n
+ * alone at 64 consecutive values of each symbol, its inputs evaluated from
+ * their templates (so only when every input dim is an expression and no
+ * input carries computed values), and fit again over the probes and these. */
+static int64_t refine_dim(const mge_graph *g, const probes *pr, const mge_node *n, int q, int d, const mge_tdesc *o)
+{
+    for (int k = 0; k < n->nin; k++) {
+        const mge_value *v = &g->values[n->in[k]];
+        if (v->kind == MGE_VAL_NODE && v->producer >= 0 && pr->e && n->in[k] < pr->cap && pr->e[n->in[k]] &&
+            pr->e[n->in[k]]->d[0].known)
+            return MGE_DIM_DYN;
+        for (int j = 0; j < v->ndim; j++)
+            if (v->dims[j] == MGE_DIM_DYN)
+                return MGE_DIM_DYN;
+    }
+    int64_t y[NPROBE + NDENSE], x[NPROBE + NDENSE];
+    mge_tdesc in[64], od[4];
+    for (int i = 0; i < pr->nsym; i++) {
+        int64_t sym = pr->pb[0].sym[i];
+        for (int p = 0; p < NPROBE; p++) {
+            x[p] = pr->pb[p].val[i];
+            y[p] = o[(size_t)p * 4 + (size_t)q].dims[d];
+        }
+        int ok = 1;
+        for (int t = 0; t < NDENSE && ok; t++) {
+            mge_binding b = pr->pb[0];
+            x[NPROBE + t] = pr->pb[0].val[i] + t;
+            mge_binding_set(&b, sym, x[NPROBE + t], NULL);
+            for (int k = 0; k < n->nin && ok; k++)
+                ok = desc_from_codes(&g->values[n->in[k]], &b, &in[k], NULL) == MGE_OK;
+            ok = ok && infer_one(n, in, od, NULL) == MGE_OK && od[q].ndim == o[q].ndim;
+            if (ok)
+                y[NPROBE + t] = od[q].dims[d];
+        }
+        if (!ok)
+            continue;
+        int64_t c = mge_dim_fit(NPROBE + NDENSE, y, 1, &sym, x);
+        if (c != MGE_DIM_DYN)
+            return c;
+    }
+    return MGE_DIM_DYN;
+}
+
 static mge_status fit_outputs(const mge_graph *g, probes *pr, const mge_node *n, const mge_tdesc *in,
                               const mge_tdesc *o, mge_tdesc *out, mge_error *err)
 {
@@ -482,6 +527,8 @@ static mge_status fit_outputs(const mge_graph *g, probes *pr, const mge_node *n,
             for (int p = 0; p < np; p++)
                 y[p] = o[(size_t)p * 4 + (size_t)q].dims[d];
             out[q].dims[d] = np == 1 ? y[0] : mge_dim_fit(np, y, nc, cand, cv);
+            if (out[q].dims[d] == MGE_DIM_DYN && np > 1)
+                out[q].dims[d] = refine_dim(g, pr, n, q, d, o);
         }
     }
     return MGE_OK;
