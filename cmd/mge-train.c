@@ -473,7 +473,8 @@ static int check_labels(const mge_dataset *ds, const mge_trainer *t, const mge_g
     int64_t classes = mge_trainer_classes(t);
     if (classes <= 0)
         return 0;
-    for (int i = 0; i < ds->n; i++) {
+    /* the arrays are the inputs in order (and a lengths array after them) */
+    for (int i = 0; i < ds->n - ds->lengths && i < mge_trainer_ninputs(t); i++) {
         const mge_value *v = &g->values[mge_trainer_input(t, i)];
         if (v->dtype != MGE_I32 && v->dtype != MGE_I64)
             continue;

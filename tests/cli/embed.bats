@@ -9,9 +9,13 @@ bats_require_minimum_version 1.5.0
 setup_file() {
     ROOT="$BATS_TEST_DIRNAME/../.."
     : "${MGE_BIN:=$ROOT/bin}"
+    # bats cannot skip from setup_file: setup() skips each test with the reason
+    EMBED_SKIP=
     [ "$MGE_BIN" -ef "$ROOT/bin" ] ||
-        skip "MGE_BIN is not this checkout's bin/ (a sanitizer build has no libmge.so to install)"
-    command -v pkg-config > /dev/null || skip "pkg-config not installed"
+        EMBED_SKIP="MGE_BIN is not this checkout's bin/ (a sanitizer build has no libmge.so to install)"
+    command -v pkg-config > /dev/null || EMBED_SKIP="pkg-config not installed"
+    export EMBED_SKIP
+    [ -z "$EMBED_SKIP" ] || return 0
     # the install under a staging root (once for the file), its mge.pc pointed at it
     R="$BATS_FILE_TMPDIR/root"
     env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$ROOT" install DESTDIR="$R" > "$BATS_FILE_TMPDIR/install.log" 2>&1 ||
@@ -21,6 +25,7 @@ setup_file() {
 }
 
 setup() {
+    [ -z "$EMBED_SKIP" ] || skip "$EMBED_SKIP"
     load helper
     ROOT="$BATS_TEST_DIRNAME/../.."
     P="$BATS_FILE_TMPDIR/root/usr/local"
