@@ -552,7 +552,8 @@ mge_graph *mge_graph_clone(const mge_graph *g, mge_error *err)
         }
     }
     /* inputs were re-added in value order; restore declaration order */
-    memcpy(c->inputs, g->inputs, sizeof(int) * (size_t)g->ninputs);
+    if (g->ninputs) /* a graph of consts alone has no inputs array */
+        memcpy(c->inputs, g->inputs, sizeof(int) * (size_t)g->ninputs);
     c->nodes = calloc((size_t)(g->nnodes ? g->nnodes : 1), sizeof *c->nodes);
     if (!c->nodes)
         goto oom;

@@ -46,6 +46,7 @@ static void test_channels(void)
     CHECK(g.channels == 1 && g.px[0] == 76 && g.px[1] == 150 && g.px[2] == 29 && g.px[3] == 18);
     CHECK_OK(mge_image_channels(&g, 3, &back, &err), err);
     CHECK(back.px[0] == 76 && back.px[1] == 76 && back.px[2] == 76 && back.px[11] == 18);
+    mge_image_free(&back);
     CHECK(mge_image_channels(&a, 2, &back, &err) == MGE_ERR_INVALID);
     mge_image_free(&a);
     mge_image_free(&g);
