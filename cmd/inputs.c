@@ -66,8 +66,8 @@ void bench_shapes_free(bench_shapes *s)
 
 /* Binds the symbolic dims of template v to dims into b (src[i] says where
  * b's entry i came from, for messages). Returns 0, or -1 with why set. */
-static int bind_dims(const mge_value *v, int ndim, const int64_t *dims, mge_binding *b, const char **src,
-                     const char *here, char *why, size_t n)
+int bench_bind_dims(const mge_value *v, int ndim, const int64_t *dims, mge_binding *b, const char **src,
+                    const char *here, char *why, size_t n)
 {
     if (ndim != v->ndim) {
         snprintf(why, n, "rank %d, not %d", ndim, v->ndim);
@@ -169,7 +169,7 @@ static int from_file(const mge_graph *g, const char *path, bench_inputs *b, int6
                       mge_shape_str(v->dtype, v->ndim, v->dims, want, sizeof want));
             goto done;
         }
-        if (bind_dims(v, t->ndim, t->dims, &b->bind, src, here[i < MGE_MAX_SYMS ? i : MGE_MAX_SYMS - 1], why,
+        if (bench_bind_dims(v, t->ndim, t->dims, &b->bind, src, here[i < MGE_MAX_SYMS ? i : MGE_MAX_SYMS - 1], why,
                       sizeof why)) {
             cli_error(fn, "record %d is %s, but input '%s' is %s: %s", i + 1,
                       mge_shape_str(t->dtype, t->ndim, t->dims, got, sizeof got), v->name,
@@ -239,7 +239,7 @@ int bench_inputs_make(const mge_graph *g, const char *where, int nin, const int 
         }
         const mge_value *val = &g->values[v];
         char want[160], why[256];
-        if (bind_dims(val, sh->ndim, sh->dims, &out->bind, src, sh->arg, why, sizeof why)) {
+        if (bench_bind_dims(val, sh->ndim, sh->dims, &out->bind, src, sh->arg, why, sizeof why)) {
             cli_error(where, "--shape %s does not fit input '%s' %s: %s", sh->arg, sh->name,
                       mge_shape_str(val->dtype, val->ndim, val->dims, want, sizeof want), why);
             free(shape_of);

@@ -29,6 +29,13 @@ typedef struct bench_shapes {
 int bench_shape_parse(bench_shapes *s, const char *arg);
 void bench_shapes_free(bench_shapes *s);
 
+/* Binds the symbolic dims of template v to dims into b. src[i] says where
+ * b's entry i came from (for messages; this call sets the entries it adds
+ * to here). Returns 0, or -1 with why set (a rank, a fixed dim, or a
+ * symbol given two values, naming both sources). */
+int bench_bind_dims(const mge_value *v, int ndim, const int64_t *dims, mge_binding *b, const char **src,
+                    const char *here, char *why, size_t n);
+
 typedef struct bench_inputs {
     int n;                   /* inputs (the caller's nin) */
     int *values;             /* value index of each, in the caller's order */

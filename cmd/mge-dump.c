@@ -2,6 +2,7 @@
  * or a tensor stream (NPY records, .npz) in human-readable form. */
 #include "cli.h"
 #include "dump_place.h"
+#include "inputs.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -621,26 +622,14 @@ static void apply_shape(const mge_graph *g, const char *where, const char *arg, 
         exit(1);
     }
     const mge_value *val = &g->values[v];
-    char s1[256], s2[256];
-    int ok = val->ndim == nd;
-    for (int i = 0; ok && i < nd; i++) {
-        int64_t have;
-        if (val->dims[i] >= 0) {
-            ok = val->dims[i] == dims[i];
-        } else if (mge_binding_get(bind, val->dims[i], &have)) {
-            if (have != dims[i]) {
-                cli_error(where, "--shape %s: %s is %lld here but %lld from an earlier --shape or --batch", arg,
-                          mge_dim_name(val->dims[i]), (long long)dims[i], (long long)have);
-                exit(1);
-            }
-        } else if (mge_binding_set(bind, val->dims[i], dims[i], NULL)) {
-            ok = 0;
-        }
-    }
-    if (!ok) {
-        cli_error(where, "--shape %s: input '%s' is %s, which does not fit %s", arg, name,
+    char s1[256], s2[256], why[256];
+    const char *src[MGE_MAX_SYMS];
+    for (int i = 0; i < MGE_MAX_SYMS; i++)
+        src[i] = "--batch or an earlier --shape";
+    if (bench_bind_dims(val, nd, dims, bind, src, arg, why, sizeof why)) {
+        cli_error(where, "--shape %s: input '%s' is %s, which does not fit %s: %s", arg, name,
                   mge_shape_str(val->dtype, val->ndim, val->dims, s1, sizeof s1),
-                  mge_shape_str(val->dtype, nd, dims, s2, sizeof s2));
+                  mge_shape_str(val->dtype, nd, dims, s2, sizeof s2), why);
         exit(1);
     }
     free(name);

@@ -140,6 +140,7 @@ static int has_n(const mge_value *v)
 static int set_opt_shape(mge_graph *g, const char *where, const bench_shapes *sh)
 {
     mge_binding b = {0};
+    const char *src[MGE_MAX_SYMS];
     for (int i = 0; i < sh->n; i++) {
         int v = mge_graph_find(g, sh->s[i].name);
         if (v < 0 || g->values[v].kind != MGE_VAL_INPUT) {
@@ -147,20 +148,10 @@ static int set_opt_shape(mge_graph *g, const char *where, const bench_shapes *sh
             return -1;
         }
         const mge_value *val = &g->values[v];
-        char want[160];
-        int ok = val->ndim == sh->s[i].ndim;
-        for (int k = 0; ok && k < val->ndim; k++) {
-            int64_t have;
-            if (val->dims[k] >= 0)
-                ok = val->dims[k] == sh->s[i].dims[k];
-            else if (mge_binding_get(&b, val->dims[k], &have))
-                ok = have == sh->s[i].dims[k];
-            else
-                ok = mge_binding_set(&b, val->dims[k], sh->s[i].dims[k], NULL) == MGE_OK;
-        }
-        if (!ok) {
-            cli_error(where, "--shape %s does not fit input '%s' %s", sh->s[i].arg, val->name,
-                      mge_shape_str(val->dtype, val->ndim, val->dims, want, sizeof want));
+        char want[160], why[256];
+        if (bench_bind_dims(val, sh->s[i].ndim, sh->s[i].dims, &b, src, sh->s[i].arg, why, sizeof why)) {
+            cli_error(where, "--shape %s does not fit input '%s' %s: %s", sh->s[i].arg, val->name,
+                      mge_shape_str(val->dtype, val->ndim, val->dims, want, sizeof want), why);
             return -1;
         }
     }
