@@ -35,6 +35,8 @@ static void build_ref(void)
     mge_ref_register_quant(&ref_be);
     mge_ref_register_index(&ref_be);
     mge_ref_register_logic(&ref_be);
+    mge_ref_register_convt(&ref_be);
+    mge_ref_register_apool(&ref_be);
 }
 
 static void build_cpu(void)
@@ -59,6 +61,8 @@ static void build_cpu(void)
     mge_cpu_register_quant(&cpu_be);
     mge_cpu_register_index(&cpu_be);
     mge_cpu_register_logic(&cpu_be);
+    mge_cpu_register_convt(&cpu_be);
+    mge_cpu_register_apool(&cpu_be);
 }
 
 const mge_backend *mge_backend_ref(void)

@@ -61,6 +61,8 @@ MGE_FAMILY_DECL(blocked)
 MGE_FAMILY_DECL(quant)
 MGE_FAMILY_DECL(index)
 MGE_FAMILY_DECL(logic)
+MGE_FAMILY_DECL(convt)
+MGE_FAMILY_DECL(apool)
 /* kernels/kshared.h (header only, shared with the kernels): mge_axis,
  * mge_conv_out_dim, mge_fused_act_ok / unary_ok / binary_ok,
  * mge_winograd_matrices and mge_winograd_weight_transform. */
@@ -77,6 +79,8 @@ mge_status mge_linear_params(int op, int nattr, const mge_attr *attrs, const mge
                              mge_param_spec *specs, int *nspecs, mge_error *err);
 mge_status mge_norm_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
                            mge_param_spec *specs, int *nspecs, mge_error *err);
+mge_status mge_convt_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
+                            mge_param_spec *specs, int *nspecs, mge_error *err);   /* conv_transpose2d, conv1d */
 
 /* ---------------------------------------------------------------- gradient rules
  * lib/grad_<family>.c: the rule of every op of the family (lib/autodiff.c
@@ -108,6 +112,8 @@ MGE_GRAD_DECL(blocked)
 MGE_GRAD_DECL(quant)
 MGE_GRAD_DECL(index)
 MGE_GRAD_DECL(logic)
+MGE_GRAD_DECL(convt)
+MGE_GRAD_DECL(apool)
 mge_grad_fn mge_op_grad_fn(int op);
 /* mge_grad_build with the gradient of `out` (any shape) given as the value
  * dout (its dtype and shape) instead of 1 for a scalar loss; dout < 0 means 1.
@@ -276,6 +282,11 @@ void mge_ref_register_index(mge_backend *b);
 void mge_ref_register_logic(mge_backend *b);
 void mge_cpu_register_index(mge_backend *b);
 void mge_cpu_register_logic(mge_backend *b);
+/* conv_transpose2d, conv1d and adaptive pooling with their gradients (after conv and grad_conv) */
+void mge_ref_register_convt(mge_backend *b);
+void mge_ref_register_apool(mge_backend *b);
+void mge_cpu_register_convt(mge_backend *b);
+void mge_cpu_register_apool(mge_backend *b);
 
 /* kernels/cpu/cpu_isa.c: the vector ISA kernels and passes may use (cpuid, capped by
  * MGE_CPU_ISA=baseline|avx2|avx2-vnni|avx512), and the int8 kernels' own

@@ -1618,4 +1618,79 @@ static int gen_qadd(pcase *c)
                       A(MGE_KEY_y_zero, pr(c, -20, 20))};
     return pc_out(c, pc_node(c, MGE_OP_QADD, 2, in, 7, at));
 }
+
+/* ---------------------------------------------------------------- transposed and 1-D conv, adaptive pooling */
+
+/* conv_transpose2d: random groups, kernels 1..4, stride 1..3, pad 0..2,
+ * dilation 1..2, output_padding below max(stride, dilation) (so some
+ * cases take the cpu kernel's ref path: output_padding >= stride); big: a
+ * U-Net decoder step (k2 s2, or k4 s2 p1). */
+static int gen_conv_transpose2d(pcase *c)
+{
+    if (!is_float(c->dt))
+        return PC_NODT;
+    int64_t G = pr(c, 1, 3), cg = pr(c, 1, 4), og = pr(c, 1, 4), k[2], s[2], p[2], d[2], op[2], o[2];
+    int64_t N = pr(c, 1, 2), H = pdim(c, 9), W = pdim(c, 9);
+    for (int i = 0; i < 2; i++) {
+        k[i] = pr(c, 1, 4), s[i] = pr(c, 1, 3), p[i] = pr(c, 0, 2), d[i] = pr(c, 1, 2);
+        op[i] = pr(c, 0, (s[i] > d[i] ? s[i] : d[i]) - 1);
+    }
+    if (PC_BIG(c)) {
+        int k4 = (int)pr(c, 0, 1);
+        N = 1, G = 1, cg = pr(c, 16, 40), og = pr(c, 8, 24), H = pr(c, 8, 16), W = pr(c, 8, 16);
+        for (int i = 0; i < 2; i++)
+            k[i] = k4 ? 4 : 2, s[i] = 2, p[i] = k4, d[i] = 1, op[i] = 0;
+    }
+    int64_t xs[2] = {H, W};
+    for (int i = 0; i < 2; i++)
+        if ((o[i] = (xs[i] - 1) * s[i] - 2 * p[i] + d[i] * (k[i] - 1) + op[i] + 1) < 1)
+            return PC_RETRY;
+    int bias = (int)pr(c, 0, 1);
+    int64_t xd[4] = {N, G * cg, H, W}, wd[4] = {G * cg, og, k[0], k[1]}, bd[1] = {G * og};
+    int in[3] = {pc_in(c, c->dt, 4, xd, -1, 1), pc_in(c, c->dt, 4, wd, -1, 1), pc_in(c, c->dt, 1, bd, -1, 1)};
+    mge_attr at[8] = {A(MGE_KEY_out, G * og),         A2(MGE_KEY_kernel, k[0], k[1]),
+                      A2(MGE_KEY_stride, s[0], s[1]),  A2(MGE_KEY_pad, p[0], p[1]),
+                      A2(MGE_KEY_output_padding, op[0], op[1]), A2(MGE_KEY_dilation, d[0], d[1]),
+                      A(MGE_KEY_groups, G),            A(MGE_KEY_bias, bias)};
+    return pc_out(c, pc_node(c, MGE_OP_CONV_TRANSPOSE2D, 2 + bias, in, 8, at));
+}
+
+/* conv1d: grouped, depthwise or dense; big: a long sequence */
+static int gen_conv1d(pcase *c)
+{
+    if (!is_float(c->dt))
+        return PC_NODT;
+    int64_t G = pr(c, 1, 3), cg = pr(c, 1, 5), og = pr(c, 1, 4), k = pr(c, 1, 5), s = pr(c, 1, 3);
+    int64_t p = pr(c, 0, 2), d = pr(c, 1, 2), N = pr(c, 1, 2), L = pdim(c, 33);
+    if (PC_BIG(c))
+        N = 1, G = 1, cg = pr(c, 16, 48), og = pr(c, 16, 48), L = pr(c, 200, 400), k = 3, s = 1, p = 1, d = 1;
+    if (mge_conv_out_dim(L, k, s, p, d, 0) < 1)
+        return PC_RETRY;
+    int bias = (int)pr(c, 0, 1);
+    int64_t xd[3] = {N, G * cg, L}, wd[3] = {G * og, cg, k}, bd[1] = {G * og};
+    int in[3] = {pc_in(c, c->dt, 3, xd, -1, 1), pc_in(c, c->dt, 3, wd, -1, 1), pc_in(c, c->dt, 1, bd, -1, 1)};
+    mge_attr at[7] = {A(MGE_KEY_out, G * og), A(MGE_KEY_kernel, k), A(MGE_KEY_stride, s), A(MGE_KEY_pad, p),
+                      A(MGE_KEY_dilation, d),  A(MGE_KEY_groups, G), A(MGE_KEY_bias, bias)};
+    return pc_out(c, pc_node(c, MGE_OP_CONV1D, 2 + bias, in, 7, at));
+}
+
+/* adaptive pooling, 1-D and 2-D, with or without the batch dim, to
+ * outputs smaller, equal or larger than the input */
+static int gen_adaptive_pool(pcase *c)
+{
+    if (!is_float(c->dt))
+        return PC_NODT;
+    int op = c->op, nsp = op == MGE_OP_ADAPTIVE_AVGPOOL2D || op == MGE_OP_ADAPTIVE_MAXPOOL2D ? 2 : 1;
+    int nd = nsp + (int)pr(c, 1, 2);
+    int64_t xd[4], os[2];
+    for (int i = 0; i < nd; i++)
+        xd[i] = i < nd - nsp ? pr(c, 1, 3) : pdim(c, 13);
+    if (PC_BIG(c)) {
+        nd = nsp + 2, xd[0] = 2, xd[1] = 32, xd[2] = nsp == 2 ? 37 : 1500, xd[3] = 29;
+    }
+    for (int i = 0; i < nsp; i++)
+        os[i] = PC_BIG(c) ? 7 : pr(c, 1, 2 * xd[nd - nsp + i] + 1);
+    mge_attr at = A_ints(MGE_KEY_output_size, nsp, os);
+    return pc_out(c, pc_un(c, op, pc_in(c, c->dt, nd, xd, -1, 1), 1, &at));
+}
 #endif

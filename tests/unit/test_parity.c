@@ -325,6 +325,21 @@ static const pspec specs[MGE_NOPS] = {
     [MGE_OP_RANGE] = CASES(gen_range, 6, EXACT),
     [MGE_OP_CONSTANT_OF_SHAPE] = CASES(gen_constant_of_shape, 6, EXACT),
     [MGE_OP_TILE_GRAD] = VIA("tile", ACC),
+    /* transposed and 1-D conv, adaptive pooling (group conv) */
+    [MGE_OP_CONV_TRANSPOSE2D] = CASES(gen_conv_transpose2d, 20, ACC),
+    [MGE_OP_CONV1D] = CASES(gen_conv1d, 16, ACC),
+    [MGE_OP_ADAPTIVE_AVGPOOL2D] = CASES(gen_adaptive_pool, 12, ACC),
+    [MGE_OP_ADAPTIVE_MAXPOOL2D] = CASES(gen_adaptive_pool, 12, EXACT),
+    [MGE_OP_ADAPTIVE_AVGPOOL1D] = CASES(gen_adaptive_pool, 10, ACC),
+    [MGE_OP_ADAPTIVE_MAXPOOL1D] = CASES(gen_adaptive_pool, 10, EXACT),
+    [MGE_OP_CONV_TRANSPOSE2D_GRAD_INPUT] = VIA("conv_transpose2d", ACC),
+    [MGE_OP_CONV_TRANSPOSE2D_GRAD_WEIGHT] = VIA("conv_transpose2d", ACC),
+    [MGE_OP_CONV1D_GRAD_INPUT] = VIA("conv1d", ACC),
+    [MGE_OP_CONV1D_GRAD_WEIGHT] = VIA("conv1d", ACC),
+    [MGE_OP_ADAPTIVE_AVGPOOL2D_GRAD] = VIA("adaptive_avgpool2d", ACC),
+    [MGE_OP_ADAPTIVE_MAXPOOL2D_GRAD] = VIA("adaptive_maxpool2d", ACC),
+    [MGE_OP_ADAPTIVE_AVGPOOL1D_GRAD] = VIA("adaptive_avgpool1d", ACC),
+    [MGE_OP_ADAPTIVE_MAXPOOL1D_GRAD] = VIA("adaptive_maxpool1d", ACC),
 };
 
 /* Op x dtype pairs some backend claims that no compared graph runs, and
