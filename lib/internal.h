@@ -80,7 +80,7 @@ mge_status mge_linear_params(int op, int nattr, const mge_attr *attrs, const mge
 mge_status mge_norm_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
                            mge_param_spec *specs, int *nspecs, mge_error *err);
 mge_status mge_convt_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
-                            mge_param_spec *specs, int *nspecs, mge_error *err);   /* conv_transpose2d, conv1d */
+                            mge_param_spec *specs, int *nspecs, mge_error *err);   /* conv_transpose2d, conv1d, conv3d */
 
 /* ---------------------------------------------------------------- gradient rules
  * lib/grad_<family>.c: the rule of every op of the family (lib/autodiff.c
@@ -282,7 +282,7 @@ void mge_ref_register_index(mge_backend *b);
 void mge_ref_register_logic(mge_backend *b);
 void mge_cpu_register_index(mge_backend *b);
 void mge_cpu_register_logic(mge_backend *b);
-/* conv_transpose2d, conv1d and adaptive pooling with their gradients (after conv and grad_conv) */
+/* conv_transpose2d, conv1d, conv3d and adaptive pooling with their gradients (after conv and grad_conv) */
 void mge_ref_register_convt(mge_backend *b);
 void mge_ref_register_apool(mge_backend *b);
 void mge_cpu_register_convt(mge_backend *b);

@@ -1,5 +1,5 @@
-/* op_convt.c — conv_transpose2d and conv1d: shape inference, FLOPs and
- * their parameters (PyTorch's ConvTranspose2d and Conv1d).
+/* op_convt.c — conv_transpose2d, conv1d and conv3d: shape inference, FLOPs
+ * and their parameters (PyTorch's ConvTranspose2d, Conv1d and Conv3d).
  *
  * conv_transpose2d(x[N,C,H,W], weight[C, out/groups, kh, kw], bias[out]?)
  *   -> [N,out,OH,OW], OH = (H-1)*stride - 2*pad + dilation*(kh-1) +
@@ -8,10 +8,13 @@
  * conv1d(x[N,C,L], weight[out, C/groups, k], bias[out]?) -> [N,out,OL],
  *   OL = floor((L + 2*pad - dilation*(k-1) - 1)/stride) + 1; its
  *   attributes take one value each.
+ * conv3d(x[N,C,D,H,W], weight[out, C/groups, kd, kh, kw], bias[out]?) ->
+ *   [N,out,OD,OH,OW] by conv1d's formula per axis; attributes take 1 or 3
+ *   values (d, h, w).
  * The gradient ops (dy, weight, x) / (dy, x, weight) take the forward's
  * attributes but 'out' and 'bias'; out comes from the weight there.
  * FLOPs: a multiply-add per (input element of conv_transpose2d, or output
- * element of conv1d) and weight tap of its group, plus the bias. */
+ * element of conv1d and conv3d) and weight tap of its group, plus the bias. */
 #include "internal.h"
 
 #include <math.h>
@@ -21,8 +24,8 @@
 #define MAX_WIN (1 << 30)
 
 typedef struct ct_attrs {
-    int64_t out, k[2], s[2], p[2], op[2], d[2], groups;
-    int bias, nsp;   /* nsp: spatial dims, 2 (conv_transpose2d) or 1 (conv1d) */
+    int64_t out, k[3], s[3], p[3], op[3], d[3], groups;
+    int bias, nsp;   /* nsp: spatial dims, 2 (conv_transpose2d), 1 (conv1d) or 3 (conv3d) */
     int transposed;
 } ct_attrs;
 
@@ -34,33 +37,41 @@ static int is_transposed(int op)
 
 static int is_forward(int op)
 {
-    return op == MGE_OP_CONV_TRANSPOSE2D || op == MGE_OP_CONV1D;
+    return op == MGE_OP_CONV_TRANSPOSE2D || op == MGE_OP_CONV1D || op == MGE_OP_CONV3D;
 }
 
-/* Writes v[0..nsp) as "3" or "[3,2]" into b. */
+static int is_3d(int op)
+{
+    return op == MGE_OP_CONV3D || op == MGE_OP_CONV3D_GRAD_INPUT || op == MGE_OP_CONV3D_GRAD_WEIGHT;
+}
+
+/* Writes v[0..nsp) as "3", "[3,2]" or "[3,2,2]" into b. */
 static const char *vals(int nsp, const int64_t *v, char *b, size_t n)
 {
     if (nsp == 1)
         snprintf(b, n, "%lld", (long long)v[0]);
-    else
+    else if (nsp == 2)
         snprintf(b, n, "[%lld,%lld]", (long long)v[0], (long long)v[1]);
+    else
+        snprintf(b, n, "[%lld,%lld,%lld]", (long long)v[0], (long long)v[1], (long long)v[2]);
     return b;
 }
 
-/* An INTS attribute of 1 value (conv1d) or 1 or 2 (h, w) into v[]; lo is the least allowed value. */
+/* An INTS attribute of 1 value (conv1d), 1 or 2 (h, w) or 1 or 3 (d, h, w)
+ * into v[]; lo is the least allowed value. */
 static mge_status ints(const char *op, int nsp, int nattr, const mge_attr *attrs, int key, int64_t def, int64_t lo,
-                       int64_t v[2], mge_error *err)
+                       int64_t v[3], mge_error *err)
 {
     const mge_attr *a = mge_attrs_find(nattr, attrs, key);
     if (!a) {
-        v[0] = v[1] = def;
+        v[0] = v[1] = v[2] = def;
         return MGE_OK;
     }
-    if (a->n < 1 || a->n > nsp)
+    if (a->n != 1 && a->n != nsp)
         return mge_error_set(err, MGE_ERR_INVALID, "%s: '%s' has %d values: expected %s", op, mge_key_name(key),
-                             a->n, nsp == 1 ? "1" : "1 or 2 (h, w)");
-    v[0] = a->i[0];
-    v[1] = a->i[a->n - 1];
+                             a->n, nsp == 1 ? "1" : nsp == 2 ? "1 or 2 (h, w)" : "1 or 3 (d, h, w)");
+    for (int i = 0; i < 3; i++)
+        v[i] = a->i[a->n == 1 ? 0 : i < a->n ? i : a->n - 1];
     for (int i = 0; i < nsp; i++)
         if (v[i] < lo || v[i] > MAX_WIN) {
             char b[64];
@@ -75,7 +86,7 @@ static mge_status get_attrs(int opid, int nattr, const mge_attr *attrs, ct_attrs
     const char *op = mge_op_info(opid)->name;
     int fwd = is_forward(opid);
     c->transposed = is_transposed(opid);
-    c->nsp = c->transposed ? 2 : 1;
+    c->nsp = c->transposed ? 2 : is_3d(opid) ? 3 : 1;
     const mge_attr *a = mge_attrs_find(nattr, attrs, MGE_KEY_out);
     if (!a && fwd)
         return mge_error_set(err, MGE_ERR_INVALID, "%s: needs attribute 'out'", op);
@@ -92,7 +103,7 @@ static mge_status get_attrs(int opid, int nattr, const mge_attr *attrs, ct_attrs
         (s = ints(op, c->nsp, nattr, attrs, MGE_KEY_pad, 0, 0, c->p, err)) ||
         (s = ints(op, c->nsp, nattr, attrs, MGE_KEY_dilation, 1, 1, c->d, err)))
         return s;
-    c->op[0] = c->op[1] = 0;
+    c->op[0] = c->op[1] = c->op[2] = 0;
     if (c->transposed && (s = ints(op, 2, nattr, attrs, MGE_KEY_output_padding, 0, 0, c->op, err)))
         return s;
     for (int i = 0; i < 2 && c->transposed; i++)
@@ -115,14 +126,14 @@ static mge_status get_attrs(int opid, int nattr, const mge_attr *attrs, ct_attrs
     return MGE_OK;
 }
 
-/* x must be float [N,C,H,W] (conv_transpose2d) or [N,C,L] (conv1d) with C divisible by groups. */
+/* x must be float [N,C,H,W] (conv_transpose2d), [N,C,L] (conv1d) or [N,C,D,H,W] (conv3d) with C divisible by groups. */
 static mge_status check_x(const char *op, const mge_tdesc *x, const ct_attrs *c, mge_error *err)
 {
     char b[96];
     mge_tdesc_str(x, b, sizeof b);
     if (x->ndim != 2 + c->nsp)
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected rank %d %s", op, b, 2 + c->nsp,
-                             c->nsp == 2 ? "[N,C,H,W]" : "[N,C,L]");
+                             c->nsp == 2 ? "[N,C,H,W]" : c->nsp == 3 ? "[N,C,D,H,W]" : "[N,C,L]");
     if (!mge_dtype_is_float(x->dtype))
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected a float dtype", op, b);
     mge_status s = mge_shape_numel(x->ndim, x->dims, x->dtype, NULL, NULL, err);
@@ -140,7 +151,9 @@ static void weight_dims(const mge_tdesc *x, const ct_attrs *c, int64_t *e)
     if (c->transposed) {
         e[0] = x->dims[1], e[1] = c->out / c->groups, e[2] = c->k[0], e[3] = c->k[1];
     } else {
-        e[0] = c->out, e[1] = x->dims[1] / c->groups, e[2] = c->k[0];
+        e[0] = c->out, e[1] = x->dims[1] / c->groups;
+        for (int i = 0; i < c->nsp; i++)
+            e[2 + i] = c->k[i];
     }
 }
 
@@ -169,9 +182,10 @@ static mge_status out_shape(const char *op, const mge_tdesc *x, const ct_attrs *
             int64_t o = mge_conv_out_dim(in, c->k[i], c->s[i], c->p[i], c->d[i], 0);
             if (o <= 0)
                 return mge_error_set(err, MGE_ERR_SHAPE,
-                                     "%s: kernel=%lld with dilation=%lld spans %lld, larger than the padded input "
+                                     "%s: %skernel=%lld with dilation=%lld spans %lld, larger than the padded input "
                                      "length %lld (x %s, pad=%lld): the output would be empty",
-                                     op, (long long)c->k[i], (long long)c->d[i],
+                                     op, c->nsp == 3 ? (i == 0 ? "axis d: " : i == 1 ? "axis h: " : "axis w: ") : "",
+                                     (long long)c->k[i], (long long)c->d[i],
                                      (long long)(c->d[i] * (c->k[i] - 1) + 1), (long long)(in + 2 * c->p[i]), bx,
                                      (long long)c->p[i]);
             y->dims[2 + i] = o;
@@ -183,7 +197,7 @@ static mge_status out_shape(const char *op, const mge_tdesc *x, const ct_attrs *
 static mge_status check_weight(const char *op, const mge_tdesc *x, const mge_tdesc *w, const ct_attrs *c,
                                mge_error *err)
 {
-    int64_t e[4];
+    int64_t e[5];
     weight_dims(x, c, e);
     int nd = 2 + c->nsp, ok = w->dtype == x->dtype && w->ndim == nd;
     for (int i = 0; ok && i < nd; i++)
@@ -226,7 +240,8 @@ static mge_status fwd_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *o
 static mge_status grad_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
 {
     const char *op = mge_op_info(n->op)->name;
-    int gi = n->op == MGE_OP_CONV_TRANSPOSE2D_GRAD_INPUT || n->op == MGE_OP_CONV1D_GRAD_INPUT;
+    int gi = n->op == MGE_OP_CONV_TRANSPOSE2D_GRAD_INPUT || n->op == MGE_OP_CONV1D_GRAD_INPUT ||
+             n->op == MGE_OP_CONV3D_GRAD_INPUT;
     const mge_tdesc *dy = &in[0], *w = gi ? &in[1] : &in[2], *x = gi ? &in[2] : &in[1];
     ct_attrs c;
     mge_status s = get_attrs(n->op, n->nattr, n->attrs, &c, err);
@@ -265,7 +280,8 @@ mge_status mge_convt_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *ou
 
 double mge_convt_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc *out)
 {
-    int gi = n->op == MGE_OP_CONV_TRANSPOSE2D_GRAD_INPUT || n->op == MGE_OP_CONV1D_GRAD_INPUT;
+    int gi = n->op == MGE_OP_CONV_TRANSPOSE2D_GRAD_INPUT || n->op == MGE_OP_CONV1D_GRAD_INPUT ||
+             n->op == MGE_OP_CONV3D_GRAD_INPUT;
     const mge_tdesc *x = &in[0], *w = &in[1], *y = &out[0];
     if (!is_forward(n->op))
         x = gi ? &in[2] : &in[1], w = gi ? &in[1] : &in[2], y = &in[0];
@@ -295,7 +311,7 @@ mge_status mge_convt_params(int op, int nattr, const mge_attr *attrs, const mge_
         return s;
     if ((s = check_x(name, x, &c, err)))
         return s;
-    int64_t wd[4];
+    int64_t wd[5];
     weight_dims(x, &c, wd);
     /* PyTorch's init: kaiming_uniform(a=sqrt(5)) = U(-B, B) with B =
      * 1/sqrt(fan_in), fan_in = weight.size(1) * the kernel's taps (for

@@ -211,7 +211,8 @@ mge_params_fn mge_op_params_fn(int op)
     case MGE_OP_BATCHNORM:
     case MGE_OP_LAYERNORM: return mge_norm_params;
     case MGE_OP_CONV_TRANSPOSE2D:
-    case MGE_OP_CONV1D: return mge_convt_params;
+    case MGE_OP_CONV1D:
+    case MGE_OP_CONV3D: return mge_convt_params;
     }
     return NULL;
 }

@@ -11,7 +11,8 @@
  * back the input's size, i.e. output_padding below the stride on both
  * axes; the rare other case (output_padding >= stride < dilation) runs the
  * ref loops.
- * conv1d runs the cpu conv2d kernels on a height of 1 (ref_convt.h). */
+ * conv1d runs the cpu conv2d kernels on a height of 1 (ref_convt.h);
+ * conv3d has kernels of its own (cpu_conv3d.c, registered from here). */
 #include "cpu.h"
 
 #include "ref/ref_convt.h"
@@ -162,8 +163,11 @@ static size_t conv1d_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *co
     return mge_conv1d_as_2d_ws(k, op2d, n, in, out, threads);
 }
 
+void mge_cpu_register_conv3d(mge_backend *b);   /* cpu_conv3d.c */
+
 void mge_cpu_register_convt(mge_backend *b)
 {
+    mge_cpu_register_conv3d(b);
     k_conv2d = b->k[MGE_OP_CONV2D][MGE_F32];
     k_grad_input = b->k[MGE_OP_CONV2D_GRAD_INPUT][MGE_F32];
     k_grad_weight = b->k[MGE_OP_CONV2D_GRAD_WEIGHT][MGE_F32];

@@ -277,6 +277,7 @@ static mge_status convt_grad(const mge_kctx *ctx, const mge_node *n, mge_tensor 
 
 void mge_ref_register_convt(mge_backend *b)
 {
+    mge_ref_register_conv3d(b);
     REF_EACH_FLOAT(dt) {
         b->k[MGE_OP_CONV_TRANSPOSE2D][dt].run = convt_fwd;
         b->k[MGE_OP_CONV_TRANSPOSE2D_GRAD_INPUT][dt].run = convt_grad;

@@ -32,4 +32,16 @@ static inline int mge_convt_regular(const ref_convt_geom *q)
 {
     return q->op[0] < q->s[0] && q->op[1] < q->s[1];
 }
+
+/* conv3d: x [N,C,D,H,W], weight [O, C/G, kd, kh, kw], y [N,O,OD,OH,OW]
+ * (k, s, p, d per axis d, h, w), from the node and the x and weight
+ * tensors; an error when they do not fit or an output dim is empty. */
+typedef struct ref_conv3d_geom {
+    int64_t N, C, O, G, Cg, Og, in[3], out[3], k[3], s[3], p[3], d[3];
+} ref_conv3d_geom;
+
+/* ref_conv3d.c's kernels, registered by mge_ref_register_convt */
+void mge_ref_register_conv3d(mge_backend *b);
+mge_status mge_ref_conv3d_geom(const mge_kctx *ctx, const mge_node *n, const mge_tensor *x, const mge_tensor *w,
+                               ref_conv3d_geom *q, mge_error *err);
 #endif

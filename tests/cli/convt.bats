@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# convt.bats — conv_transpose2d, conv1d and adaptive pooling through the
+# convt.bats — conv_transpose2d, conv1d, conv3d and adaptive pooling through the
 # tools: mge-dump's symbolic templates (k2 s2 doubles H and W), mge-run on
 # one stream whose records differ in H, W (and L), with the adaptive pool
 # checked against numpy's bins of the transposed conv's output, and the
@@ -80,15 +80,15 @@ print([np.load(f).shape for _ in range(4)])' "$T/out.npy"
     assert_output "[(2, 4, 5), (2, 4, 5), (1, 4, 15), (1, 4, 5)]"
 }
 
-# bad_model BODY: a model on x f32[N,4,6,6] and s f32[N,4,5] whose node y is BODY
+# bad_model BODY: a model on x f32[N,4,6,6], s f32[N,4,5] and v f32[N,2,3,4,5] whose node y is BODY
 bad_model() {
-    printf 'input x : f32[N,4,6,6]\ninput s : f32[N,4,5]\ny = %s\noutput y\n' "$1" > "$T/bad.mgt"
+    printf 'input x : f32[N,4,6,6]\ninput s : f32[N,4,5]\ninput v : f32[N,2,3,4,5]\ny = %s\noutput y\n' "$1" > "$T/bad.mgt"
 }
 
 expect_error() {
     run --separate-stderr "$MGE_RUN" "$T/bad.mgt" -o "$T/out.npy" < /dev/null
     assert_failure 1
-    [ "$stderr" = "mge-run: $T/bad.mgt:3:1: error: y: $1" ] || { echo "got: $stderr"; return 1; }
+    [ "$stderr" = "mge-run: $T/bad.mgt:4:1: error: y: $1" ] || { echo "got: $stderr"; return 1; }
     [ ! -e "$T/out.npy" ]
 }
 
@@ -111,6 +111,11 @@ expect_error() {
     expect_error "conv1d: kernel=5 with dilation=2 spans 9, larger than the padded input length 7 (x f32[1,4,5], pad=1): the output would be empty"
     bad_model "conv1d(s, out=2, kernel=3, pad=-1)"
     expect_error "conv1d: pad=-1: expected values in [0, 1073741824]"
+}
+
+@test "conv3d: a kernel larger than the padded input names the axis" {
+    bad_model "conv3d(v, out=2, kernel=[3,3,6], pad=[0,0,0])"
+    expect_error "conv3d: axis w: kernel=6 with dilation=1 spans 6, larger than the padded input length 5 (x f32[1,2,3,4,5], pad=0): the output would be empty"
 }
 
 @test "adaptive pooling: output_size below 1 exits 1" {

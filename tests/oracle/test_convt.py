@@ -1,4 +1,4 @@
-"""conv_transpose2d, conv1d and adaptive pooling against PyTorch.
+"""conv_transpose2d, conv1d, conv3d and adaptive pooling against PyTorch.
 
 Forward and both gradient ops (the grad ops run directly, fed PyTorch's
 dy) on random shapes, strides, pads, output_padding, dilations and groups,
@@ -7,9 +7,10 @@ two records of different spatial sizes in one stream (symbolic H, W, L);
 the convolutions' gradient models are concrete (dy's dims are
 expressions of the input's, which an input declaration cannot state).
 Then training steps: a small encoder-decoder (conv2d, three
-conv_transpose2d, adaptive pooling) and a 1-D net (conv1d, adaptive 1-D
-pooling), trained two SGD steps with momentum by mge-train from PyTorch's initial weights; every parameter
-must match within 1e-5 relative."""
+conv_transpose2d, adaptive pooling), a 1-D net (conv1d, adaptive 1-D
+pooling) and a 3-D one (conv3d), each trained two SGD steps with momentum
+by mge-train from PyTorch's initial weights, at 1 and 2 threads; every
+parameter must match within 1e-5 relative."""
 import os
 
 import numpy as np
@@ -192,6 +193,53 @@ output a, m, a1, m1, ga, gm, g1, g2
             _check(_run_model(src, npy_stream(*ins), t), want, f"adaptive pooling trial {trial} t{t}")
 
 
+def test_conv3d_forward_and_grads():
+    rng = np.random.default_rng(23)
+    done = 0
+    while done < 8:
+        g = int(rng.integers(1, 3))
+        cin, cout = g * int(rng.integers(1, 4)), g * int(rng.integers(1, 4))
+        k, s, p, dl = ([int(rng.integers(lo, hi)) for _ in range(3)] for lo, hi in ((1, 4), (1, 3), (0, 2), (1, 3)))
+        sizes = [[int(rng.integers(1, 9)) for _ in range(3)] for _ in range(2)]
+        if any(x[i] + 2 * p[i] - dl[i] * (k[i] - 1) - 1 < 0 for x in sizes for i in range(3)):
+            continue
+        done += 1
+        lst = lambda v: "[" + ",".join(map(str, v)) + "]"  # noqa: E731
+        attrs = f"out={cout}, kernel={lst(k)}, stride={lst(s)}, pad={lst(p)}, dilation={lst(dl)}, groups={g}"
+        gattrs = attrs.split(", ", 1)[1]
+        wshape = (cout, cin // g, *k)
+        src = f"""input x : f32[N,{cin},D,H,W]
+input w : f32[{','.join(map(str, wshape))}]
+input b : f32[{cout}]
+y = conv3d(x, w, b, {attrs})
+output y
+"""
+        ins, want, grads = [], [], []
+        for n, dhw in zip((2, 1), sizes):
+            x = rng.standard_normal((n, cin, *dhw)).astype(np.float32)
+            w = rng.standard_normal(wshape).astype(np.float32)
+            b = rng.standard_normal(cout).astype(np.float32)
+            tx, tw, tb = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
+            y = F.conv3d(tx, tw, tb, stride=s, padding=p, dilation=dl, groups=g)
+            dy = rng.standard_normal(tuple(y.shape)).astype(np.float32)
+            y.backward(torch.tensor(dy))
+            ins += [x, w, b]
+            want.append(y.detach().numpy())
+            gsrc = f"""input x : f32[{','.join(map(str, x.shape))}]
+input w : f32[{','.join(map(str, wshape))}]
+input dy : f32[{','.join(map(str, dy.shape))}]
+gx = conv3d_grad_input(dy, w, x, {gattrs})
+gw = conv3d_grad_weight(dy, x, w, {gattrs})
+output gx, gw
+"""
+            grads.append((gsrc, [x, w, dy], [tx.grad.numpy(), tw.grad.numpy()]))
+        for t in (1, 2):
+            what = f"conv3d k{k} s{s} p{p} d{dl} g{g} {sizes} t{t}"
+            _check(_run_model(src, npy_stream(*ins), t), want, what)
+            for gsrc, gin, gwant in grads:
+                _check(_run_model(gsrc, npy_stream(*gin), t), gwant, what + " grads")
+
+
 # ---------------------------------------------------------------- a training step
 
 class UNetish(nn.Module):
@@ -273,6 +321,32 @@ minimize loss
 """
 
 
+class Vol3d(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv3d(2, 4, 3, padding=1)
+        self.c2 = nn.Conv3d(4, 4, 3, stride=2, groups=2)
+        self.fc = nn.Linear(4 * 2 * 2 * 1, 5)
+
+    def forward(self, x):
+        h = F.relu(self.c1(x))
+        return self.fc(torch.flatten(F.relu(self.c2(h)), 1))
+
+
+VOL3D_MGT = """input x : f32[N,2,5,6,4]
+input label : i32[N]
+c1 = conv3d(x, out=4, kernel=3, pad=1)
+r1 = relu(c1)
+c2 = conv3d(r1, out=4, kernel=3, stride=2, groups=2)
+r2 = relu(c2)
+f = flatten(r2)
+fc = linear(f, out=5)
+loss = cross_entropy(fc, label)
+output fc
+minimize loss
+"""
+
+
 def _train_step(model_cls, mgt, xshape, seed):
     torch.manual_seed(seed)
     model = model_cls()
@@ -311,3 +385,7 @@ def test_train_step_conv_transpose_and_adaptive_pools():
 
 def test_train_step_conv1d():
     _train_step(Seq1d, SEQ1D_MGT, (3, 23), 6)
+
+
+def test_train_step_conv3d():
+    _train_step(Vol3d, VOL3D_MGT, (2, 5, 6, 4), 7)

@@ -1693,4 +1693,30 @@ static int gen_adaptive_pool(pcase *c)
     mge_attr at = A_ints(MGE_KEY_output_size, nsp, os);
     return pc_out(c, pc_un(c, op, pc_in(c, c->dt, nd, xd, -1, 1), 1, &at));
 }
+
+/* conv3d: grouped, depthwise or dense, kernels 1..3, stride 1..2, pad
+ * 0..1, dilation 1..2 per axis; big: a video block (dense 3x3x3) */
+static int gen_conv3d(pcase *c)
+{
+    if (!is_float(c->dt))
+        return PC_NODT;
+    int64_t G = pr(c, 1, 3), cg = pr(c, 1, 3), og = pr(c, 1, 3), N = pr(c, 1, 2), x[3], k[3], s[3], p[3], d[3];
+    for (int i = 0; i < 3; i++)
+        x[i] = pdim(c, 7), k[i] = pr(c, 1, 3), s[i] = pr(c, 1, 2), p[i] = pr(c, 0, 1), d[i] = pr(c, 1, 2);
+    if (PC_BIG(c)) {
+        N = 1, G = 1, cg = pr(c, 8, 16), og = pr(c, 8, 24);
+        for (int i = 0; i < 3; i++)
+            x[i] = pr(c, 8, 14), k[i] = 3, s[i] = 1, p[i] = 1, d[i] = 1;
+    }
+    for (int i = 0; i < 3; i++)
+        if (mge_conv_out_dim(x[i], k[i], s[i], p[i], d[i], 0) < 1)
+            return PC_RETRY;
+    int bias = (int)pr(c, 0, 1);
+    int64_t xd[5] = {N, G * cg, x[0], x[1], x[2]}, wd[5] = {G * og, cg, k[0], k[1], k[2]}, bd[1] = {G * og};
+    int in[3] = {pc_in(c, c->dt, 5, xd, -1, 1), pc_in(c, c->dt, 5, wd, -1, 1), pc_in(c, c->dt, 1, bd, -1, 1)};
+    mge_attr at[7] = {A(MGE_KEY_out, G * og), A_ints(MGE_KEY_kernel, 3, k), A_ints(MGE_KEY_stride, 3, s),
+                      A_ints(MGE_KEY_pad, 3, p), A_ints(MGE_KEY_dilation, 3, d), A(MGE_KEY_groups, G),
+                      A(MGE_KEY_bias, bias)};
+    return pc_out(c, pc_node(c, MGE_OP_CONV3D, 2 + bias, in, 7, at));
+}
 #endif

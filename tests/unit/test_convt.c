@@ -1,4 +1,4 @@
-/* test_convt.c — conv_transpose2d, conv1d and adaptive pooling: concrete
+/* test_convt.c — conv_transpose2d, conv1d, conv3d and adaptive pooling: concrete
  * shapes, symbolic templates at two bindings, the attribute and shape
  * errors (with the values they name), hand-computed results on ref and
  * cpu, conv_transpose2d against conv2d_grad_input (the same map written
@@ -75,6 +75,10 @@ static void test_shapes(void)
                             "h = adaptive_maxpool2d(x, output_size=[9,1])\n"
                             "i = adaptive_avgpool1d(s, output_size=20)\n"
                             "j = adaptive_maxpool1d(s, output_size=4)\n"
+                            "input v : f32[2,4,5,6,7]\n"
+                            "k = conv3d(v, out=6, kernel=3, pad=1)\n"
+                            "l = conv3d(v, out=2, kernel=[1,3,2], stride=[1,2,3], pad=[0,1,2], dilation=[2,1,2], "
+                            "groups=2, bias=false)\n"
                             "output a\n");
     if (!g)
         return;
@@ -95,6 +99,11 @@ static void test_shapes(void)
     TMPL(g, "c.weight", "[4,2,3,2]");
     CHECK(mge_graph_find(g, "c.bias") < 0);
     TMPL(g, "e.weight", "[6,2,3]");
+    TMPL(g, "k", "[2,6,5,6,7]");
+    /* d: 5 - 1 + 1 = 5; h: floor((6 + 2 - 3)/2) + 1 = 3; w: floor((7 + 4 - 3)/3) + 1 = 3 */
+    TMPL(g, "l", "[2,2,5,3,3]");
+    TMPL(g, "k.weight", "[6,4,3,3,3]");
+    TMPL(g, "l.weight", "[2,2,1,3,2]");
     mge_graph_free(g);
 }
 
@@ -111,6 +120,8 @@ static void test_symbolic(void)
                             "q = adaptive_maxpool2d(x, output_size=2)\n"
                             "d = conv1d(s, out=2, kernel=3)\n"
                             "e = adaptive_avgpool1d(d, output_size=7)\n"
+                            "input v : f32[N,2,D,H,W]\n"
+                            "f = conv3d(v, out=3, kernel=3, stride=2, pad=1)\n"
                             "output p\n");
     if (!g)
         return;
@@ -121,6 +132,7 @@ static void test_symbolic(void)
     TMPL(g, "q", "[N,8,2,2]");
     TMPL(g, "d", "[N,2,L-2]");
     TMPL(g, "e", "[N,2,7]");
+    TMPL(g, "f", "[N,3,(D+1)/2,(H+1)/2,(W+1)/2]");
     mge_binding b1 = {0}, b2 = {0};
     CHECK_OK(mge_binding_set(&b1, MGE_DIM_N, 2, &err), err);
     CHECK_OK(mge_binding_set(&b1, sym("H"), 5, &err), err);
@@ -130,6 +142,8 @@ static void test_symbolic(void)
     CHECK_OK(mge_binding_set(&b2, sym("H"), 16, &err), err);
     CHECK_OK(mge_binding_set(&b2, sym("W"), 1, &err), err);
     CHECK_OK(mge_binding_set(&b2, sym("L"), 3, &err), err);
+    CHECK_OK(mge_binding_set(&b1, sym("D"), 4, &err), err);
+    CHECK_OK(mge_binding_set(&b2, sym("D"), 9, &err), err);
     concrete(g, &b1, "a", "[2,4,10,6]");
     concrete(g, &b2, "a", "[1,4,32,2]");
     concrete(g, &b1, "b", "[2,4,10,6]");
@@ -140,6 +154,8 @@ static void test_symbolic(void)
     concrete(g, &b1, "d", "[2,2,7]");
     concrete(g, &b2, "d", "[1,2,1]");
     concrete(g, &b2, "e", "[1,2,7]");
+    concrete(g, &b1, "f", "[2,3,2,3,2]");
+    concrete(g, &b2, "f", "[1,3,5,8,1]");
     mge_graph_free(g);
 }
 
@@ -148,7 +164,8 @@ static void test_symbolic(void)
 static void parse_fails(const char *body, const char *want)
 {
     char src[1024];
-    snprintf(src, sizeof src, "input x : f32[1,4,6,6]\ninput s : f32[1,4,5]\n%s\noutput y\n", body);
+    snprintf(src, sizeof src, "input x : f32[1,4,6,6]\ninput s : f32[1,4,5]\ninput v : f32[1,2,3,4,3]\n%s\noutput y\n",
+             body);
     mge_graph *g = NULL;
     mge_error e;
     mge_error_clear(&e);
@@ -178,6 +195,11 @@ static void test_errors(void)
     parse_fails("y = conv1d(s, out=2, kernel=[3,3])", "conv1d: 'kernel' has 2 values: expected 1");
     parse_fails("y = conv1d(s, out=2, kernel=3, pad=-2)", "conv1d: pad=-2: expected values in [0,");
     parse_fails("y = conv1d(x, out=2, kernel=3)", "conv1d: x is f32[1,4,6,6]: expected rank 3 [N,C,L]");
+    parse_fails("y = conv3d(x, out=2, kernel=3)", "conv3d: x is f32[1,4,6,6]: expected rank 5 [N,C,D,H,W]");
+    parse_fails("y = conv3d(v, out=2, kernel=[3,3])", "conv3d: 'kernel' has 2 values: expected 1 or 3 (d, h, w)");
+    parse_fails("y = conv3d(v, out=2, kernel=[1,1,4], pad=[0,0,-1])", "conv3d: pad=[0,0,-1]: expected values in [0,");
+    parse_fails("y = conv3d(v, out=2, kernel=[1,1,4])",
+                "conv3d: axis w: kernel=4 with dilation=1 spans 4, larger than the padded input length 3");
     parse_fails("y = adaptive_avgpool2d(x, output_size=[0,2])",
                 "adaptive_avgpool2d: output_size=[0,2]: expected values in [1, 1073741824]");
     parse_fails("y = adaptive_maxpool1d(s, output_size=-1)", "adaptive_maxpool1d: output_size=-1");
@@ -337,6 +359,11 @@ static void test_init(void)
     snprintf(want, sizeof want, "uniform(%.9g)", 1.0 / sqrt(4.0 * 3.0));
     CHECK_MSG(strcmp(sp[0].init, want) == 0, "%s, expected %s", sp[0].init, want);
     CHECK(sp[0].ndim == 3 && sp[0].dims[0] == 6 && sp[0].dims[1] == 4 && sp[0].dims[2] == 3);
+    mge_tdesc v = {.dtype = MGE_F32, .ndim = 5, .dims = {1, 8, 4, 4, 4}};
+    CHECK_OK(mge_convt_params(MGE_OP_CONV3D, 3, at, &v, sp, &ns, &err), err);
+    snprintf(want, sizeof want, "uniform(%.9g)", 1.0 / sqrt(4.0 * 27.0));
+    CHECK_MSG(strcmp(sp[0].init, want) == 0, "%s, expected %s", sp[0].init, want);
+    CHECK(sp[0].ndim == 5 && sp[0].dims[0] == 6 && sp[0].dims[1] == 4 && sp[0].dims[4] == 3);
 }
 
 /* adaptive max pooling's gradient goes to the first maximum of a bin (PyTorch) */
@@ -444,6 +471,34 @@ static void test_conv1d_fd(void)
     conv1d_fd(1, 2, 6, 3, 1, 3, 0, 1, 1, 1);   /* 1x1 stride 3 */
 }
 
+static void conv3d_fd(const int64_t *xd, int64_t O, const int64_t *k, const int64_t *st, const int64_t *p,
+                      const int64_t *d, int64_t groups, int bias)
+{
+    mge_graph *g = mge_graph_new();
+    int x = mge_graph_add_value(g, "x", MGE_VAL_INPUT, MGE_F32, 5, xd, &err);
+    mge_attr at[7] = {A(MGE_KEY_out, O),         A_ints(MGE_KEY_kernel, 3, k), A_ints(MGE_KEY_stride, 3, st),
+                      A_ints(MGE_KEY_pad, 3, p), A_ints(MGE_KEY_dilation, 3, d), A(MGE_KEY_groups, groups),
+                      A(MGE_KEY_bias, bias)};
+    int y = layer(g, "c3", MGE_OP_CONV3D, x, 7, at);
+    CHECK(y >= 0);
+    if (y >= 0) {
+        double e = gc_check(g, y, NULL, 1e-2, 0);
+        CHECK_MSG(e < 1e-2, "conv3d C%lld O%lld k%lldx%lldx%lld g%lld: %g", (long long)xd[1], (long long)O,
+                  (long long)k[0], (long long)k[1], (long long)k[2], (long long)groups, e);
+    }
+    mge_graph_free(g);
+}
+
+static void test_conv3d_fd(void)
+{
+    conv3d_fd((const int64_t[]){2, 3, 4, 5, 4}, 4, (const int64_t[]){3, 3, 3}, (const int64_t[]){1, 1, 1},
+              (const int64_t[]){1, 1, 1}, (const int64_t[]){1, 1, 1}, 1, 1);
+    conv3d_fd((const int64_t[]){1, 4, 5, 6, 7}, 2, (const int64_t[]){2, 3, 1}, (const int64_t[]){2, 1, 3},
+              (const int64_t[]){0, 2, 1}, (const int64_t[]){1, 2, 1}, 2, 0);
+    conv3d_fd((const int64_t[]){1, 3, 3, 4, 3}, 3, (const int64_t[]){1, 1, 1}, (const int64_t[]){1, 2, 1},
+              (const int64_t[]){0, 0, 0}, (const int64_t[]){1, 1, 1}, 3, 1);   /* depthwise 1x1x1 */
+}
+
 static void apool_fd(int op, int nd, const int64_t *xd, int64_t oh, int64_t ow)
 {
     mge_graph *g = mge_graph_new();
@@ -485,6 +540,7 @@ int main(void)
     RUN(test_max_ties);
     RUN(test_convt_fd);
     RUN(test_conv1d_fd);
+    RUN(test_conv3d_fd);
     RUN(test_apool_fd);
     return unit_done();
 }

@@ -340,6 +340,9 @@ static const pspec specs[MGE_NOPS] = {
     [MGE_OP_ADAPTIVE_MAXPOOL2D_GRAD] = VIA("adaptive_maxpool2d", ACC),
     [MGE_OP_ADAPTIVE_AVGPOOL1D_GRAD] = VIA("adaptive_avgpool1d", ACC),
     [MGE_OP_ADAPTIVE_MAXPOOL1D_GRAD] = VIA("adaptive_maxpool1d", ACC),
+    [MGE_OP_CONV3D] = CASES(gen_conv3d, 16, ACC),
+    [MGE_OP_CONV3D_GRAD_INPUT] = VIA("conv3d", ACC),
+    [MGE_OP_CONV3D_GRAD_WEIGHT] = VIA("conv3d", ACC),
 };
 
 /* Op x dtype pairs some backend claims that no compared graph runs, and
