@@ -75,7 +75,12 @@ static mge_status fwd_shape(const mge_node *n, const mge_tdesc *x, mge_tdesc *y,
                                  (long long)os[i]);
         y->dims[x->ndim - nsp + i] = os[i];
     }
-    return mge_shape_numel(y->ndim, y->dims, y->dtype, NULL, NULL, err);
+    if (mge_shape_numel(y->ndim, y->dims, y->dtype, NULL, NULL, NULL)) {
+        char by[96];
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: output %s of x %s is too large (more than 2^48 elements)", op,
+                             mge_tdesc_str(y, by, sizeof by), bx);
+    }
+    return MGE_OK;
 }
 
 mge_status mge_apool_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)

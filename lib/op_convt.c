@@ -169,7 +169,10 @@ static mge_status out_shape(const char *op, const mge_tdesc *x, const ct_attrs *
     for (int i = 0; i < c->nsp; i++) {
         int64_t in = x->dims[2 + i];
         if (c->transposed) {
-            /* in <= 2^48 and every attribute <= 2^30: no overflow */
+            /* attributes are at most 2^30, so only (in - 1) * stride can overflow */
+            if ((double)(in - 1) * (double)c->s[i] > 0x1p50)
+                return mge_error_set(err, MGE_ERR_SHAPE, "%s: x %s with stride=%lld: the output is too large", op, bx,
+                                     (long long)c->s[i]);
             int64_t o = (in - 1) * c->s[i] - 2 * c->p[i] + c->d[i] * (c->k[i] - 1) + c->op[i] + 1;
             if (o <= 0)
                 return mge_error_set(err, MGE_ERR_SHAPE,
@@ -191,7 +194,12 @@ static mge_status out_shape(const char *op, const mge_tdesc *x, const ct_attrs *
             y->dims[2 + i] = o;
         }
     }
-    return mge_shape_numel(y->ndim, y->dims, y->dtype, NULL, NULL, err);
+    if (mge_shape_numel(y->ndim, y->dims, y->dtype, NULL, NULL, NULL)) {
+        char by[96];
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: output %s of x %s is too large (more than 2^48 elements)", op,
+                             mge_shape_str(y->dtype, y->ndim, y->dims, by, sizeof by), bx);
+    }
+    return MGE_OK;
 }
 
 static mge_status check_weight(const char *op, const mge_tdesc *x, const mge_tdesc *w, const ct_attrs *c,

@@ -135,6 +135,8 @@ mge_status mge_ref_convt_geom(const mge_kctx *ctx, const mge_node *n, const mge_
                              (long long)q->C, (long long)w->dims[0], (long long)w->dims[1], (long long)w->dims[2],
                              (long long)w->dims[3], (long long)q->G);
     q->Cg = q->C / q->G, q->O = q->G * q->Og;
+    if ((double)q->H * (double)q->s[0] > 0x1p50 || (double)q->W * (double)q->s[1] > 0x1p50)
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: output too large", name);
     q->OH = (q->H - 1) * q->s[0] - 2 * q->p[0] + q->d[0] * (q->kh - 1) + q->op[0] + 1;
     q->OW = (q->W - 1) * q->s[1] - 2 * q->p[1] + q->d[1] * (q->kw - 1) + q->op[1] + 1;
     if (q->H < 1 || q->W < 1 || q->OH < 1 || q->OW < 1)

@@ -188,6 +188,8 @@ static void test_errors(void)
                 "conv_transpose2d: x f32[1,4,6,6] with stride=1 pad=4 dilation=1 kernel=1 output_padding=0 "
                 "gives output height -2: expected at least 1");
     parse_fails("y = conv_transpose2d(x, out=3, kernel=2, groups=2)", "out=3 is not divisible by groups=2");
+    parse_fails("y = conv_transpose2d(x, out=2, kernel=1, stride=1073741824)",
+                "conv_transpose2d: output f32[1,2,5368709121,5368709121] of x f32[1,4,6,6] is too large");
     parse_fails("y = conv_transpose2d(x, out=3, kernel=2, groups=3)", "channels 4 not divisible by groups=3");
     parse_fails("y = conv_transpose2d(s, out=2, kernel=2)", "conv_transpose2d: x is f32[1,4,5]: expected rank 4");
     parse_fails("y = conv1d(s, out=2, kernel=5, dilation=2)",
@@ -205,6 +207,8 @@ static void test_errors(void)
     parse_fails("y = adaptive_maxpool1d(s, output_size=-1)", "adaptive_maxpool1d: output_size=-1");
     parse_fails("y = adaptive_maxpool1d(s, output_size=[2,2])", "output_size has 2 values: expected 1");
     parse_fails("y = adaptive_avgpool2d(s)", "output_size");
+    parse_fails("y = adaptive_maxpool2d(x, output_size=1073741824)",
+                "adaptive_maxpool2d: output f32[1,4,1073741824,1073741824] of x f32[1,4,6,6] is too large");
     parse_fails("y = adaptive_avgpool1d(x, output_size=2)", "expected rank 2 or 3 ([N,C,L] or [C,L])");
 }
 
