@@ -397,6 +397,44 @@ static void test_max_ties(void)
     }
 }
 
+/* The cpu kernels cut work by shape alone: 1 and 3 threads give the same bits. */
+static void test_threads(void)
+{
+    mge_graph *g = ug_parse("input x : f32[2,24,17,19]\n"
+                            "input w : f32[24,8,4,4]\n"
+                            "input dy : f32[2,8,34,38]\n"
+                            "input v : f32[2,6,9,10,11]\n"
+                            "input w3 : f32[12,6,3,3,3]\n"
+                            "a = conv_transpose2d(x, w, out=8, kernel=4, stride=2, pad=1, bias=false)\n"
+                            "b = conv_transpose2d_grad_input(dy, w, x, kernel=4, stride=2, pad=1)\n"
+                            "c = conv_transpose2d_grad_weight(dy, x, w, kernel=4, stride=2, pad=1)\n"
+                            "d = conv3d(v, w3, out=12, kernel=3, pad=1, bias=false)\n"
+                            "output a, b, c, d\n");
+    mge_graph *g3 = ug_parse("input v : f32[2,6,9,10,11]\n"
+                             "input w3 : f32[12,6,3,3,3]\n"
+                             "input d3 : f32[2,12,9,10,11]\n"
+                             "e = conv3d_grad_input(d3, w3, v, kernel=3, pad=1)\n"
+                             "f = conv3d_grad_weight(d3, v, w3, kernel=3, pad=1)\n"
+                             "input z : f32[3,5,33,29]\n"
+                             "input dz : f32[3,5,5,7]\n"
+                             "p = adaptive_avgpool2d_grad(dz, z, output_size=[5,7])\n"
+                             "q = adaptive_maxpool2d_grad(dz, z, output_size=[5,7])\n"
+                             "output e, f, p, q\n");
+    mge_graph *gs[2] = {g, g3};
+    for (int i = 0; i < 2; i++) {
+        if (!gs[i])
+            continue;
+        ug_outs o1, o3;
+        if (ug_run(gs[i], "cpu", 1, 1, (ug_fill){0, -1, 1, 0}, &o1) && ug_run(gs[i], "cpu", 3, 1, (ug_fill){0, -1, 1, 0}, &o3))
+            ug_check_close(&o1, &o3, 0);
+        else
+            CHECK(0);
+        ug_outs_free(&o1);
+        ug_outs_free(&o3);
+        mge_graph_free(gs[i]);
+    }
+}
+
 /* ---------------------------------------------------------------- gradients */
 
 typedef struct ct_case {
@@ -542,6 +580,7 @@ int main(void)
     RUN(test_against_conv2d_grad);
     RUN(test_init);
     RUN(test_max_ties);
+    RUN(test_threads);
     RUN(test_convt_fd);
     RUN(test_conv1d_fd);
     RUN(test_conv3d_fd);
