@@ -61,6 +61,7 @@ MGE_FAMILY_DECL(blocked)
 MGE_FAMILY_DECL(quant)
 MGE_FAMILY_DECL(index)
 MGE_FAMILY_DECL(logic)
+MGE_FAMILY_DECL(rnn)
 /* kernels/kshared.h (header only, shared with the kernels): mge_axis,
  * mge_conv_out_dim, mge_fused_act_ok / unary_ok / binary_ok,
  * mge_winograd_matrices and mge_winograd_weight_transform. */
@@ -77,6 +78,12 @@ mge_status mge_linear_params(int op, int nattr, const mge_attr *attrs, const mge
                              mge_param_spec *specs, int *nspecs, mge_error *err);
 mge_status mge_norm_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
                            mge_param_spec *specs, int *nspecs, mge_error *err);
+/* lstm, gru (lib/op_rnn.c): up to 4 * KRNN_MAX_LD (kernels/krnn.h) specs */
+mge_status mge_rnn_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
+                          mge_param_spec *specs, int *nspecs, mge_error *err);
+/* PyTorch's name of param k (weight_ih, weight_hh, bias_ih, bias_hh) of
+ * layer l, direction d: "weight_hh_l1_reverse". */
+const char *mge_rnn_param_name(int64_t l, int64_t d, int k);
 
 /* ---------------------------------------------------------------- gradient rules
  * lib/grad_<family>.c: the rule of every op of the family (lib/autodiff.c
@@ -108,6 +115,7 @@ MGE_GRAD_DECL(blocked)
 MGE_GRAD_DECL(quant)
 MGE_GRAD_DECL(index)
 MGE_GRAD_DECL(logic)
+MGE_GRAD_DECL(rnn)
 mge_grad_fn mge_op_grad_fn(int op);
 /* mge_grad_build with the gradient of `out` (any shape) given as the value
  * dout (its dtype and shape) instead of 1 for a scalar loss; dout < 0 means 1.
@@ -276,6 +284,9 @@ void mge_ref_register_index(mge_backend *b);
 void mge_ref_register_logic(mge_backend *b);
 void mge_cpu_register_index(mge_backend *b);
 void mge_cpu_register_logic(mge_backend *b);
+/* recurrent layers: lstm, gru and their gradient ops */
+void mge_ref_register_rnn(mge_backend *b);
+void mge_cpu_register_rnn(mge_backend *b);
 
 /* kernels/cpu/cpu_isa.c: the vector ISA kernels and passes may use (cpuid, capped by
  * MGE_CPU_ISA=baseline|avx2|avx2-vnni|avx512), and the int8 kernels' own
