@@ -325,6 +325,10 @@ static const pspec specs[MGE_NOPS] = {
     [MGE_OP_RANGE] = CASES(gen_range, 6, EXACT),
     [MGE_OP_CONSTANT_OF_SHAPE] = CASES(gen_constant_of_shape, 6, EXACT),
     [MGE_OP_TILE_GRAD] = VIA("tile", ACC),
+    [MGE_OP_LSTM] = CASES(gen_rnn, 12, ACC),
+    [MGE_OP_GRU] = CASES(gen_rnn, 12, ACC),
+    [MGE_OP_LSTM_GRAD] = VIA("lstm", ACC),
+    [MGE_OP_GRU_GRAD] = VIA("gru", ACC),
 };
 
 /* Op x dtype pairs some backend claims that no compared graph runs, and
