@@ -329,6 +329,78 @@ static void test_grad(void)
     fd_tol("input x : f32[3,1,2]\ny = gru(x, hidden_size=2, bias=false, num_layers=2)\noutput y\n", "y", 3e-2);
 }
 
+/* The gradient graph on symbolic S and N: dx, dh0 and the param
+ * gradients keep their templates, and it runs at two bindings. */
+static void test_grad_symbolic(void)
+{
+    mge_graph *g = ug_parse("input x : f32[N,S,3]\ninput h0 : f32[2,N,4]\ninput t : f32[N,S,8]\n"
+                            "y, h = gru(x, h0, hidden_size=4, batch_first=true, bidirectional=true)\n"
+                            "loss = mse(y, t)\noutput y\nminimize loss\n");
+    if (!g)
+        return;
+    int wrt[3] = {mge_graph_find(g, "x"), mge_graph_find(g, "h0"), mge_graph_find(g, "y.weight_hh_l0_reverse")};
+    int grads[3] = {-1, -1, -1};
+    CHECK_OK(mge_grad_build(g, mge_graph_find(g, "loss"), 3, wrt, grads, &err), err);
+    if (grads[0] < 0 || grads[1] < 0 || grads[2] < 0) {
+        CHECK(0);
+        mge_graph_free(g);
+        return;
+    }
+    char b[3][128];
+    for (int k = 0; k < 3; k++) {
+        snprintf(b[k], sizeof b[k], "%s", g->values[grads[k]].name);
+    }
+    shape_is(g, b[0], "[N,S,3]");
+    shape_is(g, b[1], "[2,N,4]");
+    shape_is(g, b[2], "[12,4]");
+    int64_t sv[2] = {3, 6}, nv[2] = {2, 1};
+    for (int k = 0; k < 2; k++) {
+        mge_binding bd = {0};
+        CHECK_OK(mge_binding_set(&bd, MGE_DIM_N, nv[k], &err), err);
+        CHECK_OK(mge_binding_set(&bd, sym("S"), sv[k], &err), err);
+        int *nd = calloc((size_t)g->nvalues, sizeof *nd);
+        int64_t *dims = calloc((size_t)g->nvalues * MGE_MAX_DIMS, sizeof *dims);
+        CHECK_OK(mge_graph_shapes(g, &bd, nd, dims, &err), err);
+        int v = grads[0];
+        CHECK(nd[v] == 3 && dims[v * MGE_MAX_DIMS] == nv[k] && dims[v * MGE_MAX_DIMS + 1] == sv[k]);
+        free(nd);
+        free(dims);
+    }
+    fill_params(g, 11);
+    mge_exec *e = NULL;
+    mge_exec_opts o = {.backend = "cpu", .threads = 2, .noutputs = 3, .outputs = grads, .training = 1};
+    CHECK_OK(mge_exec_create(g, &o, &e, &err), err);
+    for (int k = 0; e && k < 2; k++) {
+        mge_tensor x, h0, t;
+        int64_t xd[3] = {nv[k], sv[k], 3}, hd[3] = {2, nv[k], 4}, td[3] = {nv[k], sv[k], 8};
+        CHECK_OK(mge_tensor_alloc(&x, MGE_F32, 3, xd, &err), err);
+        CHECK_OK(mge_tensor_alloc(&h0, MGE_F32, 3, hd, &err), err);
+        CHECK_OK(mge_tensor_alloc(&t, MGE_F32, 3, td, &err), err);
+        mge_rng r;
+        mge_rng_seed(&r, 5 + (uint64_t)k);
+        ug_uniform(&x, &r, -1, 1);
+        ug_uniform(&h0, &r, -1, 1);
+        ug_uniform(&t, &r, -1, 1);
+        const mge_tensor *ins[3];
+        for (int i = 0; i < mge_exec_ninputs(e); i++) {
+            const char *nm = g->values[mge_exec_input(e, i)].name;
+            ins[i] = !strcmp(nm, "x") ? &x : !strcmp(nm, "h0") ? &h0 : &t;
+        }
+        CHECK_OK(mge_exec_run(e, ins, &err), err);
+        const mge_tensor *dx = mge_exec_result(e, 0);
+        CHECK(dx && dx->ndim == 3 && dx->dims[0] == nv[k] && dx->dims[1] == sv[k]);
+        double s2 = 0;
+        for (int64_t i = 0; dx && i < mge_tensor_numel(dx); i++)
+            s2 += fabs(((const float *)dx->data)[i]);
+        CHECK_MSG(s2 > 0 && isfinite(s2), "dx at S=%lld: sum |dx| %g", (long long)sv[k], s2);
+        mge_tensor_free(&x);
+        mge_tensor_free(&h0);
+        mge_tensor_free(&t);
+    }
+    mge_exec_free(e);
+    mge_graph_free(g);
+}
+
 int main(void)
 {
     RUN(test_params);
@@ -337,5 +409,6 @@ int main(void)
     RUN(test_hand);
     RUN(test_errors);
     RUN(test_grad);
+    RUN(test_grad_symbolic);
     return unit_done();
 }
