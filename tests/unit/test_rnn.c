@@ -273,6 +273,8 @@ static void test_errors(void)
     parse_fails("input x : f32[5,2,8]\ninput h0 : f32[1,2,4]\ninput c0 : f32[2,2,4]\n"
                 "y = lstm(x, h0, c0, hidden_size=4, bidirectional=true)\n",
                 "lstm: h0 is f32[1,2,4]: expected f32[2,2,4] ([D*num_layers, N, hidden_size])");
+    parse_fails("input x : f32[5,2,8]\ninput h0 : f32[1,2,4]\ny = lstm(x, h0, hidden_size=4)\n",
+                "lstm: 6 inputs: expected x[, h0, c0] and 4 params (num_layers=1, bidirectional=false, bias=true)");
     parse_fails("input x : f32[5,2,8]\ny = lstm(x, hidden_size=0)\n", "lstm: hidden_size=0: expected at least 1");
     parse_fails("input x : f32[5,2,8]\ny = gru(x, hidden_size=2, num_layers=8, bidirectional=true)\n",
                 "gru: num_layers=8: expected 1 to 7 with bidirectional=true");
