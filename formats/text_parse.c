@@ -933,12 +933,11 @@ static mge_status node_stmt(parser *P)
     /* lstm(x, h0, c0) and gru(x, h0) create their params too: the state
      * inputs are no declared params (a short state, lstm(x, h0), too, for
      * the op's message about it) */
-    int lead = nin;
-    if (op == MGE_OP_LSTM || op == MGE_OP_GRU)
-        for (int k = 1; k < nin && lead == nin; k++)
-            lead = P->g->values[in[k]].kind == MGE_VAL_PARAM ? 1 : lead;
-    if ((oi->flags & MGE_OPF_LAYER) &&
-        (nin == 1 || (lead == nin && nin <= (op == MGE_OP_LSTM ? 3 : op == MGE_OP_GRU ? 2 : 1)))) {
+    int declared = 0;
+    for (int k = 1; k < nin; k++)
+        declared |= P->g->values[in[k]].kind == MGE_VAL_PARAM;
+    int nstate = op == MGE_OP_LSTM ? 2 : op == MGE_OP_GRU ? 1 : 0;
+    if ((oi->flags & MGE_OPF_LAYER) && (nin == 1 || (!declared && nin <= 1 + nstate))) {
         int np = 0;
         if ((s = mge_graph_layer_params(P->g, names[0], op, in[0], nattr, attrs, in + nin, &np, &e))) {
             s = perr(P, st.line, st.col, s, "%s: %s", names[0], e.msg);
