@@ -930,9 +930,16 @@ static mge_status node_stmt(parser *P)
         }
     mge_error e;
     mge_error_clear(&e);
-    if ((oi->flags & MGE_OPF_LAYER) && nin == 1) {
+    /* lstm(x, h0, c0) and gru(x, h0) create their params too: the state
+     * inputs are no declared params (a short state, lstm(x, h0), too, for
+     * the op's message about it) */
+    int declared = 0;
+    for (int k = 1; k < nin; k++)
+        declared |= P->g->values[in[k]].kind == MGE_VAL_PARAM;
+    int nstate = op == MGE_OP_LSTM ? 2 : op == MGE_OP_GRU ? 1 : 0;
+    if ((oi->flags & MGE_OPF_LAYER) && (nin == 1 || (!declared && nin <= 1 + nstate))) {
         int np = 0;
-        if ((s = mge_graph_layer_params(P->g, names[0], op, in[0], nattr, attrs, in + 1, &np, &e))) {
+        if ((s = mge_graph_layer_params(P->g, names[0], op, in[0], nattr, attrs, in + nin, &np, &e))) {
             s = perr(P, st.line, st.col, s, "%s: %s", names[0], e.msg);
             goto done;
         }

@@ -37,6 +37,7 @@ static void build_ref(void)
     mge_ref_register_logic(&ref_be);
     mge_ref_register_convt(&ref_be);
     mge_ref_register_apool(&ref_be);
+    mge_ref_register_rnn(&ref_be);
 }
 
 static void build_cpu(void)
@@ -63,6 +64,7 @@ static void build_cpu(void)
     mge_cpu_register_logic(&cpu_be);
     mge_cpu_register_convt(&cpu_be);
     mge_cpu_register_apool(&cpu_be);
+    mge_cpu_register_rnn(&cpu_be);
 }
 
 const mge_backend *mge_backend_ref(void)

@@ -337,7 +337,7 @@ mge_status mge_graph_layer_params(mge_graph *g, const char *node, int op, int x,
     if (x < 0 || x >= g->nvalues)
         return mge_error_set(err, MGE_ERR_INVALID, "bad input value");
     mge_tdesc xd, xd2;
-    mge_param_spec specs[8], specs2[8];
+    mge_param_spec specs[64], specs2[64]; /* lstm and gru: up to 56 */
     int ns = 0, ns2 = 0;
     mge_status s;
     if ((s = mge_graph_probe_desc(g, x, 0, &xd, err)))

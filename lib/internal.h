@@ -63,6 +63,7 @@ MGE_FAMILY_DECL(index)
 MGE_FAMILY_DECL(logic)
 MGE_FAMILY_DECL(convt)
 MGE_FAMILY_DECL(apool)
+MGE_FAMILY_DECL(rnn)
 /* kernels/kshared.h (header only, shared with the kernels): mge_axis,
  * mge_conv_out_dim, mge_fused_act_ok / unary_ok / binary_ok,
  * mge_winograd_matrices and mge_winograd_weight_transform. */
@@ -81,6 +82,12 @@ mge_status mge_norm_params(int op, int nattr, const mge_attr *attrs, const mge_t
                            mge_param_spec *specs, int *nspecs, mge_error *err);
 mge_status mge_convt_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
                             mge_param_spec *specs, int *nspecs, mge_error *err);   /* conv_transpose2d, conv1d, conv3d */
+/* lstm, gru (lib/op_rnn.c): up to 4 * KRNN_MAX_LD (kernels/krnn.h) specs */
+mge_status mge_rnn_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
+                          mge_param_spec *specs, int *nspecs, mge_error *err);
+/* PyTorch's name of param k (weight_ih, weight_hh, bias_ih, bias_hh) of
+ * layer l, direction d: "weight_hh_l1_reverse". */
+const char *mge_rnn_param_name(int64_t l, int64_t d, int k);
 
 /* ---------------------------------------------------------------- gradient rules
  * lib/grad_<family>.c: the rule of every op of the family (lib/autodiff.c
@@ -114,6 +121,7 @@ MGE_GRAD_DECL(index)
 MGE_GRAD_DECL(logic)
 MGE_GRAD_DECL(convt)
 MGE_GRAD_DECL(apool)
+MGE_GRAD_DECL(rnn)
 mge_grad_fn mge_op_grad_fn(int op);
 /* mge_grad_build with the gradient of `out` (any shape) given as the value
  * dout (its dtype and shape) instead of 1 for a scalar loss; dout < 0 means 1.
@@ -287,6 +295,9 @@ void mge_ref_register_convt(mge_backend *b);
 void mge_ref_register_apool(mge_backend *b);
 void mge_cpu_register_convt(mge_backend *b);
 void mge_cpu_register_apool(mge_backend *b);
+/* recurrent layers: lstm, gru and their gradient ops */
+void mge_ref_register_rnn(mge_backend *b);
+void mge_cpu_register_rnn(mge_backend *b);
 
 /* kernels/cpu/cpu_isa.c: the vector ISA kernels and passes may use (cpuid, capped by
  * MGE_CPU_ISA=baseline|avx2|avx2-vnni|avx512), and the int8 kernels' own

@@ -213,6 +213,8 @@ mge_params_fn mge_op_params_fn(int op)
     case MGE_OP_CONV_TRANSPOSE2D:
     case MGE_OP_CONV1D:
     case MGE_OP_CONV3D: return mge_convt_params;
+    case MGE_OP_LSTM:
+    case MGE_OP_GRU: return mge_rnn_params;
     }
     return NULL;
 }

@@ -1719,4 +1719,34 @@ static int gen_conv3d(pcase *c)
                       A(MGE_KEY_bias, bias)};
     return pc_out(c, pc_node(c, MGE_OP_CONV3D, 2 + bias, in, 7, at));
 }
+/* lstm, gru (group seq): random S, N, sizes, 1-2 layers, either direction,
+ * with or without bias, batch_first and h0/c0; params in [-0.5, 0.5]
+ * (PyTorch's range for H = 4). The gradient graphs run lstm_grad and
+ * gru_grad (dh_n, dc_n as zero scalars: the node's one output is y). */
+static int gen_rnn(pcase *c)
+{
+    if (!is_float(c->dt))
+        return PC_NODT;
+    int gru = c->op == MGE_OP_GRU;
+    int64_t S = pr(c, 1, 6), N = pdim(c, 5), I = pdim(c, 9), H = pdim(c, 9), L = pr(c, 1, 2), D = pr(c, 1, 2);
+    int bias = (int)pr(c, 0, 1), bf = (int)pr(c, 0, 1), state = (int)pr(c, 0, 1);
+    if (PC_BIG(c))
+        S = 12, N = 8, I = 33, H = 32, L = 2, D = 2, bias = 1;
+    int64_t xd[3] = {bf ? N : S, bf ? S : N, I}, sd[3] = {D * L, N, H};
+    int in[64], nin = 0;
+    in[nin++] = pc_in(c, c->dt, 3, xd, -1, 1);
+    for (int k = 0; state && k < (gru ? 1 : 2); k++)
+        in[nin++] = pc_in(c, c->dt, 3, sd, -1, 1);
+    int64_t G = gru ? 3 : 4;
+    for (int64_t l = 0; l < L; l++)
+        for (int64_t d = 0; d < D; d++)
+            for (int k = 0; k < (bias ? 4 : 2); k++) {
+                int64_t pd[2] = {G * H, k == 0 ? (l ? D * H : I) : H};
+                in[nin++] = pc_val(c, MGE_VAL_PARAM, c->dt, k < 2 ? 2 : 1, pd, -0.5, 0.5);
+            }
+    mge_attr at[5] = {A(MGE_KEY_hidden_size, H), A(MGE_KEY_num_layers, L), A(MGE_KEY_bidirectional, D == 2),
+                      A(MGE_KEY_batch_first, bf), A(MGE_KEY_bias, bias)};
+    return pc_out(c, pc_node(c, c->op, nin, in, 5, at));
+}
+
 #endif

@@ -343,6 +343,10 @@ static const pspec specs[MGE_NOPS] = {
     [MGE_OP_CONV3D] = CASES(gen_conv3d, 16, ACC),
     [MGE_OP_CONV3D_GRAD_INPUT] = VIA("conv3d", ACC),
     [MGE_OP_CONV3D_GRAD_WEIGHT] = VIA("conv3d", ACC),
+    [MGE_OP_LSTM] = CASES(gen_rnn, 12, ACC),
+    [MGE_OP_GRU] = CASES(gen_rnn, 12, ACC),
+    [MGE_OP_LSTM_GRAD] = VIA("lstm", ACC),
+    [MGE_OP_GRU_GRAD] = VIA("gru", ACC),
 };
 
 /* Op x dtype pairs some backend claims that no compared graph runs, and

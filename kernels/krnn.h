@@ -1,0 +1,70 @@
+/* krnn.h — the geometry of the recurrent layers (lstm, gru and their
+ * gradient ops), shared by lib/op_rnn.c, lib/grad_rnn.c and the kernels
+ * (header only): which input is x, h0, c0 and each parameter, from the
+ * node's op, attributes and input count. */
+#ifndef MGE_KRNN_H
+#define MGE_KRNN_H
+
+#include "mge.h"
+
+/* A node takes at most 64 inputs: lstm_grad has 6 besides 4 params per
+ * layer and direction. */
+#define KRNN_MAX_LD 14
+
+typedef struct krnn {
+    int gru;          /* 0: lstm, 1: gru */
+    int grad;         /* the gradient op */
+    int64_t G;        /* gates: 4 (i,f,g,o) or 3 (r,z,n) */
+    int64_t L, D, H;  /* num_layers, directions, hidden_size */
+    int bias, bf;     /* bias, batch_first */
+    int np;           /* params per layer and direction: 4 with bias, else 2 */
+    int nparams;      /* L * D * np */
+    int nstate;       /* state inputs the op takes when given: 2 (h0, c0) or 1 (h0) */
+    int has_state;    /* whether they are given */
+    int xi;           /* input index of x */
+    int pi;           /* input index of the first param */
+} krnn;
+
+/* From the op and attributes; 0, or -1 when the input count does not fit
+ * (has_state then is not set). Attribute ranges are the infer's to check. */
+static inline int krnn_setup(const mge_node *n, krnn *r)
+{
+    r->gru = n->op == MGE_OP_GRU || n->op == MGE_OP_GRU_GRAD;
+    r->grad = n->op == MGE_OP_LSTM_GRAD || n->op == MGE_OP_GRU_GRAD;
+    r->G = r->gru ? 3 : 4;
+    r->H = mge_node_int(n, MGE_KEY_hidden_size, 0);
+    r->L = mge_node_int(n, MGE_KEY_num_layers, 1);
+    r->D = mge_node_int(n, MGE_KEY_bidirectional, 0) ? 2 : 1;
+    r->bias = mge_node_int(n, MGE_KEY_bias, 1) != 0;
+    r->bf = mge_node_int(n, MGE_KEY_batch_first, 0) != 0;
+    r->np = r->bias ? 4 : 2;
+    r->nstate = r->gru ? 1 : 2;
+    r->xi = r->grad ? (r->gru ? 2 : 3) : 0;
+    r->has_state = 0;
+    r->pi = r->xi + 1;
+    r->nparams = 0;
+    if (r->L < 1 || r->L * r->D > KRNN_MAX_LD)
+        return -1;
+    r->nparams = (int)(r->L * r->D) * r->np;
+    int extra = n->nin - r->xi - 1 - r->nparams;
+    if (extra != 0 && extra != r->nstate)
+        return -1;
+    r->has_state = extra != 0;
+    r->pi = r->xi + 1 + extra;
+    return 0;
+}
+
+/* Input index of param k (0 weight_ih, 1 weight_hh, 2 bias_ih, 3 bias_hh)
+ * of layer l, direction d. */
+static inline int krnn_param(const krnn *r, int64_t l, int64_t d, int k)
+{
+    return r->pi + (int)((l * r->D + d) * r->np) + k;
+}
+
+/* The input width of layer l. */
+static inline int64_t krnn_in(const krnn *r, int64_t l, int64_t I)
+{
+    return l == 0 ? I : r->D * r->H;
+}
+
+#endif
