@@ -4,7 +4,8 @@ torch 1.13 lacks nn.RMSNorm): forward and the gradient ops (resize_grad,
 pad_grad, group_norm_grad, rms_norm_grad, layernorm_grad) against
 autograd, on random shapes with odd sizes, every mode, align_corners both
 ways, scales (up, down, non-integer) and sizes, asymmetric pads and
-crops. f32, relative error ~1e-5 (nearest and pad are exact)."""
+crops; and three SGD steps of mge-train (the gradient rules) on a net of
+all of them. f32, relative error ~1e-5 (nearest and pad are exact)."""
 import numpy as np
 
 from common import Skip, npy_stream, read_stream, rel_err, run, tool, tmpdir
@@ -221,3 +222,81 @@ output y, dx, dw, db
         got = mge(model, [x.detach().numpy(), dy.numpy(), w.detach().numpy(), b.detach().numpy()], 4)
         for g, t, nm in zip(got, [y, x.grad, w.grad, b.grad], ["y", "dx", "dw", "db"]):
             close(g, t, (nm, shape, k), 5e-5)
+
+
+SPATIAL_NET_MGT = """input  x     : f32[N,2,7,6]
+input  label : i32[N]
+conv1 = conv2d(x, out=6, kernel=3, pad=1)
+gn    = group_norm(conv1, num_groups=3)
+act   = tanh(gn)
+up    = resize(act, mode=bilinear, scales=[1.5, 2])
+pd    = pad(up, pads=[1, 2, 2, 0], mode=reflect)
+inorm = instance_norm(pd, affine=true)
+dn    = resize(inorm, size=[5, 4])
+rp    = pad(dn, pads=[1, 1, 0, 1], mode=replicate)
+flat  = flatten(rp)
+rms   = rms_norm(flat, eps=1e-06)
+fc    = linear(rms, out=4)
+loss  = cross_entropy(fc, label)
+output fc
+minimize loss
+"""
+
+
+class SpatialNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(2, 6, 3, padding=1)
+        self.gn = torch.nn.GroupNorm(3, 6)
+        self.inorm = torch.nn.InstanceNorm2d(6, affine=True)
+        self.rms = torch.nn.Parameter(torch.ones(6 * 6 * 6))  # nn.RMSNorm's weight (torch 1.13 lacks it)
+        self.fc = torch.nn.Linear(6 * 6 * 6, 4)
+
+    def forward(self, x):
+        a = torch.tanh(self.gn(self.conv1(x)))
+        a = F.interpolate(a, scale_factor=(1.5, 2), mode="bilinear", align_corners=False)
+        a = self.inorm(F.pad(a, (1, 2, 2, 0), mode="reflect"))
+        a = F.pad(F.interpolate(a, size=(5, 4), mode="nearest"), (1, 1, 0, 1), mode="replicate")
+        a = torch.flatten(a, 1)
+        a = a * torch.rsqrt((a * a).mean(-1, keepdim=True) + 1e-6) * self.rms
+        return self.fc(a)
+
+
+def test_training_steps_vs_torch():
+    """Three SGD steps through mge-train (the gradient rules, not hand-written
+    grad ops) on a net of every spatial op; params equal PyTorch's."""
+    torch.manual_seed(3)
+    model = SpatialNet()
+    with torch.no_grad():  # away from ones/zeros so a wrong dweight or dbias would show
+        for p in [model.gn.weight, model.gn.bias, model.inorm.weight, model.inorm.bias, model.rms]:
+            p.add_(torch.randn(p.shape) * 0.3)
+    steps, batch = 3, 4
+    gen = torch.Generator().manual_seed(4)
+    x = torch.randn(steps * batch, 2, 7, 6, generator=gen)
+    label = torch.randint(0, 4, (steps * batch,), generator=gen)
+    d = tmpdir()
+    sd = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+    sd["rms.weight"] = sd.pop("rms")
+    np.savez(f"{d}/init.npz", **sd)
+    np.savez(f"{d}/batch.npz", x=x.numpy(), label=label.numpy().astype(np.int32))
+    with open(f"{d}/net.mgt", "w") as f:
+        f.write(SPATIAL_NET_MGT)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for s in range(steps):
+        opt.zero_grad()
+        F.cross_entropy(model(x[s * batch:(s + 1) * batch]), label[s * batch:(s + 1) * batch]).backward()
+        opt.step()
+    ref = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    ref["rms.weight"] = ref.pop("rms")
+    for threads in (1, 2):
+        out = f"{d}/t{threads}.mge"
+        run([tool("mge-train"), f"{d}/net.mgt", "--data", f"{d}/batch.npz", "--batch", str(batch), "--steps",
+             str(steps), "--threads", str(threads), "-q", "-o", out, "--optimizer", "sgd", "--lr", "0.1",
+             "--no-shuffle", "--weights", f"{d}/init.npz"])
+        run([tool("mge-dump"), out, "--params", f"{d}/p{threads}.npz"])
+        got = dict(np.load(f"{d}/p{threads}.npz"))
+        assert sorted(got) == sorted(ref), (sorted(got), sorted(ref))
+        for k in ref:
+            # the params moved, and by PyTorch's amounts
+            assert rel_err(ref[k], sd[k]) > 1e-4, k
+            assert rel_err(got[k], ref[k]) < 1e-5, (threads, k, rel_err(got[k], ref[k]))
