@@ -1,11 +1,12 @@
 /* op_resize.c — resize (F.interpolate on NCHW) and resize_grad: shape
  * inference and FLOPs.
  *
- * resize(x[N,C,H,W]; mode, align_corners, scales=[sh,sw] | size=[oh,ow])
+ * resize(x[N,C,H,W][, s]; mode, align_corners, scales=[sh,sw] | size=[oh,ow])
  *   -> [N,C,OH,OW] with OH = floor(H * sh) (PyTorch's rule) or oh; exactly
- *   one of scales and size. align_corners is bilinear's only (PyTorch
+ *   one of scales, size and the input s (known at plan time: [oh,ow], or
+ *   ONNX's sizes [N,C,oh,ow]). align_corners is bilinear's only (PyTorch
  *   refuses it for nearest too).
- * resize_grad(dy, x) -> like x, dy summed back into the source pixels.
+ * resize_grad(dy, x[, s]) -> like x, dy summed back into the source pixels.
  * FLOPs: nearest 0 (a copy); bilinear 8 per output element (3 lerps of
  * 2 multiply-adds and the weights); the gradients likewise. */
 #include "internal.h"
@@ -13,8 +14,30 @@
 #include <math.h>
 #include <stdio.h>
 
-static mge_status out_dims(const mge_node *n, const char *op, const mge_tdesc *x, int64_t *oh, int64_t *ow,
-                           mge_error *err)
+/* The size input sz: i64/i32 [oh,ow] or [N,C,oh,ow] (ONNX Resize's sizes),
+ * known at plan time. */
+static mge_status size_input(const char *op, const mge_tdesc *x, const mge_tdesc *sz, int64_t *o, mge_error *err)
+{
+    char b[96];
+    if ((sz->dtype != MGE_I64 && sz->dtype != MGE_I32) || sz->ndim != 1 || (sz->dims[0] != 2 && sz->dims[0] != 4))
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: the size input is %s: expected i64[2] [oh,ow] or i64[4] [N,C,oh,ow]",
+                             op, mge_tdesc_str(sz, b, sizeof b));
+    if (!sz->known)
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED,
+                             "%s: the size input depends on data, not only on shapes and constants: not supported", op);
+    int k = sz->dims[0] == 4 ? 2 : 0;
+    if (k && ((int64_t)sz->val[0] != x->dims[0] || (int64_t)sz->val[1] != x->dims[1]))
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: the size input [%lld,%lld,...] changes N or C of x %s", op,
+                             (long long)sz->val[0], (long long)sz->val[1], mge_tdesc_str(x, b, sizeof b));
+    for (int i = 0; i < 2; i++)
+        if ((o[i] = (int64_t)sz->val[k + i]) < 1 || sz->val[k + i] > 1e15)
+            return mge_error_set(err, MGE_ERR_INVALID, "%s: the size input gives [%.0f,%.0f]: expected sizes >= 1", op,
+                                 sz->val[k], sz->val[k + 1]);
+    return MGE_OK;
+}
+
+static mge_status out_dims(const mge_node *n, const char *op, const mge_tdesc *x, const mge_tdesc *szin, int64_t *oh,
+                           int64_t *ow, mge_error *err)
 {
     char b[96];
     if (x->ndim != 4)
@@ -31,11 +54,15 @@ static mge_status out_dims(const mge_node *n, const char *op, const mge_tdesc *x
     if (mode == MGE_MODE_NEAREST && mge_node_int(n, MGE_KEY_align_corners, 0))
         return mge_error_set(err, MGE_ERR_INVALID, "%s: align_corners=true needs mode=bilinear", op);
     const mge_attr *sc = mge_node_attr(n, MGE_KEY_scales), *sz = mge_node_attr(n, MGE_KEY_size);
-    if (!sc == !sz)
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: needs exactly one of scales=[sh,sw] and size=[oh,ow]%s", op,
-                             sc ? ", found both" : "");
+    if ((!!sc + !!sz + !!szin) != 1)
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: needs exactly one of scales=[sh,sw], size=[oh,ow] and a size input%s",
+                             op, sc || sz || szin ? ", found more than one" : "");
     int64_t o[2];
-    if (sz) {
+    mge_status s;
+    if (szin) {
+        if ((s = size_input(op, x, szin, o, err)))
+            return s;
+    } else if (sz) {
         if (sz->n != 2)
             return mge_error_set(err, MGE_ERR_INVALID, "%s: size has %d values: expected 2 [oh,ow]", op, sz->n);
         for (int k = 0; k < 2; k++)
@@ -72,7 +99,7 @@ mge_status mge_resize_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *o
     const char *op = grad ? "resize_grad" : "resize";
     const mge_tdesc *x = &in[grad ? 1 : 0];
     int64_t oh = 0, ow = 0;
-    mge_status s = out_dims(n, op, x, &oh, &ow, err);
+    mge_status s = out_dims(n, op, x, n->nin > (grad ? 2 : 1) ? &in[grad ? 2 : 1] : NULL, &oh, &ow, err);
     if (s)
         return s;
     if (grad) {

@@ -64,9 +64,9 @@ refused() {
     refused "y = resize(x, size=[4, 0])" \
         "mge-run: $T/bad.mgt:2:1: error: y: resize: size=[4,0]: expected sizes >= 1 (at N=1,H=224,W=256)"
     refused "y = resize(x, size=[4, 4], scales=[2, 2])" \
-        "mge-run: $T/bad.mgt:2:1: error: y: resize: needs exactly one of scales=[sh,sw] and size=[oh,ow], found both (at N=1,H=224,W=256)"
+        "mge-run: $T/bad.mgt:2:1: error: y: resize: needs exactly one of scales=[sh,sw], size=[oh,ow] and a size input, found more than one (at N=1,H=224,W=256)"
     refused "y = resize(x)" \
-        "mge-run: $T/bad.mgt:2:1: error: y: resize: needs exactly one of scales=[sh,sw] and size=[oh,ow] (at N=1,H=224,W=256)"
+        "mge-run: $T/bad.mgt:2:1: error: y: resize: needs exactly one of scales=[sh,sw], size=[oh,ow] and a size input (at N=1,H=224,W=256)"
 }
 
 @test "negative pads outside constant mode, and reflect pads past the dim, are refused" {

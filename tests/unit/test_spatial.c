@@ -144,7 +144,13 @@ static void test_symbolic(void)
                             "in2 = instance_norm(x, affine=true)\n"
                             "rms = rms_norm(s)\n"
                             "ln = layernorm(s, axis=-1)\n"
-                            "output r, rb, p, q, pr, gn, in1, in2, rms, ln\n");
+                            "input z : f32[N,2,A,B]\n"
+                            "zs = shape(z, start=2)\n"
+                            "rz = resize(x, zs, mode=bilinear)\n"
+                            "za = shape(x, end=2)\n"
+                            "zo = concat(za, zs)\n"
+                            "ro = resize(x, zo)\n"
+                            "output r, rb, p, q, pr, gn, in1, in2, rms, ln, rz, ro\n");
     if (!g)
         return;
     TMPL(g, "r", "[N,4,2*H,2*W]");
@@ -169,6 +175,10 @@ static void test_symbolic(void)
     CHECK_OK(mge_binding_set(&b2, sym("H"), 16, &err), err);
     CHECK_OK(mge_binding_set(&b2, sym("W"), 9, &err), err);
     CHECK_OK(mge_binding_set(&b2, sym("S"), 11, &err), err);
+    CHECK_OK(mge_binding_set(&b1, sym("A"), 6, &err), err);
+    CHECK_OK(mge_binding_set(&b1, sym("B"), 2, &err), err);
+    CHECK_OK(mge_binding_set(&b2, sym("A"), 1, &err), err);
+    CHECK_OK(mge_binding_set(&b2, sym("B"), 30, &err), err);
     concrete(g, &b1, "r", "[2,4,10,14]");
     concrete(g, &b2, "r", "[1,4,32,18]");
     concrete(g, &b1, "rb", "[2,4,5,7]");
@@ -178,6 +188,12 @@ static void test_symbolic(void)
     concrete(g, &b1, "pr", "[2,6,10]");
     concrete(g, &b2, "gn", "[1,4,16,9]");
     concrete(g, &b1, "rms", "[2,3,8]");
+    /* a size input from shapes: ONNX's Resize to another tensor's H, W */
+    TMPL(g, "rz", "[N,4,A,B]");
+    TMPL(g, "ro", "[N,4,A,B]");
+    concrete(g, &b1, "rz", "[2,4,6,2]");
+    concrete(g, &b1, "ro", "[2,4,6,2]");
+    concrete(g, &b2, "rz", "[1,4,1,30]");
     mge_graph_free(g);
 }
 
@@ -226,8 +242,8 @@ static void test_errors(void)
     BAD("y = resize(x, scales=[2])", "resize: scales has 1 values: expected 2 [sh,sw]");
     BAD("y = resize(x, scales=[0.1, 1])", "resize: scales=[0.1,1] make an empty output from x f32[2,4,5,6]");
     BAD("y = resize(x, size=[0, 3])", "resize: size=[0,3]: expected sizes >= 1");
-    BAD("y = resize(x)", "resize: needs exactly one of scales=[sh,sw] and size=[oh,ow]");
-    BAD("y = resize(x, scales=[2, 2], size=[3, 3])", "needs exactly one of scales=[sh,sw] and size=[oh,ow], found both");
+    BAD("y = resize(x)", "resize: needs exactly one of scales=[sh,sw], size=[oh,ow] and a size input");
+    BAD("y = resize(x, scales=[2, 2], size=[3, 3])", "needs exactly one of scales=[sh,sw], size=[oh,ow] and a size input, found more than one");
     BAD("y = resize(x, align_corners=true, scales=[2, 2])", "resize: align_corners=true needs mode=bilinear");
     refused("input x : f32[2,5,6]\ny = resize(x, scales=[2, 2])\noutput y\n",
             "resize: x is f32[2,5,6]: expected rank 4 [N,C,H,W]");
@@ -259,6 +275,16 @@ static void test_errors(void)
     refused("input x : f32[2,4,5,6]\ninput w : f32[5,6]\ny = rms_norm(x, w, axis=-3)\noutput y\n",
             "rms_norm: weight is f32[5,6]: expected f32[4,5,6]");
     refused("input x : f32[4]\ny = group_norm(x, num_groups=1)\noutput y\n", "group_norm: x is f32[4]: expected rank >= 2");
+    refused("input x : f32[2,4,5,6]\ninput s : i64[2]\ny = resize(x, s)\noutput y\n",
+            "resize: the size input depends on data, not only on shapes and constants: not supported");
+    refused("input x : f32[2,4,5,6]\nconst s : i64[3] = [1, 2, 3]\ny = resize(x, s)\noutput y\n",
+            "resize: the size input is i64[3]: expected i64[2] [oh,ow] or i64[4] [N,C,oh,ow]");
+    refused("input x : f32[2,4,5,6]\nconst s : i64[4] = [2, 3, 7, 7]\ny = resize(x, s)\noutput y\n",
+            "resize: the size input [2,3,...] changes N or C of x f32[2,4,5,6]");
+    refused("input x : f32[2,4,5,6]\nconst s : i64[2] = [7, 0]\ny = resize(x, s)\noutput y\n",
+            "resize: the size input gives [7,0]: expected sizes >= 1");
+    refused("input x : f32[2,4,5,6]\nconst s : i64[2] = [7, 7]\ny = resize(x, s, size=[7, 7])\noutput y\n",
+            "found more than one");
 #undef BAD
 }
 
@@ -358,6 +384,8 @@ static void test_grads(void)
         snprintf(src, sizeof src, "input x : f32[2,3,5,4]\ny = resize(x, %s)\noutput y\n", rs[i]);
         fd(src, 1e-2);
     }
+    fd("input x : f32[2,3,5,4]\nconst s : i64[2] = [7, 3]\ny = resize(x, s, mode=bilinear)\noutput y\n", 1e-2);
+    fd("input x : f32[1,2,5,4]\nconst s : i32[4] = [1, 2, 2, 9]\ny = resize(x, s)\noutput y\n", 1e-2);
     static const char *const ps[] = {"pads=[1, 2, 0, 3]", "pads=[-1, 2, 1, -2], value=3", "pads=[2, 3], mode=reflect",
                                      "pads=[1, 0, 2, 3], mode=reflect", "pads=[1, 3, 2, 0, 0, 1], mode=replicate",
                                      "pads=[4, 4], mode=replicate"};
