@@ -85,6 +85,18 @@ static void test_enum_words(void)
     CHECK(mge_key_enum_lookup(MGE_KEY_mode, "near", 4) == -1);
     CHECK(mge_key_enum_lookup(MGE_KEY_axis, "nearest", 7) == -1);
     CHECK(strcmp(mge_key_enum_words(MGE_KEY_mode), "nearest bilinear constant reflect replicate") == 0);
+    /* through the API: an index past the words is refused */
+    mge_graph *g = mge_graph_new();
+    int64_t d[4] = {1, 1, 2, 2};
+    int x = mge_graph_add_value(g, "x", MGE_VAL_INPUT, MGE_F32, 4, d, &err);
+    mge_attr at[2] = {A(MGE_KEY_mode, 5), A(MGE_KEY_size, 3)};
+    const char *yn[1] = {"y"};
+    at[1].n = 2, at[1].i[1] = 3;
+    CHECK(mge_graph_add_node(g, "y", MGE_OP_RESIZE, 1, &x, 2, at, 1, yn, &err) < 0);
+    CHECK_MSG(strstr(err.msg, "attribute 'mode': 5 is none of its words (nearest bilinear"), "%s", err.msg);
+    at[0] = A(MGE_KEY_mode, MGE_MODE_BILINEAR);
+    CHECK_MSG(mge_graph_add_node(g, "y", MGE_OP_RESIZE, 1, &x, 2, at, 1, yn, &err) >= 0, "%s", err.msg);
+    mge_graph_free(g);
 }
 
 static const char *rt_src = "input x : f32[1,2,5,6]\n"
