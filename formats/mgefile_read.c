@@ -412,6 +412,34 @@ static int read_attr(rd *r, const nrec *n, mge_attr *a)
             a->i[i] = id;
         }
         return 1;
+    case MGE_ATTR_ENUM: {
+        char *w;
+        if (!get_str(r, &w))
+            return 0;
+        a->i[0] = mge_key_enum_lookup(k, w, strlen(w));
+        if (a->i[0] < 0) {
+            bad(r, "node '%s': attribute '%s' is '%s', none of %s", n->name, mge_key_name(k), w,
+                mge_key_enum_words(k));
+            free(w);
+            return 0;
+        }
+        free(w);
+        return 1;
+    }
+    case MGE_ATTR_FLOATS:
+        if (!get_u8(r, &u))
+            return 0;
+        if (u < 1 || u > MGE_MAX_DIMS)
+            return bad(r, "node '%s': attribute '%s' has %u values (1..%d)", n->name, mge_key_name(k), u,
+                       MGE_MAX_DIMS);
+        a->n = (int)u;
+        for (int i = 0; i < a->n; i++) {
+            uint64_t bits;
+            if (!get_u64(r, &bits))
+                return 0;
+            memcpy(&a->i[i], &bits, 8);
+        }
+        return 1;
     case MGE_ATTR_DTYPE:
         if (!get_u8(r, &u))
             return 0;

@@ -291,6 +291,23 @@ static mge_status write_attr(const mge_node *n, const mge_attr *a, mge_buf *b, m
             put_str(b, mge_attr_op_name(a->i[k]));
         }
         break;
+    case MGE_ATTR_ENUM: {
+        /* the word, not its index: files survive the word list growing */
+        const char *w = mge_key_enum_word(a->key, a->i[0]);
+        if (!w)
+            return mge_error_set(err, MGE_ERR_INVALID, "%s: attribute '%s' is none of its words", n->name,
+                                 mge_key_name(a->key));
+        put_str(b, w);
+        break;
+    }
+    case MGE_ATTR_FLOATS:
+        if (a->n < 1 || a->n > MGE_MAX_DIMS)
+            return mge_error_set(err, MGE_ERR_INVALID, "%s: attribute '%s' has %d values", n->name,
+                                 mge_key_name(a->key), a->n);
+        put_u8(b, (unsigned)a->n);
+        for (int k = 0; k < a->n; k++)
+            put_f64(b, mge_attr_float_at(a, k));
+        break;
     case MGE_ATTR_DTYPE:
         if (a->i[0] < 0 || a->i[0] >= MGE_NDTYPES)
             return mge_error_set(err, MGE_ERR_INVALID, "%s: attribute '%s' is no dtype", n->name,

@@ -815,6 +815,43 @@ static mge_status attr_value(parser *P, const mge_opinfo *oi, int key, mge_attr 
         if ((s = ops_value(P, what, a)))
             return s;
         break;
+    case MGE_ATTR_ENUM:
+        a->i[0] = t->type == MGE_T_NAME ? mge_key_enum_lookup(key, t->p, t->n) : -1;
+        if (a->i[0] < 0)
+            return perr(P, t->line, t->col, MGE_ERR_INVALID, "%s: expected one of %s, found %s", what,
+                        mge_key_enum_words(key),
+                        t->type == MGE_T_NAME ? (snprintf(b, sizeof b, "'%s'", tname(t, nb, sizeof nb)), b)
+                                              : tdesc(t, b, sizeof b));
+        break;
+    case MGE_ATTR_FLOATS: {
+        int list = t->type == MGE_T_LBRACK;
+        if (list && (s = next(P)))
+            return s;
+        a->n = 0;
+        while (!list || P->cur.type != MGE_T_RBRACK) {
+            double v;
+            if (a->n == MGE_MAX_DIMS)
+                return perr(P, P->cur.line, P->cur.col, MGE_ERR_INVALID, "%s: more than %d values", what,
+                            MGE_MAX_DIMS);
+            if (!tok_float(&P->cur, &v))
+                return perr(P, P->cur.line, P->cur.col, MGE_ERR_INVALID, "%s: expected a number, found %s", what,
+                            tdesc(&P->cur, b, sizeof b));
+            mge_attr_float_set(a, a->n++, v);
+            if (!list)
+                break;
+            if ((s = next(P)))
+                return s;
+            if (P->cur.type != MGE_T_COMMA)
+                break;
+            if ((s = next(P)))
+                return s;
+        }
+        if (list && a->n == 0)
+            return perr(P, P->cur.line, P->cur.col, MGE_ERR_INVALID, "%s: needs at least one value", what);
+        if (list && P->cur.type != MGE_T_RBRACK)
+            return expect(P, MGE_T_RBRACK, "',' or ']'");
+        break;
+    }
     case MGE_ATTR_DTYPE: {
         mge_dtype dt;
         if (t->type != MGE_T_NAME || !mge_dtype_parse(t->p, t->n, &dt))
@@ -873,6 +910,8 @@ static mge_status node_stmt(parser *P)
     if (opt.type != MGE_T_NAME)
         return perr(P, opt.line, opt.col, MGE_ERR_FORMAT, "expected an op name, found %s", tdesc(&opt, b, sizeof b));
     int op = mge_op_lookup(opt.p, opt.n);
+    if (op < 0 && opt.n == 8 && memcmp(opt.p, "upsample", 8) == 0)
+        op = MGE_OP_RESIZE; /* F.upsample's spelling; printed back as resize */
     if (op < 0)
         return unknown_op(P, &opt);
     const mge_opinfo *oi = mge_op_info(op);

@@ -168,6 +168,7 @@ static int attr_equal(const mge_attr *a, const mge_attr *b, mge_attr_type type)
     case MGE_ATTR_FLOAT: return a->f == b->f;
     case MGE_ATTR_INTS:
     case MGE_ATTR_OPS:
+    case MGE_ATTR_FLOATS:
         if (a->n != b->n)
             return 0;
         for (int i = 0; i < a->n && i < MGE_MAX_DIMS; i++)
@@ -200,6 +201,21 @@ static void put_attr(mge_buf *o, const mge_attr *a)
         break;
     case MGE_ATTR_BOOL: mge_buf_printf(o, "%s", a->i[0] ? "true" : "false"); break;
     case MGE_ATTR_DTYPE: mge_buf_printf(o, "%s", mge_dtype_name((mge_dtype)a->i[0])); break;
+    case MGE_ATTR_ENUM: {
+        const char *w = mge_key_enum_word(a->key, a->i[0]);
+        mge_buf_printf(o, "%s", w ? w : "?");
+        break;
+    }
+    case MGE_ATTR_FLOATS:
+        mge_buf_put(o, "[", 1);
+        for (int i = 0; i < a->n && i < MGE_MAX_DIMS; i++) {
+            fmt_double(b, sizeof b, mge_attr_float_at(a, i));
+            if (i)
+                mge_buf_put(o, ", ", 2);
+            mge_buf_put(o, b, strlen(b));
+        }
+        mge_buf_put(o, "]", 1);
+        break;
     case MGE_ATTR_OPS:
         if (a->n == 1) {
             mge_buf_printf(o, "%s", mge_attr_op_name(a->i[0]));

@@ -10,6 +10,7 @@
 
 #include "mge.h"
 
+#include <math.h>
 #include <stdint.h>
 
 /* Normalizes a possibly negative axis; -1 when out of range. */
@@ -163,6 +164,82 @@ static inline void mge_winograd_weight_transform(const float *w, int64_t O, int6
             for (int p = 0; p < a * a; p++)
                 u[((int64_t)p * O + o) * C + c] = (float)r[p];
         }
+}
+
+/* ---- spatial ops (resize, pad, rms_norm): what infer and the kernels share */
+
+/* The words of the mode key, in ops.def's order. */
+enum { MGE_MODE_NEAREST, MGE_MODE_BILINEAR, MGE_MODE_CONSTANT, MGE_MODE_REFLECT, MGE_MODE_REPLICATE };
+
+/* resize's scale factor along spatial dim k (0 = H, 1 = W): the scales
+ * attribute's value, or 0 when the output size was given by size. */
+static inline double mge_resize_factor(const mge_node *n, int k)
+{
+    const mge_attr *a = mge_node_attr(n, MGE_KEY_scales);
+    return a && k < a->n ? mge_attr_float_at(a, k) : 0;
+}
+
+/* The source coordinate step along a dim of in -> out elements, in float
+ * as PyTorch computes it (so nearest picks the same pixels): bilinear
+ * with align_corners (in-1)/(out-1); else 1/factor when scales gave the
+ * size (PyTorch with recompute_scale_factor unset), in/out otherwise. */
+static inline float mge_resize_step(int64_t in, int64_t out, int align, double factor)
+{
+    if (align)
+        return out > 1 ? (float)(in - 1) / (float)(out - 1) : 0.0f;
+    return factor > 0 ? (float)(1.0 / factor) : (float)in / (float)out;
+}
+
+/* Nearest: the source index of output index o (PyTorch's legacy 'nearest'). */
+static inline int64_t mge_resize_nearest(int64_t o, int64_t in, int64_t out, float step)
+{
+    if (out == in)
+        return o;
+    if (out == 2 * in)
+        return o >> 1;
+    int64_t i = (int64_t)floorf((float)o * step);
+    return i < in - 1 ? i : in - 1;
+}
+
+/* Bilinear: the two source indices of output index o and the weight l1 of
+ * the second (the first's is 1 - l1). */
+static inline void mge_resize_linear(int64_t o, int64_t in, int align, float step, int64_t *i0, int64_t *i1,
+                                     float *l1)
+{
+    float r = align ? step * (float)o : step * ((float)o + 0.5f) - 0.5f;
+    if (r < 0)
+        r = 0;
+    int64_t a = (int64_t)r;
+    if (a > in - 1)
+        a = in - 1;
+    *i0 = a;
+    *i1 = a + (a < in - 1 ? 1 : 0);
+    float l = r - (float)a;
+    *l1 = l < 0 ? 0 : l > 1 ? 1 : l;
+}
+
+/* rms_norm's eps: the attribute, or when absent the dtype's machine
+ * epsilon (PyTorch's eps=None). */
+static inline double mge_rms_eps(const mge_node *n, mge_dtype dt)
+{
+    const mge_attr *a = mge_node_attr(n, MGE_KEY_eps);
+    if (a)
+        return a->f;
+    return dt == MGE_F16 ? 0.0009765625 : dt == MGE_BF16 ? 0.0078125 : 1.1920928955078125e-07;
+}
+
+/* pad: the source index along a dim of d elements for output index o with
+ * b elements padded before (negative: cropped), or -1 for the constant. */
+static inline int64_t mge_pad_source(int64_t o, int64_t d, int64_t b, int mode)
+{
+    int64_t i = o - b;
+    if (i >= 0 && i < d)
+        return i;
+    if (mode == MGE_MODE_REFLECT)
+        return i < 0 ? -i : 2 * (d - 1) - i;
+    if (mode == MGE_MODE_REPLICATE)
+        return i < 0 ? 0 : d - 1;
+    return -1;
 }
 
 #endif

@@ -38,6 +38,9 @@ static void build_ref(void)
     mge_ref_register_convt(&ref_be);
     mge_ref_register_apool(&ref_be);
     mge_ref_register_rnn(&ref_be);
+    mge_ref_register_resize(&ref_be);
+    mge_ref_register_pad(&ref_be);
+    mge_ref_register_gnorm(&ref_be);
 }
 
 static void build_cpu(void)
@@ -65,6 +68,9 @@ static void build_cpu(void)
     mge_cpu_register_convt(&cpu_be);
     mge_cpu_register_apool(&cpu_be);
     mge_cpu_register_rnn(&cpu_be);
+    mge_cpu_register_resize(&cpu_be);
+    mge_cpu_register_pad(&cpu_be);
+    mge_cpu_register_gnorm(&cpu_be);
 }
 
 const mge_backend *mge_backend_ref(void)

@@ -64,6 +64,9 @@ MGE_FAMILY_DECL(logic)
 MGE_FAMILY_DECL(convt)
 MGE_FAMILY_DECL(apool)
 MGE_FAMILY_DECL(rnn)
+MGE_FAMILY_DECL(resize)
+MGE_FAMILY_DECL(pad)
+MGE_FAMILY_DECL(gnorm)
 /* kernels/kshared.h (header only, shared with the kernels): mge_axis,
  * mge_conv_out_dim, mge_fused_act_ok / unary_ok / binary_ok,
  * mge_winograd_matrices and mge_winograd_weight_transform. */
@@ -78,6 +81,8 @@ mge_status mge_conv_params(int op, int nattr, const mge_attr *attrs, const mge_t
                            mge_param_spec *specs, int *nspecs, mge_error *err);
 mge_status mge_linear_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
                              mge_param_spec *specs, int *nspecs, mge_error *err);
+mge_status mge_gnorm_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
+                            mge_param_spec *specs, int *nspecs, mge_error *err);
 mge_status mge_norm_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
                            mge_param_spec *specs, int *nspecs, mge_error *err);
 mge_status mge_convt_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
@@ -122,6 +127,9 @@ MGE_GRAD_DECL(logic)
 MGE_GRAD_DECL(convt)
 MGE_GRAD_DECL(apool)
 MGE_GRAD_DECL(rnn)
+MGE_GRAD_DECL(resize)
+MGE_GRAD_DECL(pad)
+MGE_GRAD_DECL(gnorm)
 mge_grad_fn mge_op_grad_fn(int op);
 /* mge_grad_build with the gradient of `out` (any shape) given as the value
  * dout (its dtype and shape) instead of 1 for a scalar loss; dout < 0 means 1.
@@ -298,6 +306,13 @@ void mge_cpu_register_apool(mge_backend *b);
 /* recurrent layers: lstm, gru and their gradient ops */
 void mge_ref_register_rnn(mge_backend *b);
 void mge_cpu_register_rnn(mge_backend *b);
+/* spatial: resize, pad, group/instance/rms norm and their gradients */
+void mge_ref_register_resize(mge_backend *b);
+void mge_ref_register_pad(mge_backend *b);
+void mge_ref_register_gnorm(mge_backend *b);
+void mge_cpu_register_resize(mge_backend *b);
+void mge_cpu_register_pad(mge_backend *b);
+void mge_cpu_register_gnorm(mge_backend *b);
 
 /* kernels/cpu/cpu_isa.c: the vector ISA kernels and passes may use (cpuid, capped by
  * MGE_CPU_ISA=baseline|avx2|avx2-vnni|avx512), and the int8 kernels' own

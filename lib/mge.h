@@ -193,7 +193,9 @@ typedef enum mge_attr_type {
     MGE_ATTR_FLOAT,  /* f */
     MGE_ATTR_BOOL,   /* i[0] = 0/1 */
     MGE_ATTR_DTYPE,  /* i[0] = mge_dtype */
-    MGE_ATTR_OPS     /* i[0..n) op ids (act=relu, ops=[add, relu]); n = 1 with i[0] = -1 is "none" */
+    MGE_ATTR_OPS,    /* i[0..n) op ids (act=relu, ops=[add, relu]); n = 1 with i[0] = -1 is "none" */
+    MGE_ATTR_ENUM,   /* i[0] = index of one of the key's words (mge_key_enum_word) */
+    MGE_ATTR_FLOATS  /* n doubles, i[k] holding the bits of value k (mge_attr_float_at) */
 } mge_attr_type;
 
 enum {
@@ -239,6 +241,14 @@ const char *mge_key_name(int key);
 mge_attr_type mge_key_type(int key);
 int mge_key_lookup(const char *name, size_t n); /* key id or -1 */
 const char *mge_attr_op_name(int64_t op);      /* an OPS attribute's entry: op name, "none" for -1 */
+/* ENUM keys: word idx of the key, or NULL when out of range; the index of
+ * the word w[0..n), or -1; all words, space-separated ("" for other keys). */
+const char *mge_key_enum_word(int key, int64_t idx);
+int mge_key_enum_lookup(int key, const char *w, size_t n);
+const char *mge_key_enum_words(int key);
+/* FLOATS attributes: value k (bits in i[k]), and setting it. */
+double mge_attr_float_at(const mge_attr *a, int k);
+void mge_attr_float_set(mge_attr *a, int k, double v);
 
 /* ---------------------------------------------------------------- symbolic dims */
 

@@ -31,6 +31,7 @@ static int attr_equal(const mge_attr *a, const mge_attr *b)
     switch (mge_key_type(a->key)) {
     case MGE_ATTR_INTS:
     case MGE_ATTR_OPS:
+    case MGE_ATTR_FLOATS:
         if (a->n != b->n || a->n < 0 || a->n > MGE_MAX_DIMS)
             return 0;
         return memcmp(a->i, b->i, sizeof(int64_t) * (size_t)a->n) == 0;
@@ -55,7 +56,8 @@ static uint64_t node_hash(const mge_node *n, const int *in)
     for (int a = 0; a < n->nattr; a++) {
         const mge_attr *at = &n->attrs[a];
         h = mix(h, (uint64_t)at->key);
-        if (mge_key_type(at->key) == MGE_ATTR_INTS || mge_key_type(at->key) == MGE_ATTR_OPS) {
+        if (mge_key_type(at->key) == MGE_ATTR_INTS || mge_key_type(at->key) == MGE_ATTR_OPS ||
+            mge_key_type(at->key) == MGE_ATTR_FLOATS) {
             for (int k = 0; k < at->n && k < MGE_MAX_DIMS; k++)
                 h = mix(h, (uint64_t)at->i[k]);
         } else if (mge_key_type(at->key) == MGE_ATTR_FLOAT) {

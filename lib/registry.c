@@ -10,11 +10,14 @@
 static const struct {
     const char *name;
     mge_attr_type type;
+    const char *words;       /* ENUM keys: the words, space-separated */
 } keys[MGE_NKEYS] = {
-#define MGE_KEY(name, type) {#name, MGE_ATTR_##type},
+#define MGE_KEY(name, type) {#name, MGE_ATTR_##type, ""},
+#define MGE_KEY_ENUM(name, words) {#name, MGE_ATTR_ENUM, words},
 #define MGE_OP(id, name, family, min_in, max_in, nout, flags, schema)
 #include "ops.def"
 #undef MGE_KEY
+#undef MGE_KEY_ENUM
 #undef MGE_OP
 };
 
@@ -71,6 +74,86 @@ const char *mge_attr_op_name(int64_t op)
     return op == -1 ? "none" : op >= 0 && op < MGE_NOPS ? ops[op].name : "?";
 }
 
+const char *mge_key_enum_words(int key)
+{
+    return key >= 0 && key < MGE_NKEYS ? keys[key].words : "";
+}
+
+/* Word idx of a word list into *w, *n; 0 when there is none. */
+static int enum_word_at(const char *words, int64_t idx, const char **w, size_t *n)
+{
+    const char *p = words;
+    for (int64_t k = 0; *p; k++) {
+        while (*p == ' ')
+            p++;
+        const char *b = p;
+        while (*p && *p != ' ')
+            p++;
+        if (p == b)
+            break;
+        if (k == idx) {
+            *w = b;
+            *n = (size_t)(p - b);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* ENUM words NUL-terminated, filled once with the schemas */
+#define MAX_WORDS 16
+static char enum_names[MGE_NKEYS][MAX_WORDS][24];
+
+static void fill_enum_names(void)
+{
+    for (int key = 0; key < MGE_NKEYS; key++) {
+        const char *w;
+        size_t n;
+        for (int k = 0; k < MAX_WORDS && enum_word_at(keys[key].words, k, &w, &n); k++) {
+            if (n >= sizeof enum_names[0][0])
+                abort(); /* ops.def is wrong: a build-time mistake, caught by any test */
+            memcpy(enum_names[key][k], w, n);
+        }
+    }
+}
+
+static void parse_schemas(void);
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+const char *mge_key_enum_word(int key, int64_t idx)
+{
+    if (key < 0 || key >= MGE_NKEYS || keys[key].type != MGE_ATTR_ENUM || idx < 0 || idx >= MAX_WORDS)
+        return NULL;
+    pthread_once(&once, parse_schemas);
+    return enum_names[key][idx][0] ? enum_names[key][idx] : NULL;
+}
+
+int mge_key_enum_lookup(int key, const char *w, size_t n)
+{
+    if (key < 0 || key >= MGE_NKEYS || keys[key].type != MGE_ATTR_ENUM)
+        return -1;
+    const char *x;
+    size_t xn;
+    for (int k = 0; enum_word_at(keys[key].words, k, &x, &xn); k++)
+        if (xn == n && memcmp(x, w, n) == 0)
+            return k;
+    return -1;
+}
+
+double mge_attr_float_at(const mge_attr *a, int k)
+{
+    double v = 0;
+    if (k >= 0 && k < MGE_MAX_DIMS)
+        memcpy(&v, &a->i[k], sizeof v);
+    return v;
+}
+
+void mge_attr_float_set(mge_attr *a, int k, double v)
+{
+    if (k >= 0 && k < MGE_MAX_DIMS)
+        memcpy(&a->i[k], &v, sizeof v);
+}
+
 int mge_key_lookup(const char *name, size_t n)
 {
     for (int i = 0; i < MGE_NKEYS; i++)
@@ -114,13 +197,20 @@ static int parse_default(int key, const char *s, size_t n, mge_attr *a)
         }
         a->i[0] = mge_op_lookup(tmp, n);
         return a->i[0] >= 0;
-    case MGE_ATTR_INTS: {
+    case MGE_ATTR_ENUM:
+        a->i[0] = mge_key_enum_lookup(key, tmp, n);
+        return a->i[0] >= 0;
+    case MGE_ATTR_INTS:
+    case MGE_ATTR_FLOATS: {
         char *p = tmp;
         if (*p == '[')
             p++;
         a->n = 0;
         while (*p && *p != ']' && a->n < MGE_MAX_DIMS) {
-            a->i[a->n++] = strtoll(p, &p, 10);
+            if (keys[key].type == MGE_ATTR_FLOATS)
+                mge_attr_float_set(a, a->n++, strtod(p, &p));
+            else
+                a->i[a->n++] = strtoll(p, &p, 10);
             while (*p == ',' || *p == ' ')
                 p++;
         }
@@ -132,6 +222,7 @@ static int parse_default(int key, const char *s, size_t n, mge_attr *a)
 
 static void parse_schemas(void)
 {
+    fill_enum_names();
     for (int op = 0; op < MGE_NOPS; op++) {
         mge_opinfo *oi = &ops[op];
         const char *p = oi->schema;
@@ -166,8 +257,6 @@ static void parse_schemas(void)
         }
     }
 }
-
-static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 const mge_opinfo *mge_op_info(int op)
 {
@@ -215,6 +304,9 @@ mge_params_fn mge_op_params_fn(int op)
     case MGE_OP_CONV3D: return mge_convt_params;
     case MGE_OP_LSTM:
     case MGE_OP_GRU: return mge_rnn_params;
+    case MGE_OP_GROUP_NORM:
+    case MGE_OP_INSTANCE_NORM:
+    case MGE_OP_RMS_NORM: return mge_gnorm_params;
     }
     return NULL;
 }
@@ -241,7 +333,8 @@ mge_status mge_attrs_complete(int op, int nattr, const mge_attr *attrs, mge_attr
         for (int j = 0; j < i; j++)
             if (attrs[j].key == k)
                 return mge_error_set(err, MGE_ERR_INVALID, "attribute '%s' given twice", mge_key_name(k));
-        if ((keys[k].type == MGE_ATTR_INTS || keys[k].type == MGE_ATTR_OPS) && (attrs[i].n < 1 || attrs[i].n > MGE_MAX_DIMS))
+        if ((keys[k].type == MGE_ATTR_INTS || keys[k].type == MGE_ATTR_OPS || keys[k].type == MGE_ATTR_FLOATS) &&
+            (attrs[i].n < 1 || attrs[i].n > MGE_MAX_DIMS))
             return mge_error_set(err, MGE_ERR_INVALID, "attribute '%s' needs 1..%d values", mge_key_name(k),
                                  MGE_MAX_DIMS);
         if (keys[k].type == MGE_ATTR_OPS)
@@ -249,6 +342,9 @@ mge_status mge_attrs_complete(int op, int nattr, const mge_attr *attrs, mge_attr
                 if (attrs[i].i[j] < (attrs[i].n == 1 ? -1 : 0) || attrs[i].i[j] >= MGE_NOPS)
                     return mge_error_set(err, MGE_ERR_INVALID, "attribute '%s': op %lld out of range",
                                          mge_key_name(k), (long long)attrs[i].i[j]);
+        if (keys[k].type == MGE_ATTR_ENUM && !mge_key_enum_word(k, attrs[i].i[0]))
+            return mge_error_set(err, MGE_ERR_INVALID, "attribute '%s': %lld is none of its words (%s)",
+                                 mge_key_name(k), (long long)attrs[i].i[0], keys[k].words);
     }
     int n = 0;
     for (int j = 0; j < oi->nschema; j++) {

@@ -1749,4 +1749,103 @@ static int gen_rnn(pcase *c)
     return pc_out(c, pc_node(c, c->op, nin, in, 5, at));
 }
 
+/* ---------------------------------------------------------------- spatial (resize, pad, group/instance/rms norm) */
+
+static mge_attr A_fl2(int key, double a, double b)
+{
+    mge_attr r = A(key, 0);
+    r.n = 2;
+    mge_attr_float_set(&r, 0, a);
+    mge_attr_float_set(&r, 1, b);
+    return r;
+}
+
+/* resize: nearest or bilinear (align_corners both ways), scales up, down
+ * and non-integer, or a size; the big case doubles 32x32 planes. */
+static int gen_resize(pcase *c)
+{
+    if (!is_float(c->dt))
+        return PC_NODT;
+    int64_t xd[4] = {pr(c, 1, 3), pdim(c, 5), pdim(c, 13), pdim(c, 13)};
+    int bil = (int)pr(c, 0, 1), align = bil && pr(c, 0, 1);
+    static const double sc[] = {0.5, 0.75, 1, 1.5, 2, 2.3, 3};
+    double sh = ppick(c, 7, sc), sw = ppick(c, 7, sc);
+    int bysize = (int)pr(c, 0, 2) == 0;
+    if (PC_BIG(c))
+        xd[0] = 2, xd[1] = 16, xd[2] = 32, xd[3] = 32, sh = sw = 2, bysize = 0;
+    if (!bysize && ((int64_t)(xd[2] * sh) < 1 || (int64_t)(xd[3] * sw) < 1))
+        return PC_RETRY;
+    int x = pc_in(c, c->dt, 4, xd, -2, 2);
+    mge_attr at[3] = {A(MGE_KEY_mode, bil ? MGE_MODE_BILINEAR : MGE_MODE_NEAREST), A(MGE_KEY_align_corners, align),
+                      bysize ? A2(MGE_KEY_size, pdim(c, 17), pdim(c, 17)) : A_fl2(MGE_KEY_scales, sh, sw)};
+    return pc_out(c, pc_node(c, MGE_OP_RESIZE, 1, &x, 3, at));
+}
+
+/* pad: constant (any dtype, any rank, crops too), reflect and replicate on
+ * the trailing 1 to 3 dims; the big case pads 4x32x56x56 by 1. */
+static int gen_pad(pcase *c)
+{
+    if (!pc_plain(c->dt))
+        return PC_NODT;
+    int64_t d[4], p[8];
+    int nd = pshape(c, 1, 4, 9, d);
+    int mode = (int)pr(c, 0, 2), k = (int)pr(c, 1, nd < 3 ? nd : 3);
+    mode = mode == 0 ? MGE_MODE_CONSTANT : mode == 1 ? MGE_MODE_REFLECT : MGE_MODE_REPLICATE;
+    if (PC_BIG(c))
+        nd = 4, d[0] = 4, d[1] = 32, d[2] = 56, d[3] = 56, k = 2;
+    for (int j = 0; j < k; j++) {
+        int64_t len = d[nd - 1 - j];
+        for (int e = 0; e < 2; e++) {
+            if (mode == MGE_MODE_REFLECT)
+                p[2 * j + e] = pr(c, 0, len - 1);
+            else if (mode == MGE_MODE_REPLICATE)
+                p[2 * j + e] = pr(c, 0, 4);
+            else
+                p[2 * j + e] = pr(c, len > 2 ? -1 : 0, 4);
+        }
+        if (PC_BIG(c))
+            p[2 * j] = p[2 * j + 1] = 1;
+    }
+    int x = pc_in(c, c->dt, nd, d, is_float(c->dt) ? -2 : pc_lo(c->dt), is_float(c->dt) ? 2 : 100);
+    mge_attr at[3] = {A_ints(MGE_KEY_pads, 2 * k, p), A(MGE_KEY_mode, mode), A_f(MGE_KEY_value, pr(c, -2, 2))};
+    return pc_out(c, pc_node(c, MGE_OP_PAD, 1, &x, 3, at));
+}
+
+/* group_norm, instance_norm (affine or not), rms_norm (any axis, eps
+ * given or the dtype's); the big cases are 4x32x28x28 (8 groups) and
+ * 8x768 rows. */
+static int gen_gnorm(pcase *c)
+{
+    if (!is_float(c->dt))
+        return PC_NODT;
+    int64_t xd[4];
+    int nd;
+    if (c->op == MGE_OP_RMS_NORM) {
+        nd = pshape(c, 1, 4, 13, xd);
+        if (PC_BIG(c))
+            nd = 2, xd[0] = 8, xd[1] = 768;
+        int ax = (int)pr(c, -nd, nd - 1), a0 = ax < 0 ? ax + nd : ax;
+        int in[2] = {pc_in(c, c->dt, nd, xd, -3, 5), pc_in(c, c->dt, nd - a0, xd + a0, 0.5, 1.5)};
+        mge_attr at[2] = {A(MGE_KEY_axis, ax), A_f(MGE_KEY_eps, 1e-5)};
+        return pc_out(c, pc_node(c, MGE_OP_RMS_NORM, 2, in, pr(c, 0, 1) ? 2 : 1, at));
+    }
+    static const int64_t gs[] = {1, 2, 3, 4};
+    int64_t G = gs[pr(c, 0, 3)];
+    nd = (int)pr(c, 2, 4);
+    xd[0] = pr(c, 1, 3), xd[1] = G * pr(c, 1, 4);
+    for (int i = 2; i < nd; i++)
+        xd[i] = pdim(c, 9);
+    if (PC_BIG(c))
+        nd = 4, xd[0] = 4, xd[1] = 32, xd[2] = 28, xd[3] = 28, G = 8;
+    int inst = c->op == MGE_OP_INSTANCE_NORM, affine = !inst || pr(c, 0, 1);
+    int64_t M = (inst ? 1 : xd[1] / G);
+    for (int i = 2; i < nd; i++)
+        M *= xd[i];
+    /* a group of a few values cancels terms scaled by 1/sigma (as batchnorm's) */
+    c->nograd = M < 8;
+    int64_t cd[1] = {xd[1]};
+    int in[3] = {pc_in(c, c->dt, nd, xd, -2, 2), pc_in(c, c->dt, 1, cd, 0.5, 1.5), pc_in(c, c->dt, 1, cd, -1, 1)};
+    mge_attr at[2] = {A_f(MGE_KEY_eps, 1e-5), inst ? A(MGE_KEY_affine, affine) : A(MGE_KEY_num_groups, G)};
+    return pc_out(c, pc_node(c, c->op, affine ? 3 : 1, in, 2, at));
+}
 #endif

@@ -331,6 +331,7 @@ static void same_graph(const mge_graph *a, const mge_graph *b, int same_order)
             case MGE_ATTR_FLOAT: CHECK(x->f == y->f); break;
             case MGE_ATTR_INTS:
             case MGE_ATTR_OPS:
+            case MGE_ATTR_FLOATS:
                 CHECK(x->n == y->n && memcmp(x->i, y->i, sizeof(int64_t) * (size_t)x->n) == 0);
                 break;
             default: CHECK((x->i[0] != 0) == (y->i[0] != 0) && x->i[0] == y->i[0]); break;
@@ -527,6 +528,54 @@ static void test_all_ops_roundtrip(void)
         mge_graph_free(g2);
         mge_buf_free(&b1);
     }
+    mge_graph_free(g);
+}
+
+/* Enum attributes are stored as their words and float lists as f64s; a
+ * word the key does not have is refused naming it and the allowed ones. */
+static const char *spatial_src = "input x : f32[N,2,5,6]\n"
+                                 "r = resize(x, mode=bilinear, align_corners=true, scales=[2, 0.75])\n"
+                                 "p = pad(r, pads=[1, 2, 0, 1], mode=replicate)\n"
+                                 "gn = group_norm(p, num_groups=2)\n"
+                                 "rn = rms_norm(gn, axis=-2)\n"
+                                 "output rn\n";
+
+static mge_graph *spatial_model(void)
+{
+    mge_graph *g = NULL;
+    CHECK_OK(mge_text_parse(spatial_src, strlen(spatial_src), NULL, &g, &err), err);
+    return g;
+}
+
+static void test_enum_roundtrip(void)
+{
+    mge_graph *g = spatial_model();
+    mge_buf b1, b2;
+    if (!g || !write_graph(g, 0, 0, &b1)) {
+        mge_graph_free(g);
+        return;
+    }
+    mge_graph *g2 = NULL;
+    CHECK_OK(read_copy(b1.p, b1.n, &g2, &err), err);
+    if (g2) {
+        same_graph(g, g2, 0);
+        const mge_node *r = &g2->nodes[0];
+        CHECK(mge_node_int(r, MGE_KEY_mode, -1) == MGE_MODE_BILINEAR);
+        const mge_attr *sc = mge_node_attr(r, MGE_KEY_scales);
+        CHECK(sc && sc->n == 2 && mge_attr_float_at(sc, 0) == 2 && mge_attr_float_at(sc, 1) == 0.75);
+        CHECK(write_graph(g2, 0, 0, &b2));
+        CHECK(b1.n == b2.n && memcmp(b1.p, b2.p, b1.n) == 0);
+        mge_buf_free(&b2);
+    }
+    mge_graph_free(g2);
+    size_t at = find_str((const unsigned char *)b1.p, b1.n, "bilinear");
+    CHECK_MSG(at > 0, "the word 'bilinear' is not stored");
+    if (at)
+        expect_edit_fails(&b1, at + 4, "bicubic!", 8, "attribute 'mode' is 'bicubic!', none of nearest bilinear");
+    at = find_str((const unsigned char *)b1.p, b1.n, "replicate");
+    if (at)
+        expect_edit_fails(&b1, at + 4, "Replicate", 9, "attribute 'mode' is 'Replicate'");
+    mge_buf_free(&b1);
     mge_graph_free(g);
 }
 
@@ -1138,6 +1187,13 @@ static void write_seeds(void)
         mge_buf_free(&b);
     }
     mge_graph_free(a);
+    mge_graph *sp = spatial_model();
+    if (sp && write_graph(sp, 0, 0, &b)) {
+        snprintf(path, sizeof path, "%s/spatial.mge", dir);
+        CHECK(write_file(path, b.p, b.n));
+        mge_buf_free(&b);
+    }
+    mge_graph_free(sp);
     if (e && write_graph(e, 0, 0, &b)) {
         snprintf(path, sizeof path, "%s/empty.mge", dir);
         CHECK(write_file(path, b.p, b.n));
@@ -1152,6 +1208,7 @@ int main(void)
     RUN(test_lenet_roundtrip);
     RUN(test_small_roundtrip);
     RUN(test_all_ops_roundtrip);
+    RUN(test_enum_roundtrip);
     RUN(test_truncation);
     RUN(test_byte_flips);
     RUN(test_version_and_signature);

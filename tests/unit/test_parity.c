@@ -347,6 +347,16 @@ static const pspec specs[MGE_NOPS] = {
     [MGE_OP_GRU] = CASES(gen_rnn, 12, ACC),
     [MGE_OP_LSTM_GRAD] = VIA("lstm", ACC),
     [MGE_OP_GRU_GRAD] = VIA("gru", ACC),
+    /* spatial */
+    [MGE_OP_RESIZE] = CASES(gen_resize, 16, ACC),
+    [MGE_OP_PAD] = CASES(gen_pad, 12, EXACT),
+    [MGE_OP_GROUP_NORM] = CASES(gen_gnorm, 12, ACC),
+    [MGE_OP_INSTANCE_NORM] = CASES(gen_gnorm, 10, ACC),
+    [MGE_OP_RMS_NORM] = CASES(gen_gnorm, 10, ACC),
+    [MGE_OP_RESIZE_GRAD] = VIA("resize", ACC),
+    [MGE_OP_PAD_GRAD] = VIA("pad", ACC),
+    [MGE_OP_GROUP_NORM_GRAD] = VIA("group_norm", ACC),
+    [MGE_OP_RMS_NORM_GRAD] = VIA("rms_norm", ACC),
 };
 
 /* Op x dtype pairs some backend claims that no compared graph runs, and

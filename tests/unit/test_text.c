@@ -344,6 +344,16 @@ static void test_explicit_equals_implicit(void)
     mge_graph_free(g2);
 }
 
+static const char *spatial = "input x : f32[N,2,5,6]\n"
+                            "r = resize(x, mode=bilinear, align_corners=true, scales=[2, 0.75])\n"
+                            "u = upsample(x, size=[3, 5])\n"
+                            "p = pad(r, pads=[1, 2, 0, 1], mode=replicate)\n"
+                            "q = pad(u, pads=[-1, 2], mode=constant, value=1.5)\n"
+                            "gn = group_norm(p, num_groups=2)\n"
+                            "in = instance_norm(q, affine=true)\n"
+                            "rn = rms_norm(in, axis=-2)\n"
+                            "output gn, rn\n";
+
 static void test_roundtrip_nets(void)
 {
     roundtrip(lenet, "lenet");
@@ -352,6 +362,35 @@ static void test_roundtrip_nets(void)
     roundtrip(allops, "allops");
     roundtrip(consts, "consts");
     roundtrip("", "empty");
+    roundtrip(spatial, "spatial");
+}
+
+/* Enum attributes print as their words (defaults left out), float lists
+ * as lists; upsample is resize's other spelling; an unknown word lists the
+ * allowed ones. */
+static void test_enum_syntax(void)
+{
+    mge_graph *g = parse(spatial);
+    char *t = print(g);
+    if (!t)
+        return;
+    CHECK_MSG(strstr(t, "r = resize(x, mode=bilinear, align_corners=true, scales=[2, 0.75])\n"), "%s", t);
+    CHECK_MSG(strstr(t, "u = resize(x, size=[3, 5])\n"), "%s", t);
+    CHECK_MSG(strstr(t, "p = pad(r, pads=[1, 2, 0, 1], mode=replicate)\n"), "%s", t);
+    CHECK_MSG(strstr(t, "q = pad(u, pads=[-1, 2], value=1.5)\n"), "%s", t);
+    free(t);
+    mge_graph_free(g);
+    mge_graph *h = NULL;
+    mge_error e;
+    const char *bad = "input x : f32[1,1,4,4]\ny = resize(x, mode=Bilinear, scales=[2, 2])\noutput y\n";
+    CHECK(mge_text_parse(bad, strlen(bad), NULL, &h, &e) != MGE_OK);
+    CHECK_MSG(strstr(e.msg, "resize attribute 'mode': expected one of nearest bilinear constant reflect replicate, "
+                            "found 'Bilinear'") && e.line == 2,
+              "%d: %s", e.line, e.msg);
+    bad = "input x : f32[1,1,4,4]\ny = resize(x, scales=[2, two])\noutput y\n";
+    CHECK(mge_text_parse(bad, strlen(bad), NULL, &h, &e) != MGE_OK);
+    CHECK_MSG(strstr(e.msg, "resize attribute 'scales': expected a number, found"), "%s", e.msg);
+    mge_graph_free(h);
 }
 
 /* Non-default attributes survive printing, with their types. */
@@ -656,6 +695,7 @@ int main(void)
     RUN(test_lenet);
     RUN(test_explicit_equals_implicit);
     RUN(test_roundtrip_nets);
+    RUN(test_enum_syntax);
     RUN(test_attrs_printed);
     RUN(test_consts);
     RUN(test_errors);
