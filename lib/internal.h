@@ -61,6 +61,7 @@ MGE_FAMILY_DECL(blocked)
 MGE_FAMILY_DECL(quant)
 MGE_FAMILY_DECL(index)
 MGE_FAMILY_DECL(logic)
+MGE_FAMILY_DECL(sort)
 /* kernels/kshared.h (header only, shared with the kernels): mge_axis,
  * mge_conv_out_dim, mge_fused_act_ok / unary_ok / binary_ok,
  * mge_winograd_matrices and mge_winograd_weight_transform. */
@@ -108,6 +109,7 @@ MGE_GRAD_DECL(blocked)
 MGE_GRAD_DECL(quant)
 MGE_GRAD_DECL(index)
 MGE_GRAD_DECL(logic)
+MGE_GRAD_DECL(sort)
 mge_grad_fn mge_op_grad_fn(int op);
 /* mge_grad_build with the gradient of `out` (any shape) given as the value
  * dout (its dtype and shape) instead of 1 for a scalar loss; dout < 0 means 1.
@@ -276,6 +278,9 @@ void mge_ref_register_index(mge_backend *b);
 void mge_ref_register_logic(mge_backend *b);
 void mge_cpu_register_index(mge_backend *b);
 void mge_cpu_register_logic(mge_backend *b);
+/* topk, sort, argsort, cumsum (ref_sort.c, cpu_sort.c) */
+void mge_ref_register_sort(mge_backend *b);
+void mge_cpu_register_sort(mge_backend *b);
 
 /* kernels/cpu/cpu_isa.c: the vector ISA kernels and passes may use (cpuid, capped by
  * MGE_CPU_ISA=baseline|avx2|avx2-vnni|avx512), and the int8 kernels' own
