@@ -140,8 +140,8 @@ static mge_status cpu_sort(const mge_kctx *ctx, const mge_node *n, mge_tensor *c
     j.k = topk ? mge_node_int(n, MGE_KEY_k, 0) : j.len;
     j.desc = topk ? (int)mge_node_int(n, MGE_KEY_largest, 1) : (int)mge_node_int(n, MGE_KEY_descending, 0);
     mge_tensor *v = argsort ? NULL : out[0], *ix = argsort ? out[0] : out[1];
-    if (j.k < 0 || j.k > j.len || (v && (!fits(v, x->dtype, x, ax, j.k) || (v->data == x->data && x->data))) ||
-        !fits(ix, MGE_I64, x, ax, j.k))
+    int bad_v = v && (!fits(v, x->dtype, x, ax, j.k) || (v->data == x->data && mge_tensor_numel(v)));
+    if (j.k < 0 || j.k > j.len || bad_v || !fits(ix, MGE_I64, x, ax, j.k))
         return cpu_fallback(ctx, n, in, out, err);
     j.vals = v ? v->data : NULL;
     j.idx = ix->data;

@@ -54,7 +54,7 @@ static mge_status sort_any(const mge_kctx *ctx, const mge_node *n, mge_tensor *c
     if ((vals && (st = ref_check(ctx, n, "values", vals, x->dtype, x->ndim, yd, err))) ||
         (st = ref_check(ctx, n, "indices", idx, MGE_I64, x->ndim, yd, err)))
         return st;
-    if (vals && vals->data == x->data && ref_numel(x))
+    if (vals && vals->data == x->data && ref_numel(vals))
         return mge_error_set(err, MGE_ERR_INVALID, "%s: values may not share x's buffer", ref_opname(ctx, n));
     ksort_item *a = malloc((size_t)(r.len ? r.len : 1) * 2 * sizeof *a);
     if (!a)

@@ -1618,4 +1618,124 @@ static int gen_qadd(pcase *c)
                       A(MGE_KEY_y_zero, pr(c, -20, 20))};
     return pc_out(c, pc_node(c, MGE_OP_QADD, 2, in, 7, at));
 }
+/* ---------------------------------------------------------------- gpt group: sort, scans, more reductions */
+
+static int pc_sortable(mge_dtype dt)
+{
+    return dt == MGE_F32 || dt == MGE_F16 || dt == MGE_BF16 || dt == MGE_I8 || dt == MGE_U8 || dt == MGE_I32 ||
+           dt == MGE_I64;
+}
+
+/* Adds a node with nout outputs and compares them all. */
+static int pc_multi(pcase *c, int op, int x, int nattr, const mge_attr *at, int nout)
+{
+    char names[2][16];
+    const char *outn[2];
+    for (int i = 0; i < nout; i++) {
+        snprintf(names[i], sizeof names[i], "n%d", c->nnames++);
+        outn[i] = names[i];
+    }
+    mge_error err;
+    if (x < 0)
+        return PC_RETRY;
+    int nn = mge_graph_add_node(c->g, outn[0], op, 1, &x, nattr, at, nout, outn, &err);
+    if (nn < 0)
+        return PC_RETRY;
+    for (int i = 0; i < nout; i++)
+        if (pc_out(c, c->g->nodes[nn].out[i]) != PC_OK)
+            return PC_RETRY;
+    return PC_OK;
+}
+
+/* topk, sort, argsort: ties (small integer data) keep index order and NaN
+ * sorts last, so every backend gives the same bits. The big cases sort
+ * rows of 1000 (cpu: topk with k <= 32 selects by insertion, larger k
+ * sorts), split over the pool. */
+static int gen_sort(pcase *c)
+{
+    if (!pc_sortable(c->dt))
+        return PC_NODT;
+    int64_t d[4];
+    int nd = pshape(c, 1, 4, 17, d);
+    int ax = (int)pr(c, -nd, nd - 1), a = ax < 0 ? ax + nd : ax;
+    if (PC_BIG(c))
+        nd = 2, d[0] = 48, d[1] = 1000, ax = a = pr(c, 0, 3) ? 1 : 0;
+    int x = pc_in(c, c->dt, nd, d, pc_lo(c->dt), 100);
+    if (x >= 0 && pr(c, 0, 1))   /* ties */
+        pc_fill(c, pc_data(c, x), -3, 3);
+    if (c->variant % 4 == 3)
+        pc_specials(c, x, 1);
+    mge_attr at[3];
+    int na = 0;
+    at[na++] = A(MGE_KEY_axis, ax);
+    if (c->op == MGE_OP_TOPK) {
+        int64_t k = pr(c, 0, 3) ? pr(c, 0, d[a] < 40 ? d[a] : 40) : pr(c, 0, d[a]);
+        at[na++] = A(MGE_KEY_k, k);
+        at[na++] = A(MGE_KEY_largest, pr(c, 0, 1));
+        return pc_multi(c, c->op, x, na, at, 2);
+    }
+    at[na++] = A(MGE_KEY_descending, pr(c, 0, 1));
+    return pc_multi(c, c->op, x, na, at, c->op == MGE_OP_SORT ? 2 : 1);
+}
+
+/* cumsum: floats and integers (wrapping), exclusive and reverse; the big
+ * cases scan rows of 1003 and columns of 64. */
+static int gen_cumsum(pcase *c)
+{
+    if (!pc_sortable(c->dt))
+        return PC_NODT;
+    int64_t d[4];
+    int nd = pshape(c, 1, 4, 17, d);
+    int ax = (int)pr(c, -nd, nd - 1);
+    if (PC_BIG(c))
+        nd = 2, d[0] = 64, d[1] = 1003, ax = (int)pr(c, 0, 1);
+    int fl = is_float(c->dt);
+    int x = pc_in(c, c->dt, nd, d, fl ? -1 : pc_lo(c->dt), fl ? 1 : 100);
+    mge_attr at[3] = {A(MGE_KEY_axis, ax), A(MGE_KEY_exclusive, pr(c, 0, 1)), A(MGE_KEY_reverse, pr(c, 0, 1))};
+    return pc_out(c, pc_un(c, MGE_OP_CUMSUM, x, 3, at));
+}
+
+/* prod, min, argmin: like gen_reduce; prod's floats near 1 (products of
+ * hundreds stay finite), sometimes with zeros (its gradient's special
+ * cases). */
+static int gen_reduce_more(pcase *c)
+{
+    int op = c->op, fl = is_float(c->dt);
+    if (!pc_sortable(c->dt))
+        return PC_NODT;
+    int64_t d[4];
+    int nd = pshape(c, 1, 4, 13, d);
+    if (PC_BIG(c))
+        nd = 2, d[0] = 64, d[1] = 301;
+    mge_attr at[2];
+    int na = 0;
+    if (op == MGE_OP_ARGMIN) {
+        at[na++] = A(MGE_KEY_axis, pr(c, -nd, nd - 1));
+    } else if (pr(c, 0, 3)) {
+        int64_t ax[4];
+        int n = 0;
+        for (int i = 0; i < nd; i++)
+            if (pr(c, 0, 1))
+                ax[n++] = pr(c, 0, 1) ? i : i - nd;
+        if (n == 0)
+            ax[n++] = pr(c, 0, nd - 1);
+        at[na++] = A_ints(MGE_KEY_axis, n, ax);
+    }
+    at[na++] = A(MGE_KEY_keepdim, pr(c, 0, 1));
+    int x;
+    if (op == MGE_OP_PROD && fl) {
+        x = pc_in(c, c->dt, nd, d, 0.9, 1.1);
+        mge_tensor *t = x >= 0 ? pc_data(c, x) : NULL;
+        for (int k = 0; t && k < (int)pr(c, 0, 2); k++)
+            pc_set(t, pr(c, 0, mge_tensor_numel(t) - 1), pr(c, 0, 1) ? -1.0f : 0.0f);
+    } else {
+        x = pc_in(c, c->dt, nd, d, pc_lo(c->dt), 100);
+        if (x >= 0 && (!fl || pr(c, 0, 1)))
+            pc_fill(c, pc_data(c, x), op == MGE_OP_PROD ? -2 : -3, op == MGE_OP_PROD ? 2 : 3);
+        if (c->variant % 4 == 3 && op != MGE_OP_PROD)
+            pc_specials(c, x, 1);
+    }
+    return pc_out(c, pc_un(c, op, x, na, at));
+}
+
 #endif

@@ -325,6 +325,15 @@ static const pspec specs[MGE_NOPS] = {
     [MGE_OP_RANGE] = CASES(gen_range, 6, EXACT),
     [MGE_OP_CONSTANT_OF_SHAPE] = CASES(gen_constant_of_shape, 6, EXACT),
     [MGE_OP_TILE_GRAD] = VIA("tile", ACC),
+    /* gpt group */
+    [MGE_OP_PROD] = CASES(gen_reduce_more, 12, ACC),
+    [MGE_OP_MIN] = CASES(gen_reduce_more, 12, EXACT),
+    [MGE_OP_ARGMIN] = CASES(gen_reduce_more, 10, EXACT),
+    [MGE_OP_PROD_GRAD] = VIA("prod", ACC),
+    [MGE_OP_TOPK] = CASES(gen_sort, 16, EXACT),
+    [MGE_OP_SORT] = CASES(gen_sort, 12, EXACT),
+    [MGE_OP_ARGSORT] = CASES(gen_sort, 10, EXACT),
+    [MGE_OP_CUMSUM] = CASES(gen_cumsum, 12, ACC),
 };
 
 /* Op x dtype pairs some backend claims that no compared graph runs, and
