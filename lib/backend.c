@@ -35,6 +35,7 @@ static void build_ref(void)
     mge_ref_register_quant(&ref_be);
     mge_ref_register_index(&ref_be);
     mge_ref_register_logic(&ref_be);
+    mge_ref_register_attn(&ref_be);
 }
 
 static void build_cpu(void)
@@ -59,6 +60,8 @@ static void build_cpu(void)
     mge_cpu_register_quant(&cpu_be);
     mge_cpu_register_index(&cpu_be);
     mge_cpu_register_logic(&cpu_be);
+    mge_cpu_register_attn(&cpu_be);
+    mge_cpu_register_loss(&cpu_be);
 }
 
 const mge_backend *mge_backend_ref(void)

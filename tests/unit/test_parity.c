@@ -325,6 +325,9 @@ static const pspec specs[MGE_NOPS] = {
     [MGE_OP_RANGE] = CASES(gen_range, 6, EXACT),
     [MGE_OP_CONSTANT_OF_SHAPE] = CASES(gen_constant_of_shape, 6, EXACT),
     [MGE_OP_TILE_GRAD] = VIA("tile", ACC),
+    [MGE_OP_EMBEDDING] = CASES(gen_embedding, 10, EXACT),
+    [MGE_OP_SDPA] = CASES(gen_sdpa, 20, ACC),
+    [MGE_OP_SDPA_GRAD] = VIA("scaled_dot_product_attention", ACC),
 };
 
 /* Op x dtype pairs some backend claims that no compared graph runs, and
