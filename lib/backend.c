@@ -36,6 +36,7 @@ static void build_ref(void)
     mge_ref_register_index(&ref_be);
     mge_ref_register_logic(&ref_be);
     mge_ref_register_sort(&ref_be);
+    mge_ref_register_attn(&ref_be);
 }
 
 static void build_cpu(void)
@@ -61,6 +62,8 @@ static void build_cpu(void)
     mge_cpu_register_index(&cpu_be);
     mge_cpu_register_logic(&cpu_be);
     mge_cpu_register_sort(&cpu_be);
+    mge_cpu_register_attn(&cpu_be);
+    mge_cpu_register_loss(&cpu_be);
 }
 
 const mge_backend *mge_backend_ref(void)

@@ -62,6 +62,7 @@ MGE_FAMILY_DECL(quant)
 MGE_FAMILY_DECL(index)
 MGE_FAMILY_DECL(logic)
 MGE_FAMILY_DECL(sort)
+MGE_FAMILY_DECL(attn)
 /* kernels/kshared.h (header only, shared with the kernels): mge_axis,
  * mge_conv_out_dim, mge_fused_act_ok / unary_ok / binary_ok,
  * mge_winograd_matrices and mge_winograd_weight_transform. */
@@ -77,6 +78,8 @@ mge_status mge_conv_params(int op, int nattr, const mge_attr *attrs, const mge_t
 mge_status mge_linear_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
                              mge_param_spec *specs, int *nspecs, mge_error *err);
 mge_status mge_norm_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
+                           mge_param_spec *specs, int *nspecs, mge_error *err);
+mge_status mge_attn_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
                            mge_param_spec *specs, int *nspecs, mge_error *err);
 
 /* ---------------------------------------------------------------- gradient rules
@@ -110,6 +113,7 @@ MGE_GRAD_DECL(quant)
 MGE_GRAD_DECL(index)
 MGE_GRAD_DECL(logic)
 MGE_GRAD_DECL(sort)
+MGE_GRAD_DECL(attn)
 mge_grad_fn mge_op_grad_fn(int op);
 /* mge_grad_build with the gradient of `out` (any shape) given as the value
  * dout (its dtype and shape) instead of 1 for a scalar loss; dout < 0 means 1.
@@ -281,6 +285,9 @@ void mge_cpu_register_logic(mge_backend *b);
 /* topk, sort, argsort, cumsum (ref_sort.c, cpu_sort.c) */
 void mge_ref_register_sort(mge_backend *b);
 void mge_cpu_register_sort(mge_backend *b);
+void mge_ref_register_attn(mge_backend *b);   /* embedding, scaled_dot_product_attention (+ grad) */
+void mge_cpu_register_attn(mge_backend *b);
+void mge_cpu_register_loss(mge_backend *b);   /* cross_entropy (+ grad); after grad_elem's */
 
 /* kernels/cpu/cpu_isa.c: the vector ISA kernels and passes may use (cpuid, capped by
  * MGE_CPU_ISA=baseline|avx2|avx2-vnni|avx512), and the int8 kernels' own

@@ -334,6 +334,9 @@ static const pspec specs[MGE_NOPS] = {
     [MGE_OP_SORT] = CASES(gen_sort, 12, EXACT),
     [MGE_OP_ARGSORT] = CASES(gen_sort, 10, EXACT),
     [MGE_OP_CUMSUM] = CASES(gen_cumsum, 12, ACC),
+    [MGE_OP_EMBEDDING] = CASES(gen_embedding, 10, EXACT),
+    [MGE_OP_SDPA] = CASES(gen_sdpa, 20, ACC),
+    [MGE_OP_SDPA_GRAD] = VIA("scaled_dot_product_attention", ACC),
 };
 
 /* Op x dtype pairs some backend claims that no compared graph runs, and
