@@ -3,7 +3,8 @@ initial weights mge-train makes (exported with mge-dump --params) loaded
 into PyTorch by name give the same logits through mge-run within 1e-4 (on
 two sequence lengths of the symbolic S, cpu and sim); one training step
 (AdamW, and SGD) on the same batch gives the same updated weights within
-1e-4 relative, at 1 and 2 threads."""
+1e-4 relative, at 1 and 2 threads; the updates themselves agree within
+1e-4 for SGD and 2e-3 for AdamW (see _step)."""
 import os
 
 import numpy as np
@@ -55,7 +56,7 @@ def test_logits_match_torch():
             assert rel_err(g, w) < TOL, (dev, g.shape, rel_err(g, w))
 
 
-def _step(d, model, w, opt_torch, opt_mge, threads, tag):
+def _step(d, model, w, opt_torch, opt_mge, threads, tag, upd_tol):
     rng = np.random.default_rng(5)
     tok = rng.integers(0, 256, (8, 32)).astype(np.int32)
     tgt = np.roll(tok, -1, 1)
@@ -74,9 +75,17 @@ def _step(d, model, w, opt_torch, opt_mge, threads, tag):
     opt.step()
     for k, v in model.state_dict().items():
         ref = v.detach().numpy()
-        # the update (what the step changed) within TOL of PyTorch's
+        assert rel_err(got[k], ref) < TOL, (tag, k, rel_err(got[k], ref))
+        # the update itself (what the step changed): SGD's within TOL of
+        # PyTorch's; Adam's divides by sqrt(v) + eps, so where a gradient is
+        # near eps rounding in it shows amplified (lr / 4 eps per unit)
+        # (attn.k.bias has no gradient in exact arithmetic: softmax ignores a
+        # shift shared by one query's scores; both sides hold rounding noise
+        # there, which Adam scales up to lr: only SGD's is compared)
+        if upd_tol > TOL and k.endswith("attn.k.bias"):
+            continue
         e = rel_err(got[k] - w[k], ref - w[k])
-        assert e < TOL, (tag, k, e)
+        assert e < upd_tol, (tag, k, e)
 
 
 def test_training_step_matches_torch():
@@ -85,6 +94,6 @@ def test_training_step_matches_torch():
     for threads in (1, 2):
         _step(d, model, w, lambda p: torch.optim.AdamW(p, lr=1e-3, weight_decay=0.01, eps=1e-4),
               ["--optimizer", "adamw", "--lr", "0.001", "--weight-decay", "0.01", "--eps", "1e-4"], threads,
-              f"adamw-t{threads}")
+              f"adamw-t{threads}", 2e-3)
         _step(d, model, w, lambda p: torch.optim.SGD(p, lr=0.1), ["--optimizer", "sgd", "--lr", "0.1"], threads,
-              f"sgd-t{threads}")
+              f"sgd-t{threads}", TOL)
