@@ -27,17 +27,24 @@ static int logits_value(const mge_graph *g, const char *where, const char *name)
     return g->outputs[0];
 }
 
+/* The position table: the rank-2 parameter whose name has "pos" in it. */
+static const mge_value *pos_table(const mge_graph *g)
+{
+    for (int v = 0; v < g->nvalues; v++) {
+        const mge_value *p = &g->values[v];
+        if (p->kind == MGE_VAL_PARAM && p->ndim == 2 && p->name && strstr(p->name, "pos") && p->dims[0] > 0)
+            return p;
+    }
+    return NULL;
+}
+
 /* P from the model: the token input's dim 1, else the position table's rows. */
 static long model_context(const mge_graph *g, const mge_value *tok)
 {
     if (tok->dims[1] > 0)
         return (long)tok->dims[1];
-    for (int v = 0; v < g->nvalues; v++) {
-        const mge_value *p = &g->values[v];
-        if (p->kind == MGE_VAL_PARAM && p->ndim == 2 && p->name && strstr(p->name, "pos") && p->dims[0] > 0)
-            return (long)p->dims[0];
-    }
-    return 0;
+    const mge_value *p = pos_table(g);
+    return p ? (long)p->dims[0] : 0;
 }
 
 /* The next byte from the scores s[0..V): argmax, or a sample of
@@ -139,6 +146,12 @@ int run_generate(const char *model, const run_gen_opts *o)
     if (P < 1) {
         cli_error(where, "--generate: the context length is not in the model (dim 1 of '%s' is symbolic and no "
                   "position table was found): give --context P", tok->name);
+        goto done;
+    }
+    const mge_value *pt = pos_table(g);
+    if (o->context && pt && P > pt->dims[0]) {   /* found now, not after printing P bytes */
+        cli_error(where, "--context %ld: the position table '%s' has %lld rows", P, pt->name,
+                  (long long)pt->dims[0]);
         goto done;
     }
     if (tok->dims[1] > 0 && P != tok->dims[1]) {

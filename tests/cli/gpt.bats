@@ -123,3 +123,37 @@ print(sum(c == 32 or 97 <= c <= 122 for c in b) > len(b) // 2)' "$T/a.txt"
     assert_failure 2
     [ ! -e "$T/x.npy" ]
 }
+
+@test "gpt-tiny: mge-train's loss falls on the fortunes, and the model writes text (the README's commands, shorter)" {
+    need_numpy
+    need_fortunes
+    "$PY" "$MAKE_TOKENS" --seq 32 --val "$T/val.npz" -o "$T/tokens.npz" "$FORTUNES"
+    "$MGE_BIN/mge-train" "$SAMPLES/gpt-tiny.mgt" --data "$T/tokens.npz" --val "$T/val.npz" --optimizer adamw \
+        --lr 0.003 --batch 16 --steps 40 --seed 1 -q -o "$T/gpt.mge" --log "$T/log.jsonl"
+    run pyq '
+import json
+rows = [json.loads(l) for l in open(sys.argv[1])]
+steps = [r["loss"] for r in rows if r["kind"] == "step"]
+ep = [r for r in rows if r["kind"] == "epoch"]
+last = sum(steps[-5:]) / 5
+assert len(steps) == 40 and last < 0.7 * steps[0], (steps[0], last)
+assert ep and ep[-1]["val_loss"] < 0.8 * steps[0], ep
+print("falls")' "$T/log.jsonl"
+    assert_output "falls"
+    "$MGE_RUN" "$T/gpt.mge" --generate 120 --prompt 'The ' --temperature 0.8 --top-k 40 --seed 1 > "$T/a.txt"
+    "$MGE_RUN" "$T/gpt.mge" --generate 120 --prompt 'The ' --temperature 0.8 --top-k 40 --seed 1 \
+        --threads 1 > "$T/b.txt"
+    cmp "$T/a.txt" "$T/b.txt"
+    [ "$(wc -c < "$T/a.txt")" -eq 124 ]
+    # the context length comes from the position table (64 rows): 120 bytes
+    # go past it, so the last steps feed a window of the last 64
+    run pyq '
+b = open(sys.argv[1], "rb").read()[4:]
+print(sum(c in b" \n.,'\''" or 97 <= c <= 122 or 65 <= c <= 90 for c in b) > 0.8 * len(b))' "$T/a.txt"
+    assert_output "True"
+    # an explicit context longer than the table fails naming it, before any text
+    run --separate-stderr "$MGE_RUN" "$T/gpt.mge" --generate 80 --context 100 --prompt 'The '
+    assert_failure 1
+    [[ "$stderr" == *"error: --context 100: the position table 'pos_emb.weight' has 64 rows" ]] || { echo "$stderr"; return 1; }
+    [ -z "$output" ]
+}
