@@ -63,6 +63,7 @@ static void build_cpu(void)
     mge_cpu_register_logic(&cpu_be);
     mge_cpu_register_sort(&cpu_be);
     mge_cpu_register_permute(&cpu_be);
+    mge_cpu_register_grad_layernorm(&cpu_be);
     mge_cpu_register_attn(&cpu_be);
     mge_cpu_register_loss(&cpu_be);
 }

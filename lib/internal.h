@@ -286,6 +286,7 @@ void mge_cpu_register_logic(mge_backend *b);
 void mge_ref_register_sort(mge_backend *b);
 void mge_cpu_register_sort(mge_backend *b);
 void mge_cpu_register_permute(mge_backend *b);   /* transpose (cpu_permute.c) */
+void mge_cpu_register_grad_layernorm(mge_backend *b);   /* layernorm_grad (cpu_grad_layernorm.c) */
 void mge_ref_register_attn(mge_backend *b);   /* embedding, scaled_dot_product_attention (+ grad) */
 void mge_cpu_register_attn(mge_backend *b);
 void mge_cpu_register_loss(mge_backend *b);   /* cross_entropy (+ grad); after grad_elem's */
