@@ -62,7 +62,7 @@ static void help(void)
            "      --softmax          --top-k scores as softmax probabilities\n"
            "      --json             --metrics and --top-k as one JSON object on stdout\n"
            "\n"
-           "Text generation (a byte-level language model: tokens i32[B,S] in, logits [B,S,V] out):\n"
+           "Text generation (a byte-level language model: tokens i32[N,S] in, logits [N,S,V] out):\n"
            "      --generate N       print the prompt and N sampled bytes to stdout\n"
            "      --prompt TEXT      the bytes to start from (default: a newline)\n"
            "      --temperature T    divide the logits by T > 0 before sampling (default 1)\n"

@@ -136,10 +136,10 @@ int run_generate(const char *model, const run_gen_opts *o)
             mge_shape_str(tok->dtype, tok->ndim, tok->dims, d, sizeof d);
         if (!tok)
             cli_error(where, "--generate needs a language model: '%s' should depend on one input, the tokens "
-                      "(i32 or i64 [B,S]); it needs %d", lname, nin);
+                      "(i32 or i64 [N,S]); it needs %d", lname, nin);
         else
             cli_error(where, "--generate needs a language model: its input '%s' is %s: expected the tokens, "
-                      "i32 or i64 [B,S]", tok->name, d);
+                      "i32 or i64 [N,S]", tok->name, d);
         goto done;
     }
     long P = o->context ? o->context : model_context(g, tok);

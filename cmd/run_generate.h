@@ -1,6 +1,6 @@
 /* run_generate.h — mge-run --generate N: text from a byte-level language
- * model. The model's token input ([B,S], i32 or i64) gets the context, the
- * last P tokens so far, as one [1,t] record; the logits output ([B,S,V] or
+ * model. The model's token input ([N,S], i32 or i64) gets the context, the
+ * last P tokens so far, as one [1,t] record; the logits output ([N,S,V] or
  * [B*S,V], f32, V <= 256) gives the next byte's scores at the last
  * position, sampled with a temperature and top-k (or taken greedily), and
  * the byte is printed and appended. The executor keeps one plan per

@@ -102,10 +102,10 @@ print(sum(c == 32 or 97 <= c <= 122 for c in b) > len(b) // 2)' "$T/a.txt"
     write_mlp "$T/mlp.mgt"
     run --separate-stderr "$MGE_RUN" "$T/mlp.mgt" --generate 5 --context 4
     assert_failure 1
-    [[ "$stderr" == *"error: --generate needs a language model: its input 'x' is f32[N,4]: expected the tokens, i32 or i64 [B,S]" ]] || { echo "$stderr"; return 1; }
+    [[ "$stderr" == *"error: --generate needs a language model: its input 'x' is f32[N,4]: expected the tokens, i32 or i64 [N,S]" ]] || { echo "$stderr"; return 1; }
     run --separate-stderr "$MGE_RUN" "$T/bigram.mgt" --generate 5 --output loss --context 4
     assert_failure 1
-    [[ "$stderr" == *"error: --generate needs a language model: 'loss' should depend on one input, the tokens (i32 or i64 [B,S]); it needs 2" ]] || { echo "$stderr"; return 1; }
+    [[ "$stderr" == *"error: --generate needs a language model: 'loss' should depend on one input, the tokens (i32 or i64 [N,S]); it needs 2" ]] || { echo "$stderr"; return 1; }
     run --separate-stderr "$MGE_RUN" "$T/bigram.mgt" --generate 5
     assert_failure 1
     [[ "$stderr" == *"error: --generate: the context length is not in the model (dim 1 of 'tokens' is symbolic and no position table was found): give --context P" ]] || { echo "$stderr"; return 1; }
