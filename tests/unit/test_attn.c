@@ -439,6 +439,8 @@ static void test_grads(void)
         "const t : i32[2,4] = [1, 3, 1, 0, 4, 1, 1, 2]\ne = embedding(t, num=5, dim=3)\noutput e\n",
         "input x : f32[3,4,2,3]\nconst l : i64[3,2,3] = [0,1,2,3,0,1, 2,2,2,1,1,1, 3,0,3,0,3,0]\n"
         "c = cross_entropy(x, l, ignore_index=1, label_smoothing=0.15)\noutput c\n",
+        "input x : f32[1,3,5,7]\nconst l : i64[1,5,7] = [0,1,2,0,1,2,0, 1,2,0,1,2,0,1, 2,0,1,2,0,1,2, 0,0,1,1,2,2,0, 1,1,1,2,2,2,0]\n"
+        "c = cross_entropy(x, l, ignore_index=0, label_smoothing=0.1)\noutput c\n",
     };
     for (size_t k = 0; k < sizeof srcs / sizeof srcs[0]; k++) {
         mge_graph *g = ug_parse(srcs[k]);
