@@ -88,3 +88,32 @@ with open(sys.argv[1], "wb") as f:
     assert_failure 1
     [[ "$stderr" == *"label_smoothing=-0.5: expected a value in [0, 1]"* ]] || { echo "$stderr"; return 1; }
 }
+
+@test "mge-train: embedding indices are not class labels; ignore_index labels pass the label check" {
+    MGE_TRAIN="$MGE_BIN/mge-train"
+    need_numpy
+    cat > "$T/cls.mgt" <<'NET'
+input tokens : i32[N,4]
+input label : i64[N]
+e = embedding(tokens, num=50, dim=8)
+f = flatten(e)
+fc = linear(f, out=3)
+loss = cross_entropy(fc, label)
+output fc
+minimize loss
+NET
+    py '
+rng = np.random.default_rng(1)
+t = rng.integers(0, 50, (16, 4)).astype(np.int32)
+l = rng.integers(0, 3, 16); l[::5] = -100
+np.savez(sys.argv[1], tokens=t, label=l)
+l[3] = 5
+np.savez(sys.argv[2], tokens=t, label=l)
+' "$T/ok.npz" "$T/bad.npz"
+    run --separate-stderr "$MGE_TRAIN" "$T/cls.mgt" --data "$T/ok.npz" --batch 8 --steps 2 -q -o "$T/cls.mge"
+    assert_success
+    [ -s "$T/cls.mge" ]
+    run --separate-stderr "$MGE_TRAIN" "$T/cls.mgt" --data "$T/bad.npz" --batch 8 --steps 2 -q -o "$T/bad.mge"
+    assert_failure 1
+    [[ "$stderr" == *"labels for 'label' range over [-100, 5]: the model has 3 classes (0..2)"* ]] || { echo "$stderr"; return 1; }
+}
