@@ -102,26 +102,44 @@ static void at_mask_tile(const at_job *j, int64_t b, int64_t i0, int64_t j0, int
 }
 
 /* The online softmax step on one tile: per row, the new max, the weights
- * p = exp(s - m) written over s, l and O (ld dv) rescaled. */
+ * p = exp(s - m) written over s, l and O (ld dv) rescaled. The max and the
+ * sum run in 16 lanes (a float reduction does not vectorize by itself). */
 CPU_MULTI3(at_online, (float *restrict S, int64_t br, int64_t bc, float *restrict m, float *restrict l,
                        float *restrict O, int64_t dv),
            (S, br, bc, m, l, O, dv), {
     for (int64_t r = 0; r < br; r++) {
         float *s = S + r * AT_BC;
+        float mv[16], sv[16];
+        for (int k = 0; k < 16; k++)
+            mv[k] = -INFINITY, sv[k] = 0;
+        int64_t c = 0;
+        for (; c + 16 <= bc; c += 16)
+            for (int k = 0; k < 16; k++)
+                mv[k] = s[c + k] > mv[k] ? s[c + k] : mv[k];
         float mx = m[r];
-        for (int64_t c = 0; c < bc; c++)
+        for (int k = 0; k < 16; k++)
+            mx = mv[k] > mx ? mv[k] : mx;
+        for (; c < bc; c++)
             mx = s[c] > mx ? s[c] : mx;
         if (mx == -INFINITY) {   /* every key so far masked */
-            for (int64_t c = 0; c < bc; c++)
+            for (c = 0; c < bc; c++)
                 s[c] = 0;
             continue;
         }
         float alpha = cpu_expf(m[r] - mx), sum = 0;
-        for (int64_t c = 0; c < bc; c++) {
+        for (c = 0; c + 16 <= bc; c += 16)
+            for (int k = 0; k < 16; k++) {
+                float e = cpu_expf(s[c + k] - mx);
+                s[c + k] = e;
+                sv[k] += e;
+            }
+        for (; c < bc; c++) {
             float e = cpu_expf(s[c] - mx);
             s[c] = e;
             sum += e;
         }
+        for (int k = 0; k < 16; k++)
+            sum += sv[k];
         l[r] = l[r] * alpha + sum;
         m[r] = mx;
         if (alpha != 1.0f)
