@@ -8,7 +8,7 @@
 bats_require_minimum_version 1.5.0
 load helper
 
-@test "topk, sort, cumsum, prod, min, argmin on records of two shapes match numpy" {
+@test "topk, sort, argsort, cumsum, prod, min, argmin on records of two shapes match numpy" {
     need_numpy
     cat > "$T/s.mgt" <<'NET'
 input x : f32[N,S]
@@ -18,7 +18,8 @@ c = cumsum(x, axis=1, reverse=true)
 p = prod(x, axis=1)
 m = min(x, axis=0, keepdim=true)
 am = argmin(x, axis=1)
-output v, i, si, c, p, m, am
+a = argsort(x, axis=0)
+output v, i, si, c, p, m, am, a
 NET
     py '
 rng = np.random.default_rng(5)
@@ -35,6 +36,7 @@ with open(sys.argv[1], "wb") as f, open(sys.argv[2], "wb") as r:
         np.save(r, np.flip(np.cumsum(np.flip(x, 1), 1), 1))
         np.save(r, np.prod(x, 1)); np.save(r, np.min(x, 0, keepdims=True))
         np.save(r, np.argmin(np.where(np.isnan(x), -np.inf, x), 1).astype(np.int64))
+        np.save(r, np.argsort(x, axis=0, kind="stable").astype(np.int64))   # numpy too puts NaN last
 ' "$T/in.npy" "$T/ref.npy"
     run --separate-stderr "$MGE_RUN" "$T/s.mgt" -i "$T/in.npy" -o "$T/out.npy"
     assert_success
@@ -42,14 +44,14 @@ with open(sys.argv[1], "wb") as f, open(sys.argv[2], "wb") as r:
     run py '
 f, r = open(sys.argv[1], "rb"), open(sys.argv[2], "rb")
 shapes = []
-for k in range(14):
+for k in range(16):
     a, b = np.load(f), np.load(r)
     assert a.dtype == b.dtype or a.dtype == np.float32, (k, a.dtype, b.dtype)
     np.testing.assert_allclose(a, b, rtol=1e-6, atol=0, equal_nan=True, err_msg=str(k))
     shapes.append(a.shape)
-print(shapes[1], shapes[8])' "$T/out.npy" "$T/ref.npy"
+print(shapes[1], shapes[9], shapes[15])' "$T/out.npy" "$T/ref.npy"
     assert_success
-    assert_output "(2, 3) (3, 3)"
+    assert_output "(2, 3) (3, 3) (3, 4)"
 }
 
 @test "bad sort attributes exit 1 naming the value and the bound, writing nothing" {
