@@ -87,8 +87,7 @@ static void help(void)
            "Examples:\n"
            "  mge-run net.mge < x.npy > y.npy                # NPY records in, one per input; records out\n"
            "  mge-run net.mge --input x.npy --check y.npy   # exit 1 when an output differs\n"
-           "  mge-run net.mge --data d.npz --metrics accuracy --json   # a labelled dataset, scored\n"
-           "  mge-run gpt.mge --generate 200 --prompt 'The ' --temperature 0.8 --top-k 40 --seed 1\n",
+           "  mge-run net.mge --data d.npz --metrics accuracy --json   # a labelled dataset, scored\n",
            cli_prog, cli_prog);
 }
 
