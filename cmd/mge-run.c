@@ -2,11 +2,12 @@
  * input in, one record per output out, until the inputs end. Memory stays
  * constant over any number of steps. Also: datasets and CSV (--data, with
  * --metrics), images (--image), top-k classes (run_data.c, run_image.c,
- * run_sink.c). */
+ * run_sink.c), text from a language model (--generate, run_generate.c). */
 #include "cli.h"
 #include "csv.h"
 #include "image.h"
 #include "run_data.h"
+#include "run_generate.h"
 #include "run_image.h"
 #include "run_sink.h"
 
@@ -63,6 +64,15 @@ static void help(void)
            "      --check REF.npy    compare outputs with reference records; exit 1 on mismatch\n"
            "      --atol A           absolute tolerance for --check (default 1e-5)\n"
            "      --rtol R           relative tolerance for --check (default 1e-4)\n"
+           "\n"
+           "Text generation (a byte-level language model: tokens i32[N,S] in, logits [N,S,V] out):\n"
+           "      --generate N       print the prompt and N sampled bytes to stdout\n"
+           "      --prompt TEXT      the bytes to start from (default: a newline)\n"
+           "      --temperature T    divide the logits by T > 0 before sampling (default 1)\n"
+           "      --top-k K          sample from the K best bytes only (default: all)\n"
+           "      --greedy           take the best byte instead of sampling\n"
+           "      --context P        tokens fed back (default: the position table's rows)\n"
+           "                         (--seed S seeds the sampling; --output NAME: the logits)\n"
            "\n"
            "  -f, --force            allow NPY records to or from a terminal\n"
            "  -q, --quiet            only errors\n"
@@ -191,7 +201,8 @@ static int looks_like_image(const char *path)
 enum {
     OPT_OUTPUT = CLI_OPT_FIRST_TOOL, OPT_SEED, OPT_CHECK, OPT_ATOL, OPT_RTOL, OPT_DATA, OPT_BATCH, OPT_ACCURACY,
     OPT_NORMALIZE, OPT_CONCAT, OPT_METRICS, OPT_JSON, OPT_TOPK, OPT_LABELS, OPT_SOFTMAX, OPT_TARGET, OPT_COLUMNS,
-    OPT_HEADER, OPT_IMAGE, OPT_RESIZE, OPT_CROP, OPT_MEAN, OPT_STD, OPT_PLAN_CACHE
+    OPT_HEADER, OPT_IMAGE, OPT_RESIZE, OPT_CROP, OPT_MEAN, OPT_STD, OPT_PLAN_CACHE,
+    OPT_GENERATE, OPT_PROMPT, OPT_TEMPERATURE, OPT_GREEDY, OPT_CONTEXT
 };
 
 static int ends_with(const char *s, const char *suf)
@@ -230,6 +241,11 @@ int main(int argc, char **argv)
         {"crop", 1, 0, OPT_CROP},
         {"mean", 1, 0, OPT_MEAN},
         {"std", 1, 0, OPT_STD},
+        {"generate", 1, 0, OPT_GENERATE},
+        {"prompt", 1, 0, OPT_PROMPT},
+        {"temperature", 1, 0, OPT_TEMPERATURE},
+        {"greedy", 0, 0, OPT_GREEDY},
+        {"context", 1, 0, OPT_CONTEXT},
         {0, 0, 0, 0},
     };
     cli_common co = {0};
@@ -245,7 +261,9 @@ int main(int argc, char **argv)
     io.files = calloc((size_t)argc + 1, sizeof *io.files);
     if (!inputs || !io.files)
         return 1;
-    int ninputs_arg = 0, header_set = 0;
+    int ninputs_arg = 0, header_set = 0, temp_set = 0;
+    run_gen_opts gen = {0};
+    gen.temperature = 1.0;
     uint64_t seed = 0;
     check ck = {0};
     ck.atol = 1e-5;
@@ -300,10 +318,46 @@ int main(int argc, char **argv)
         case OPT_CROP: run_image_size("--crop", optarg, 0, &io.crop_h, &io.crop_w); break;
         case OPT_MEAN: io.nmean = run_image_floats("--mean", optarg, 0, io.mean); break;
         case OPT_STD: io.nstd = run_image_floats("--std", optarg, 1, io.std); break;
+        case OPT_GENERATE: gen.n = cli_long("--generate", optarg, 1, 1L << 24); break;
+        case OPT_PROMPT: gen.prompt = optarg; break;
+        case OPT_TEMPERATURE:
+            gen.temperature = cli_double("--temperature", optarg, 0);
+            if (!(gen.temperature > 0))
+                cli_usage("--temperature %s: must be greater than 0 (--greedy takes the best byte)", optarg);
+            temp_set = 1;
+            break;
+        case OPT_GREEDY: gen.greedy = 1; break;
+        case OPT_CONTEXT: gen.context = cli_long("--context", optarg, 1, 1L << 20); break;
         default:
             if (!cli_common_opt(c, optarg, &co, help))
                 cli_usage("unhandled option");
         }
+    }
+    if (!gen.n && (gen.prompt || temp_set || gen.greedy || gen.context))
+        cli_usage("%s needs --generate N", gen.prompt ? "--prompt" : temp_set ? "--temperature" : gen.greedy ? "--greedy"
+                                                                                                 : "--context");
+    if (gen.n) {
+        if (data || io.nfiles || ninputs_arg || ck.path || out || metrics_arg || accuracy || json || labels_file ||
+            softmax)
+            cli_usage("--generate prints text to stdout from its own inputs: it takes --prompt, --temperature, "
+                      "--top-k, --greedy, --context, --seed and --output, not %s",
+                      data ? "--data" : io.nfiles ? "--image" : ninputs_arg ? "--input" : ck.path ? "--check"
+                      : out ? "-o" : "--metrics, --json, --labels or --softmax");
+        if (gen.greedy && (temp_set || topk_k))
+            cli_usage("--greedy takes the best byte: --temperature and --top-k do not apply");
+        if (argc - optind > 1)
+            cli_usage("too many arguments (one model at most)");
+        cli_check_device(co.device);
+        gen.top_k = topk_k;
+        gen.seed = seed;
+        gen.output = outputs;
+        gen.threads = cli_threads(&co);
+        gen.device = co.device;
+        gen.plan_cache = plan_cache;
+        int grc = run_generate(optind < argc ? argv[optind] : "-", &gen);
+        free(inputs);
+        free(io.files);
+        return grc;
     }
     int images = io.nfiles > 0;
     if (images) {

@@ -467,21 +467,30 @@ static int load_data(const char *spec, const mge_graph *g, const opts *o, mge_da
     return 0;
 }
 
-/* Labels must be class indices below the logits' width. */
+/* Labels must be class indices below the logits' width, or the loss's
+ * ignore_index (only the cross_entropy's label input is checked: other
+ * integer inputs, embedding indices, have their own bounds). */
 static int check_labels(const mge_dataset *ds, const mge_trainer *t, const mge_graph *g, const char *where)
 {
     int64_t classes = mge_trainer_classes(t);
     if (classes <= 0)
         return 0;
+    int label = -1;
+    int64_t ignore = -100;
+    for (int i = 0; i < g->nnodes; i++)
+        if (g->nodes[i].op == MGE_OP_CROSS_ENTROPY && g->nodes[i].out[0] == g->loss && g->nodes[i].nin > 1) {
+            label = g->nodes[i].in[1];
+            ignore = mge_node_int(&g->nodes[i], MGE_KEY_ignore_index, -100);
+        }
     /* the arrays are the inputs in order (and a lengths array after them) */
     for (int i = 0; i < ds->n - ds->lengths && i < mge_trainer_ninputs(t); i++) {
         const mge_value *v = &g->values[mge_trainer_input(t, i)];
-        if (v->dtype != MGE_I32 && v->dtype != MGE_I64)
+        if ((v->dtype != MGE_I32 && v->dtype != MGE_I64) || (label >= 0 && mge_trainer_input(t, i) != label))
             continue;
         int64_t lo, hi;
         if (mge_dataset_label_range(ds, i, &lo, &hi) != MGE_OK)
             continue;
-        if (lo < 0 || hi >= classes) {
+        if ((lo < 0 && lo != ignore) || (hi >= classes && hi != ignore)) {
             cli_error(where, "labels for '%s' range over [%lld, %lld]: the model has %lld classes (0..%lld)",
                       v->name, (long long)lo, (long long)hi, (long long)classes, (long long)(classes - 1));
             return -1;

@@ -41,6 +41,8 @@ static void build_ref(void)
     mge_ref_register_resize(&ref_be);
     mge_ref_register_pad(&ref_be);
     mge_ref_register_gnorm(&ref_be);
+    mge_ref_register_sort(&ref_be);
+    mge_ref_register_attn(&ref_be);
 }
 
 static void build_cpu(void)
@@ -71,6 +73,11 @@ static void build_cpu(void)
     mge_cpu_register_resize(&cpu_be);
     mge_cpu_register_pad(&cpu_be);
     mge_cpu_register_gnorm(&cpu_be);
+    mge_cpu_register_sort(&cpu_be);
+    mge_cpu_register_permute(&cpu_be);
+    mge_cpu_register_grad_layernorm(&cpu_be);
+    mge_cpu_register_attn(&cpu_be);
+    mge_cpu_register_loss(&cpu_be);
 }
 
 const mge_backend *mge_backend_ref(void)

@@ -1,7 +1,8 @@
 /* grad_loss.c — gradient rules of the losses.
  *   cross_entropy(logits, label): cross_entropy_grad(dy, logits, label)
- *     = (softmax(logits) - onehot(label)) / N * dy for the logits; no
- *     gradient into the integer labels.
+ *     = (softmax(logits) - (1 - eps) onehot(label) - eps / C) / count * dy
+ *     for the logits (zero where the label is ignore_index; the forward's
+ *     attributes passed on); no gradient into the integer labels.
  *   mse(a, b): mse_grad(dy, a, b) = 2 (a - b) / numel * dy for a, and
  *     mse_grad(dy, b, a) for b (the same formula with the roles swapped). */
 #include "internal.h"
@@ -18,7 +19,9 @@ mge_status mge_loss_grad(mge_graph *g, int node, const int *dy, const char *want
         if (!want[0])
             return MGE_OK;
         int in[3] = {d, a, b};
-        int r = mge_grad_emit(g, base, MGE_OP_CROSS_ENTROPY_GRAD, 3, in, 0, NULL, 1, NULL, err);
+        mge_attr at[4];
+        int nat = mge_grad_attrs(n, MGE_OP_CROSS_ENTROPY_GRAD, at);   /* ignore_index, label_smoothing */
+        int r = mge_grad_emit(g, base, MGE_OP_CROSS_ENTROPY_GRAD, 3, in, nat, at, 1, NULL, err);
         if (r < 0)
             return err ? err->code : MGE_ERR_INVALID;
         dx[0] = r;

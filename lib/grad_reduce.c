@@ -8,7 +8,11 @@
  *   amax); a NaN maximum gets no gradient.
  * softmax, log_softmax: softmax_grad/log_softmax_grad(dy, y) from the
  *   forward output.
- * argmax: integer output, no gradient (dx stays -1). */
+ * min: max_grad(dy, x, y) too (the same rule: dy to the elements equal to
+ *   the result).
+ * prod: prod_grad(dy, x): dy * prod / x where x has no zero in its group;
+ *   at a lone zero the product of the others, elsewhere 0 (PyTorch).
+ * argmax, argmin: integer output, no gradient (dx stays -1). */
 #include "internal.h"
 
 #include <stdio.h>
@@ -21,7 +25,10 @@ mge_status mge_reduce_grad(mge_graph *g, int node, const int *dy, const char *wa
     snprintf(base, sizeof base, "%s", n->name);
     int op = n->op, x = n->in[0], y = n->out[0], gop, nin = 2, in[3] = {dy[0], x, y};
     switch (op) {
-    case MGE_OP_ARGMAX: return MGE_OK;
+    case MGE_OP_ARGMAX:
+    case MGE_OP_ARGMIN: return MGE_OK;
+    case MGE_OP_PROD: gop = MGE_OP_PROD_GRAD; break;
+    case MGE_OP_MIN: gop = MGE_OP_MAX_GRAD, nin = 3; break;
     case MGE_OP_SUM: gop = MGE_OP_SUM_GRAD; break;
     case MGE_OP_MEAN: gop = MGE_OP_MEAN_GRAD; break;
     case MGE_OP_MAX: gop = MGE_OP_MAX_GRAD, nin = 3; break;

@@ -67,6 +67,8 @@ MGE_FAMILY_DECL(rnn)
 MGE_FAMILY_DECL(resize)
 MGE_FAMILY_DECL(pad)
 MGE_FAMILY_DECL(gnorm)
+MGE_FAMILY_DECL(sort)
+MGE_FAMILY_DECL(attn)
 /* kernels/kshared.h (header only, shared with the kernels): mge_axis,
  * mge_conv_out_dim, mge_fused_act_ok / unary_ok / binary_ok,
  * mge_winograd_matrices and mge_winograd_weight_transform. */
@@ -93,6 +95,8 @@ mge_status mge_rnn_params(int op, int nattr, const mge_attr *attrs, const mge_td
 /* PyTorch's name of param k (weight_ih, weight_hh, bias_ih, bias_hh) of
  * layer l, direction d: "weight_hh_l1_reverse". */
 const char *mge_rnn_param_name(int64_t l, int64_t d, int k);
+mge_status mge_attn_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
+                           mge_param_spec *specs, int *nspecs, mge_error *err);
 
 /* ---------------------------------------------------------------- gradient rules
  * lib/grad_<family>.c: the rule of every op of the family (lib/autodiff.c
@@ -130,6 +134,8 @@ MGE_GRAD_DECL(rnn)
 MGE_GRAD_DECL(resize)
 MGE_GRAD_DECL(pad)
 MGE_GRAD_DECL(gnorm)
+MGE_GRAD_DECL(sort)
+MGE_GRAD_DECL(attn)
 mge_grad_fn mge_op_grad_fn(int op);
 /* mge_grad_build with the gradient of `out` (any shape) given as the value
  * dout (its dtype and shape) instead of 1 for a scalar loss; dout < 0 means 1.
@@ -313,6 +319,14 @@ void mge_ref_register_gnorm(mge_backend *b);
 void mge_cpu_register_resize(mge_backend *b);
 void mge_cpu_register_pad(mge_backend *b);
 void mge_cpu_register_gnorm(mge_backend *b);
+/* topk, sort, argsort, cumsum (ref_sort.c, cpu_sort.c) */
+void mge_ref_register_sort(mge_backend *b);
+void mge_cpu_register_sort(mge_backend *b);
+void mge_cpu_register_permute(mge_backend *b);   /* transpose (cpu_permute.c) */
+void mge_cpu_register_grad_layernorm(mge_backend *b);   /* layernorm_grad (cpu_grad_layernorm.c) */
+void mge_ref_register_attn(mge_backend *b);   /* embedding, scaled_dot_product_attention (+ grad) */
+void mge_cpu_register_attn(mge_backend *b);
+void mge_cpu_register_loss(mge_backend *b);   /* cross_entropy (+ grad); after grad_elem's */
 
 /* kernels/cpu/cpu_isa.c: the vector ISA kernels and passes may use (cpuid, capped by
  * MGE_CPU_ISA=baseline|avx2|avx2-vnni|avx512), and the int8 kernels' own

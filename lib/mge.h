@@ -936,7 +936,7 @@ void mge_trainer_free(mge_trainer *t);
  * order): batches are passed in this order. */
 int mge_trainer_ninputs(const mge_trainer *t);
 int mge_trainer_input(const mge_trainer *t, int i);
-/* Classes of a cross_entropy loss (logits' last dim), or 0. */
+/* Classes of a cross_entropy loss (logits' dim 1), or 0. */
 int64_t mge_trainer_classes(const mge_trainer *t);
 /* One step: forward, backward, update with learning rate lr; step is the
  * 1-based number of this update (Adam's bias correction, SGD's first step).

@@ -3,14 +3,16 @@
  * softmax/log_softmax(axis): same shape, along one axis (negative counts
  * from the end); float only. sum/mean/max(axis list, keepdim): axis absent
  * reduces every axis; each axis at most once; reduced dims are dropped, or
- * kept as 1 with keepdim. argmax(axis, keepdim) -> i64 indices.
+ * kept as 1 with keepdim. argmax(axis, keepdim) -> i64 indices. prod and
+ * min are like sum and max, argmin like argmax; prod_grad(dy, x) gives x's
+ * shape.
  * Gradients: sum_grad/mean_grad(dy, x) and max_grad(dy, x, y) take the
  * forward op's axis/keepdim, dy (and y) in the forward output's shape, and
  * give x's shape; softmax_grad/log_softmax_grad(dy, y) give y's shape.
  * FLOPs: reductions 1 per input element (mean adds 1 per output for the
  * divide); softmax/log_softmax 5 per element (max, subtract, exp, sum,
  * divide or log); sum_grad/mean_grad 1 per x element, max_grad 3 (compare,
- * count, scale), softmax_grad/log_softmax_grad 4 (product, sum, subtract,
+ * count, scale), prod_grad 3 (zero count, product, divide), softmax_grad/log_softmax_grad 4 (product, sum, subtract,
  * scale). */
 #include "internal.h"
 
@@ -43,11 +45,12 @@ static mge_status reduce_shape(const mge_node *n, int op, const char *opname, co
     char red[MGE_MAX_DIMS] = {0};
     int keep = (int)mge_node_int(n, MGE_KEY_keepdim, 0), ax;
     mge_status s;
-    if (op == MGE_OP_ARGMAX) {
+    int arg = op == MGE_OP_ARGMAX || op == MGE_OP_ARGMIN;
+    if (arg) {
         if ((s = one_axis(n, opname, x, &ax, err)))
             return s;
         if (x->dims[ax] < 1)
-            return mge_error_set(err, MGE_ERR_SHAPE, "argmax: x %s is empty along axis %d", bx, ax);
+            return mge_error_set(err, MGE_ERR_SHAPE, "%s: x %s is empty along axis %d", opname, bx, ax);
         red[ax] = 1;
     } else {
         const mge_attr *a = mge_node_attr(n, MGE_KEY_axis);
@@ -62,12 +65,12 @@ static mge_status reduce_shape(const mge_node *n, int op, const char *opname, co
                 return mge_error_set(err, MGE_ERR_INVALID, "%s: axis %d appears twice", opname, k);
             red[k] = 1;
         }
-        if (op == MGE_OP_MAX)
+        if (op == MGE_OP_MAX || op == MGE_OP_MIN)
             for (int i = 0; i < x->ndim; i++)
                 if (red[i] && x->dims[i] < 1)
                     return mge_error_set(err, MGE_ERR_SHAPE, "%s: x %s is empty along axis %d", opname, bx, i);
     }
-    out->dtype = op == MGE_OP_ARGMAX ? MGE_I64 : x->dtype;
+    out->dtype = arg ? MGE_I64 : x->dtype;
     out->ndim = 0;
     for (int i = 0; i < x->ndim; i++) {
         if (!red[i])
@@ -113,7 +116,10 @@ static mge_status grad_infer(const mge_node *n, const char *op, const mge_tdesc 
     if (!mge_dtype_is_float(x->dtype))
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected a float dtype (f32, f16, bf16)", op,
                              mge_tdesc_str(x, b, sizeof b));
-    int fwd = n->op == MGE_OP_SUM_GRAD ? MGE_OP_SUM : n->op == MGE_OP_MEAN_GRAD ? MGE_OP_MEAN : MGE_OP_MAX;
+    int fwd = n->op == MGE_OP_SUM_GRAD    ? MGE_OP_SUM
+              : n->op == MGE_OP_MEAN_GRAD ? MGE_OP_MEAN
+              : n->op == MGE_OP_PROD_GRAD ? MGE_OP_PROD
+                                          : MGE_OP_MAX;
     mge_tdesc y;
     if ((s = reduce_shape(n, fwd, op, x, &y, err)) || (s = same_desc(op, "dy", &in[0], &y, err)))
         return s;
@@ -134,6 +140,7 @@ mge_status mge_reduce_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *o
     case MGE_OP_SUM_GRAD:
     case MGE_OP_MEAN_GRAD:
     case MGE_OP_MAX_GRAD:
+    case MGE_OP_PROD_GRAD:
     case MGE_OP_SOFTMAX_GRAD:
     case MGE_OP_LOG_SOFTMAX_GRAD: return grad_infer(n, op, in, out, err);
     }
@@ -160,7 +167,8 @@ double mge_reduce_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc 
     case MGE_OP_MEAN: return ni + mge_tdesc_count(&out[0]);
     case MGE_OP_SUM_GRAD:
     case MGE_OP_MEAN_GRAD: return mge_tdesc_count(&out[0]);
-    case MGE_OP_MAX_GRAD: return 3.0 * mge_tdesc_count(&out[0]);
+    case MGE_OP_MAX_GRAD:
+    case MGE_OP_PROD_GRAD: return 3.0 * mge_tdesc_count(&out[0]);
     case MGE_OP_SOFTMAX_GRAD:
     case MGE_OP_LOG_SOFTMAX_GRAD: return 4.0 * mge_tdesc_count(&out[0]);
     default: return ni;

@@ -307,6 +307,7 @@ mge_params_fn mge_op_params_fn(int op)
     case MGE_OP_GROUP_NORM:
     case MGE_OP_INSTANCE_NORM:
     case MGE_OP_RMS_NORM: return mge_gnorm_params;
+    case MGE_OP_EMBEDDING: return mge_attn_params;
     }
     return NULL;
 }

@@ -232,7 +232,7 @@ int64_t mge_trainer_classes(const mge_trainer *t)
     if (t->logits < 0)
         return 0;
     const mge_value *v = &t->g->values[t->logits];
-    return v->ndim >= 1 ? v->dims[v->ndim - 1] : 0;
+    return v->ndim >= 2 && v->dims[1] > 0 ? v->dims[1] : 0;   /* [N,C] or [N,C,d...] */
 }
 
 void mge_trainer_set_hook(mge_trainer *t, mge_exec_hook fn, void *ud)

@@ -8,6 +8,7 @@
 #define MGE_REF_H
 
 #include "internal.h"
+#include "kindex.h"
 
 #include <math.h>
 #include <string.h>
@@ -155,9 +156,11 @@ static inline mge_status ref_axis(const mge_kctx *ctx, const mge_node *n, const 
 }
 
 /* cross_entropy and its gradient: logits x [N,C,d...] (float) with labels
- * [N,d...] (i32 or i64, each in [0, C)); S is the product of d... */
+ * [N,d...] (i32 or i64, each in [0, C) or equal to ignore); S is the
+ * product of d..., *cnt the positions not ignored. */
 static inline mge_status ref_ce_check(const mge_kctx *ctx, const mge_node *n, const mge_tensor *x,
-                                      const mge_tensor *lab, int64_t *N, int64_t *C, int64_t *S, mge_error *err)
+                                      const mge_tensor *lab, int64_t ignore, int64_t *N, int64_t *C, int64_t *S,
+                                      int64_t *cnt, mge_error *err)
 {
     if (!mge_dtype_is_float(x->dtype))
         return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s logits", ref_opname(ctx, n),
@@ -177,11 +180,18 @@ static inline mge_status ref_ce_check(const mge_kctx *ctx, const mge_node *n, co
         *S *= x->dims[d];
     }
     mge_status st = ref_check(ctx, n, "label", lab, lab->dtype, x->ndim - 1, ld, err);
+    *cnt = 0;
     for (int64_t at = 0; !st && at < *N * *S; at++) {
         int64_t c = ref_ild(lab->dtype, lab->data, at);
-        if (c < 0 || c >= *C)
-            st = mge_error_set(err, MGE_ERR_INVALID, "%s: label[%lld] = %lld is outside the classes [0, %lld)",
-                               ref_opname(ctx, n), (long long)at, (long long)c, (long long)*C);
+        if (c == ignore)
+            continue;
+        ++*cnt;
+        if (c < 0 || c >= *C) {
+            char b[160];
+            st = mge_error_set(err, MGE_ERR_INVALID, "%s: label%s = %lld is outside the classes [0, %lld)",
+                               ref_opname(ctx, n), kidx_pos(lab->ndim, lab->dims, at, b, sizeof b), (long long)c,
+                               (long long)*C);
+        }
     }
     return st;
 }

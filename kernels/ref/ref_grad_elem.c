@@ -226,8 +226,9 @@ static mge_status scalar_dy(const mge_kctx *ctx, const mge_node *n, const mge_te
     return MGE_OK;
 }
 
-/* (softmax(logits) - onehot(label)) / count * dy, with the forward's
- * layouts: logits [N,C] with labels [N], or [N,C,d...] with [N,d...]. */
+/* (softmax(logits) - (1 - eps) onehot(label) - eps / C) / count * dy, with
+ * the forward's layouts: logits [N,C] with labels [N], or [N,C,d...] with
+ * [N,d...]; zero at positions labelled ignore_index, count the others. */
 static mge_status ce_grad(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
                           mge_error *err)
 {
@@ -240,19 +241,25 @@ static mge_status ce_grad(const mge_kctx *ctx, const mge_node *n, mge_tensor *co
         (st = ref_check(ctx, n, "output", y, dt, x->ndim, x->dims, err)))
         return st;
     /* labels checked first, so a bad one leaves the output untouched */
-    int64_t N = 0, C = 0, S = 0;
-    if ((st = ref_ce_check(ctx, n, x, lab, &N, &C, &S, err)))
+    int64_t N = 0, C = 0, S = 0, cnt = 0, ignore = mge_node_int(n, MGE_KEY_ignore_index, -100);
+    double eps = mge_node_float(n, MGE_KEY_label_smoothing, 0);
+    if ((st = ref_ce_check(ctx, n, x, lab, ignore, &N, &C, &S, &cnt, err)))
         return st;
-    double scale = N * S != 0 ? g / (double)(N * S) : 0;
+    double scale = cnt != 0 ? g / (double)cnt : 0;
     for (int64_t i = 0; i < N; i++)
         for (int64_t s = 0; s < S; s++) {
             int64_t at = i * S + s, c = ref_ild(lab->dtype, lab->data, at);
             int64_t row = i * C * S + s;
+            if (c == ignore) {
+                for (int64_t j = 0; j < C; j++)
+                    ref_st(dt, y->data, row + j * S, 0);
+                continue;
+            }
             double m, sum;
             ref_ce_row(dt, x->data, row, C, S, &m, &sum);
             for (int64_t j = 0; j < C; j++) {
                 double p = exp(ref_ld(dt, x->data, row + j * S) - m) / sum;
-                ref_st(dt, y->data, row + j * S, (p - (j == c)) * scale);
+                ref_st(dt, y->data, row + j * S, (p - (1 - eps) * (j == c) - eps / (double)C) * scale);
             }
         }
     return MGE_OK;

@@ -1,5 +1,5 @@
 /* ref_grad_reduce.c — reference kernels of the reduce and shape gradients:
- * sum_grad, mean_grad, max_grad, softmax_grad, log_softmax_grad (float
+ * sum_grad, mean_grad, max_grad, prod_grad, softmax_grad, log_softmax_grad (float
  * dtypes, double arithmetic) and reshape_as (any dtype, bytes; slice_grad is
  * in ref_shape.c, with slice).
  *
@@ -119,6 +119,56 @@ static mge_status max_grad_float(const mge_kctx *ctx, const mge_node *n, mge_ten
     return MGE_OK;
 }
 
+/* prod_grad(dy, x): per group the count of zeros and the product of the
+ * other elements; dx = dy * prod / x with no zero, dy * (product of the
+ * others) at a lone zero, 0 elsewhere (PyTorch's rule). */
+static mge_status prod_grad_float(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
+                                  mge_tensor *const *out, mge_error *err)
+{
+    int64_t ystr[MGE_MAX_DIMS], rcount;
+    mge_status st = bcast_setup(ctx, n, in, out, ystr, &rcount, err);
+    if (st)
+        return st;
+    const mge_tensor *dy = in[0], *x = in[1];
+    mge_dtype dt = x->dtype;
+    int64_t nx = ref_numel(x), ny = ref_numel(dy), idx[MGE_MAX_DIMS] = {0};
+    int64_t *zeros = calloc((size_t)(ny ? ny : 1), sizeof *zeros);
+    double *nz = malloc((size_t)(ny ? ny : 1) * sizeof *nz);
+    if (!zeros || !nz) {
+        free(zeros);
+        free(nz);
+        return mge_error_set(err, MGE_ERR_NOMEM, "prod_grad: out of memory");
+    }
+    for (int64_t j = 0; j < ny; j++)
+        nz[j] = 1.0;
+    for (int pass = 0; pass < 2; pass++) {
+        memset(idx, 0, sizeof idx);
+        for (int64_t i = 0; i < nx; i++) {
+            int64_t j = 0;
+            for (int d = 0; d < x->ndim; d++)
+                j += idx[d] * ystr[d];
+            double v = ref_ld(dt, x->data, i);
+            if (pass == 0) {
+                if (v == 0)
+                    zeros[j]++;
+                else
+                    nz[j] *= v;
+            } else {
+                double g = ref_ld(dt, dy->data, j), r = 0;
+                if (v != 0 && zeros[j] == 0)
+                    r = g * nz[j] / v;
+                else if (v == 0 && zeros[j] == 1)
+                    r = g * nz[j];
+                ref_st(dt, out[0]->data, i, r);
+            }
+            ref_next(x->ndim, x->dims, idx);
+        }
+    }
+    free(zeros);
+    free(nz);
+    return MGE_OK;
+}
+
 /* softmax_grad(dy, y): dx = y * (dy - sum(dy * y));
  * log_softmax_grad(dy, y): dx = dy - exp(y) * sum(dy); sums along the axis. */
 static mge_status softmax_grad_float(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
@@ -188,6 +238,7 @@ void mge_ref_register_grad_reduce(mge_backend *b)
         b->k[MGE_OP_SUM_GRAD][dt].run = sum_grad_float;
         b->k[MGE_OP_MEAN_GRAD][dt].run = sum_grad_float;
         b->k[MGE_OP_MAX_GRAD][dt].run = max_grad_float;
+        b->k[MGE_OP_PROD_GRAD][dt].run = prod_grad_float;
         b->k[MGE_OP_SOFTMAX_GRAD][dt].run = softmax_grad_float;
         b->k[MGE_OP_LOG_SOFTMAX_GRAD][dt].run = softmax_grad_float;
     }

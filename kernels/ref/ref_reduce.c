@@ -1,7 +1,9 @@
 /* ref_reduce.c — softmax and log_softmax over one axis (max subtracted
  * first), sum/mean/max over an axis list (absent = all) with keepdim, and
- * argmax (i64, first maximum wins, NaN counts as the maximum as in PyTorch).
- * softmax, log_softmax, mean: float dtypes; sum, max, argmax: any numeric. */
+ * argmax (i64, first maximum wins, NaN counts as the maximum as in PyTorch);
+ * prod and min like sum and max, argmin like argmax (first minimum, NaN
+ * wins too). softmax, log_softmax, mean: float dtypes; the others any
+ * numeric. */
 #include "ref.h"
 
 #include <math.h>
@@ -130,34 +132,45 @@ static mge_status reduce_any(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     if ((st = ref_check(ctx, n, "output", out[0], dt, ny, ydims, err)))
         return st;
     int64_t ycount = ref_numel(out[0]);
-    if (n->op == MGE_OP_MAX && rcount == 0 && ycount > 0)
-        return mge_error_set(err, MGE_ERR_SHAPE, "max: reduction over an empty dimension");
+    int ismax = n->op == MGE_OP_MAX, ismin = n->op == MGE_OP_MIN, isprod = n->op == MGE_OP_PROD;
+    if ((ismax || ismin) && rcount == 0 && ycount > 0)
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: reduction over an empty dimension", ref_opname(ctx, n));
     const void *xp = x->data;
     void *yp = out[0]->data;
-    int ismax = n->op == MGE_OP_MAX;
     int64_t kidx[MGE_MAX_DIMS] = {0};
     for (int64_t o = 0; o < ycount; o++) {
         int64_t base = 0, ridx[MGE_MAX_DIMS] = {0};
         for (int i = 0; i < nk; i++)
             base += kidx[i] * kstr[i];
-        double acc = ismax ? -INFINITY : 0.0;
-        int64_t iacc = ismax ? INT64_MIN : 0;
+        double acc = ismax ? -INFINITY : ismin ? INFINITY : isprod ? 1.0 : 0.0;
+        int64_t iacc = ismax ? INT64_MIN : ismin ? INT64_MAX : isprod ? 1 : 0;
         for (int64_t r = 0; r < rcount; r++) {
             int64_t off = base;
             for (int i = 0; i < nr; i++)
                 off += ridx[i] * rstr[i];
             if (isf) {
                 double v = ref_ld(dt, xp, off);
-                if (!ismax)
+                if (isprod)
+                    acc *= v;
+                else if (ismax) {
+                    if (v > acc || isnan(v))
+                        acc = v;
+                } else if (ismin) {
+                    if (v < acc || isnan(v))
+                        acc = v;
+                }
+                else
                     acc += v;
-                else if (v > acc || isnan(v))
-                    acc = v;
             } else {
                 int64_t v = ref_ild(dt, xp, off);
-                if (!ismax)
+                if (isprod)
+                    iacc = (int64_t)((uint64_t)iacc * (uint64_t)v);
+                else if (ismax)
+                    iacc = v > iacc ? v : iacc;
+                else if (ismin)
+                    iacc = v < iacc ? v : iacc;
+                else
                     iacc = (int64_t)((uint64_t)iacc + (uint64_t)v);
-                else if (v > iacc)
-                    iacc = v;
             }
             ref_next(nr, rdims, ridx);
         }
@@ -182,7 +195,8 @@ static mge_status argmax_any(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     if (st || (st = one_axis(ctx, n, x, &ax, err)))
         return st;
     if (dt == MGE_BOOL || dt == MGE_QS8 || dt == MGE_QS32)
-        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "argmax: no reference kernel for %s", mge_dtype_name(dt));
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(ctx, n),
+                             mge_dtype_name(dt));
     int keep = (int)mge_node_int(n, MGE_KEY_keepdim, 0), ny = 0;
     int64_t ydims[MGE_MAX_DIMS];
     for (int d = 0; d < x->ndim; d++)
@@ -193,15 +207,16 @@ static mge_status argmax_any(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     int64_t outer, len, inner;
     split(x, ax, &outer, &len, &inner);
     if (len == 0 && outer * inner > 0)
-        return mge_error_set(err, MGE_ERR_SHAPE, "argmax: reduction over an empty dimension");
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: reduction over an empty dimension", ref_opname(ctx, n));
     int64_t *yp = out[0]->data;
+    int sgn = n->op == MGE_OP_ARGMIN ? -1 : 1;   /* argmin: the argmax of -x (NaN still wins) */
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < inner; i++) {
             int64_t base = o * len * inner + i, best = 0;
             if (isf) {
-                double bv = ref_ld(dt, x->data, base);
+                double bv = sgn * ref_ld(dt, x->data, base);
                 for (int64_t j = 1; j < len && !isnan(bv); j++) {
-                    double v = ref_ld(dt, x->data, base + j * inner);
+                    double v = sgn * ref_ld(dt, x->data, base + j * inner);
                     if (v > bv || isnan(v)) {
                         bv = v;
                         best = j;
@@ -211,7 +226,7 @@ static mge_status argmax_any(const mge_kctx *ctx, const mge_node *n, mge_tensor 
                 int64_t bv = ref_ild(dt, x->data, base);
                 for (int64_t j = 1; j < len; j++) {
                     int64_t v = ref_ild(dt, x->data, base + j * inner);
-                    if (v > bv) {
+                    if (sgn > 0 ? v > bv : v < bv) {
                         bv = v;
                         best = j;
                     }
@@ -234,5 +249,8 @@ void mge_ref_register_reduce(mge_backend *b)
         b->k[MGE_OP_SUM][numeric[i]].run = reduce_any;
         b->k[MGE_OP_MAX][numeric[i]].run = reduce_any;
         b->k[MGE_OP_ARGMAX][numeric[i]].run = argmax_any;
+        b->k[MGE_OP_PROD][numeric[i]].run = reduce_any;
+        b->k[MGE_OP_MIN][numeric[i]].run = reduce_any;
+        b->k[MGE_OP_ARGMIN][numeric[i]].run = argmax_any;
     }
 }

@@ -31,6 +31,7 @@ NOT_RUN=(
     '^make( |$) :: build and run this test suite or the benchmarks (make check runs this file)'
     '^scripts/ :: install packages (root, a network) or run minutes-long benchmarks'
     '(pkg-config .*mge|^[.]/embed) :: need `make install` (tests/cli/embed.bats builds and runs them from a staged install)'
+    '(tokens|val)[.]npz|gpt[.]mge :: the tiny transformer: the fortunes package and a minute of training (tests/cli/gpt.bats runs these commands, shorter)'
 )
 # A timing gate (a command matching the first part) that exits 1 with the
 # second part on stderr gave a verdict on this machine's load, not a broken

@@ -1118,12 +1118,22 @@ static int gen_cross_entropy(pcase *c)
 {
     if (!is_float(c->dt))
         return PC_NODT;
-    int64_t d[2] = {pdim(c, 9), pdim(c, 17)};
+    int64_t d[5] = {pdim(c, 9), pdim(c, 17), 1, 1, 1};
+    int nd = 2 + (int)pr(c, 0, 2);   /* trailing dims [N,C,d...] */
+    for (int i = 2; i < nd; i++)
+        d[i] = pdim(c, 5);
     if (PC_BIG(c))
-        d[0] = 64, d[1] = 1000;
+        nd = 2, d[0] = 64, d[1] = 1000;
+    int64_t ld[4] = {d[0], d[2], d[3], d[4]};
     mge_dtype lt = pr(c, 0, 1) ? MGE_I32 : MGE_I64;
-    int in[2] = {pc_in(c, c->dt, 2, d, -5, 5), pc_in(c, lt, 1, d, 0, (double)d[1] - 0.5)};
-    return pc_out(c, pc_node(c, MGE_OP_CROSS_ENTROPY, 2, in, 0, NULL));
+    int in[2] = {pc_in(c, c->dt, nd, d, -5, 5), pc_in(c, lt, nd - 1, ld, 0, (double)d[1] - 0.5)};
+    mge_attr at[2];
+    int na = 0;
+    if (pr(c, 0, 1))   /* a class as ignore_index: some positions drop out */
+        at[na++] = A(MGE_KEY_ignore_index, pr(c, 0, d[1] - 1));
+    if (pr(c, 0, 1))
+        at[na++] = A_f(MGE_KEY_label_smoothing, pu(c, 0, 0.4));
+    return pc_out(c, pc_node(c, MGE_OP_CROSS_ENTROPY, 2, in, na, at));
 }
 
 static int gen_mse(pcase *c)
@@ -1847,5 +1857,191 @@ static int gen_gnorm(pcase *c)
     int in[3] = {pc_in(c, c->dt, nd, xd, -2, 2), pc_in(c, c->dt, 1, cd, 0.5, 1.5), pc_in(c, c->dt, 1, cd, -1, 1)};
     mge_attr at[2] = {A_f(MGE_KEY_eps, 1e-5), inst ? A(MGE_KEY_affine, affine) : A(MGE_KEY_num_groups, G)};
     return pc_out(c, pc_node(c, c->op, affine ? 3 : 1, in, 2, at));
+/* ---------------------------------------------------------------- gpt group: sort, scans, more reductions */
+
+static int pc_sortable(mge_dtype dt)
+{
+    return dt == MGE_F32 || dt == MGE_F16 || dt == MGE_BF16 || dt == MGE_I8 || dt == MGE_U8 || dt == MGE_I32 ||
+           dt == MGE_I64;
+}
+
+/* Adds a node with nout outputs and compares them all. */
+static int pc_multi(pcase *c, int op, int x, int nattr, const mge_attr *at, int nout)
+{
+    char names[2][16];
+    const char *outn[2];
+    for (int i = 0; i < nout; i++) {
+        snprintf(names[i], sizeof names[i], "n%d", c->nnames++);
+        outn[i] = names[i];
+    }
+    mge_error err;
+    if (x < 0)
+        return PC_RETRY;
+    int nn = mge_graph_add_node(c->g, outn[0], op, 1, &x, nattr, at, nout, outn, &err);
+    if (nn < 0)
+        return PC_RETRY;
+    for (int i = 0; i < nout; i++)
+        if (pc_out(c, c->g->nodes[nn].out[i]) != PC_OK)
+            return PC_RETRY;
+    return PC_OK;
+}
+
+/* topk, sort, argsort: ties (small integer data) keep index order and NaN
+ * sorts last, so every backend gives the same bits. The big cases sort
+ * rows of 1000 (cpu: topk with k <= 32 selects by insertion, larger k
+ * sorts), split over the pool. */
+static int gen_sort(pcase *c)
+{
+    if (!pc_sortable(c->dt))
+        return PC_NODT;
+    int64_t d[4];
+    int nd = pshape(c, 1, 4, 17, d);
+    int ax = (int)pr(c, -nd, nd - 1), a = ax < 0 ? ax + nd : ax;
+    if (PC_BIG(c))
+        nd = 2, d[0] = 48, d[1] = 1000, ax = a = pr(c, 0, 3) ? 1 : 0;
+    int x = pc_in(c, c->dt, nd, d, pc_lo(c->dt), 100);
+    if (x >= 0 && pr(c, 0, 1))   /* ties */
+        pc_fill(c, pc_data(c, x), -3, 3);
+    if (c->variant % 4 == 3)
+        pc_specials(c, x, 1);
+    mge_attr at[3];
+    int na = 0;
+    at[na++] = A(MGE_KEY_axis, ax);
+    if (c->op == MGE_OP_TOPK) {
+        int64_t k = pr(c, 0, 3) ? pr(c, 0, d[a] < 40 ? d[a] : 40) : pr(c, 0, d[a]);
+        at[na++] = A(MGE_KEY_k, k);
+        at[na++] = A(MGE_KEY_largest, pr(c, 0, 1));
+        return pc_multi(c, c->op, x, na, at, 2);
+    }
+    at[na++] = A(MGE_KEY_descending, pr(c, 0, 1));
+    return pc_multi(c, c->op, x, na, at, c->op == MGE_OP_SORT ? 2 : 1);
+}
+
+/* cumsum: floats and integers (wrapping), exclusive and reverse; the big
+ * cases scan rows of 1003 and columns of 64. */
+static int gen_cumsum(pcase *c)
+{
+    if (!pc_sortable(c->dt))
+        return PC_NODT;
+    int64_t d[4];
+    int nd = pshape(c, 1, 4, 17, d);
+    int ax = (int)pr(c, -nd, nd - 1);
+    if (PC_BIG(c))
+        nd = 2, d[0] = 64, d[1] = 1003, ax = (int)pr(c, 0, 1);
+    int fl = is_float(c->dt);
+    int x = pc_in(c, c->dt, nd, d, fl ? -1 : pc_lo(c->dt), fl ? 1 : 100);
+    mge_attr at[3] = {A(MGE_KEY_axis, ax), A(MGE_KEY_exclusive, pr(c, 0, 1)), A(MGE_KEY_reverse, pr(c, 0, 1))};
+    return pc_out(c, pc_un(c, MGE_OP_CUMSUM, x, 3, at));
+}
+
+/* prod, min, argmin: like gen_reduce; prod's floats near 1 (products of
+ * hundreds stay finite), sometimes with zeros (its gradient's special
+ * cases). */
+static int gen_reduce_more(pcase *c)
+{
+    int op = c->op, fl = is_float(c->dt);
+    if (!pc_sortable(c->dt))
+        return PC_NODT;
+    int64_t d[4];
+    int nd = pshape(c, 1, 4, 13, d);
+    if (PC_BIG(c))
+        nd = 2, d[0] = 64, d[1] = 301;
+    mge_attr at[2];
+    int na = 0;
+    if (op == MGE_OP_ARGMIN) {
+        at[na++] = A(MGE_KEY_axis, pr(c, -nd, nd - 1));
+    } else if (pr(c, 0, 3)) {
+        int64_t ax[4];
+        int n = 0;
+        for (int i = 0; i < nd; i++)
+            if (pr(c, 0, 1))
+                ax[n++] = pr(c, 0, 1) ? i : i - nd;
+        if (n == 0)
+            ax[n++] = pr(c, 0, nd - 1);
+        at[na++] = A_ints(MGE_KEY_axis, n, ax);
+    }
+    at[na++] = A(MGE_KEY_keepdim, pr(c, 0, 1));
+    int x;
+    if (op == MGE_OP_PROD && fl) {
+        x = pc_in(c, c->dt, nd, d, 0.9, 1.1);
+        mge_tensor *t = x >= 0 ? pc_data(c, x) : NULL;
+        for (int k = 0; t && k < (int)pr(c, 0, 2); k++)
+            pc_set(t, pr(c, 0, mge_tensor_numel(t) - 1), pr(c, 0, 1) ? -1.0f : 0.0f);
+    } else {
+        x = pc_in(c, c->dt, nd, d, pc_lo(c->dt), 100);
+        if (x >= 0 && (!fl || pr(c, 0, 1)))
+            pc_fill(c, pc_data(c, x), op == MGE_OP_PROD ? -2 : -3, op == MGE_OP_PROD ? 2 : 3);
+        if (c->variant % 4 == 3 && op != MGE_OP_PROD)
+            pc_specials(c, x, 1);
+    }
+    return pc_out(c, pc_un(c, op, x, na, at));
+}
+
+/* ---------------------------------------------------------------- group "attn" */
+
+/* embedding: i32/i64 indices of rank 0..3 into an f32 table; the big case
+ * a token batch into a table of 3000 rows. */
+static int gen_embedding(pcase *c)
+{
+    if (c->dt != MGE_I32 && c->dt != MGE_I64)
+        return PC_NODT;
+    int64_t id[3], wd[2] = {pdim(c, 33), pdim(c, 17)};
+    int ni = pshape(c, 0, 3, 9, id);
+    if (PC_BIG(c))
+        ni = 2, id[0] = 8, id[1] = 100, wd[0] = 3000, wd[1] = 64;
+    int idx = pc_in(c, c->dt, ni, id, 0, (double)wd[0] - 0.5);
+    int w = pc_val(c, MGE_VAL_PARAM, MGE_F32, 2, wd, -1, 1);
+    mge_attr at[2] = {A(MGE_KEY_num, wd[0]), A(MGE_KEY_dim, wd[1])};
+    return pc_out(c, pc_node(c, MGE_OP_EMBEDDING, 2, (int[]){idx, w}, 2, at));
+}
+
+/* scaled_dot_product_attention: 0..2 leading dims, Sq != Sk, no mask, a
+ * bool or a float one of a random broadcast shape, causal or not, the
+ * default or a given scale. Key 0 is never masked, so no row is fully
+ * masked (NaN). The big cases span several query and key tiles. */
+static int gen_sdpa(pcase *c)
+{
+    if (!is_float(c->dt))
+        return PC_NODT;
+    int nl = (int)pr(c, 0, 2);
+    int64_t d[4] = {pdim(c, 3), pdim(c, 3), 0, 0}, Sq = pdim(c, 17), Sk = pdim(c, 17), D = pdim(c, 17),
+            Dv = pdim(c, 9);
+    if (PC_BIG(c))
+        nl = 2, d[0] = 2, d[1] = 3, Sq = 150, Sk = 300, D = 32, Dv = 24;
+    int64_t qd[4], kd[4], vd[4], md[4];
+    for (int i = 0; i < nl; i++)
+        qd[i] = kd[i] = vd[i] = d[i];
+    qd[nl] = Sq, qd[nl + 1] = D, kd[nl] = Sk, kd[nl + 1] = D, vd[nl] = Sk, vd[nl + 1] = Dv;
+    int in[4] = {pc_in(c, c->dt, nl + 2, qd, -1, 1), pc_in(c, c->dt, nl + 2, kd, -1, 1),
+                 pc_in(c, c->dt, nl + 2, vd, -1, 1), -1};
+    int kind = (int)pr(c, 0, 2), nin = 3;
+    if (kind) {
+        int mr = (int)pr(c, 1, nl + 2);   /* the mask's rank, aligned right */
+        for (int i = 0; i < mr; i++) {
+            int td = nl + 2 - mr + i;   /* the score dim it broadcasts to */
+            int64_t f = td == nl + 1 ? Sk : td == nl ? Sq : d[td];
+            md[i] = pr(c, 0, 2) ? f : 1;
+        }
+        if (mr == 1 || md[mr - 1] == 1)
+            md[mr - 1] = Sk;   /* keys vary: keep key 0 for every row */
+        in[3] = pc_in(c, kind == 1 ? MGE_BOOL : c->dt, mr, md, -2, 2);
+        mge_tensor *t = pc_data(c, in[3]);
+        int64_t n = mge_tensor_numel(t);
+        for (int64_t i = 0; i < n; i++)
+            if (i % Sk == 0) {
+                if (kind == 1)
+                    ((uint8_t *)t->data)[i] = 1;
+            } else if (kind == 2 && pr(c, 0, 5) == 0) {
+                pc_set(t, i, -INFINITY);
+            }
+        nin = 4;
+    }
+    mge_attr at[2];
+    int na = 0;
+    if (pr(c, 0, 1))
+        at[na++] = A(MGE_KEY_causal, 1);
+    if (pr(c, 0, 2) == 0)
+        at[na++] = A_f(MGE_KEY_scale, pu(c, 0.05, 0.6));
+    return pc_out(c, pc_node(c, MGE_OP_SDPA, nin, in, na, at));
 }
 #endif

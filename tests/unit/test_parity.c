@@ -357,6 +357,18 @@ static const pspec specs[MGE_NOPS] = {
     [MGE_OP_PAD_GRAD] = VIA("pad", ACC),
     [MGE_OP_GROUP_NORM_GRAD] = VIA("group_norm", ACC),
     [MGE_OP_RMS_NORM_GRAD] = VIA("rms_norm", ACC),
+    /* gpt group */
+    [MGE_OP_PROD] = CASES(gen_reduce_more, 12, ACC),
+    [MGE_OP_MIN] = CASES(gen_reduce_more, 12, EXACT),
+    [MGE_OP_ARGMIN] = CASES(gen_reduce_more, 10, EXACT),
+    [MGE_OP_PROD_GRAD] = VIA("prod", ACC),
+    [MGE_OP_TOPK] = CASES(gen_sort, 16, EXACT),
+    [MGE_OP_SORT] = CASES(gen_sort, 12, EXACT),
+    [MGE_OP_ARGSORT] = CASES(gen_sort, 10, EXACT),
+    [MGE_OP_CUMSUM] = CASES(gen_cumsum, 12, ACC),
+    [MGE_OP_EMBEDDING] = CASES(gen_embedding, 10, EXACT),
+    [MGE_OP_SDPA] = CASES(gen_sdpa, 20, ACC),
+    [MGE_OP_SDPA_GRAD] = VIA("scaled_dot_product_attention", ACC),
 };
 
 /* Op x dtype pairs some backend claims that no compared graph runs, and
