@@ -71,6 +71,8 @@ static mge_status sdpa_check(const mge_node *n, const mge_tdesc *in, int nin, mg
     if (v->dims[r - 2] != k->dims[r - 2])
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: k %s and v %s: expected the same Sk (dim %d)", name, bk, bv,
                              r - 2);
+    if (k->dims[r - 2] < 1)   /* softmax over no keys: PyTorch's empty product gives 0, ours would be NaN */
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: k %s: expected at least one key", name, bk);
     if (nin > 3) {
         const mge_tdesc *m = &in[3];
         mge_tdesc_str(m, bm, sizeof bm);

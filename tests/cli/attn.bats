@@ -38,6 +38,40 @@ print([np.load(f).shape for _ in range(2)])' "$T/out.npy"
     assert_output "[(1, 2, 5, 4), (2, 2, 70, 4)]"
 }
 
+@test "embedding and cross_entropy over trailing dims on records of two shapes match numpy" {
+    need_numpy
+    cat > "$T/ec.mgt" <<'NET'
+weights "ew.npz"
+input tokens : i64[B,S]
+input lab : i64[B,S]
+e = embedding(tokens, num=20, dim=5)
+lg = transpose(e, perm=[0,2,1])
+ce = cross_entropy(lg, lab, ignore_index=4, label_smoothing=0.1)
+output e, ce
+NET
+    py '
+rng = np.random.default_rng(2)
+w = rng.standard_normal((20, 5)).astype(np.float32)
+np.savez(sys.argv[1], **{"e.weight": w})
+with open(sys.argv[2], "wb") as f, open(sys.argv[3], "wb") as r:
+    for B, S in [(2, 3), (1, 7)]:
+        t = rng.integers(0, 20, (B, S)); l = rng.integers(0, 5, (B, S)); l[0, 0] = 4
+        np.save(f, t); np.save(f, l)
+        e = w[t].astype(np.float64)
+        lp = e - np.log(np.exp(e).sum(-1, keepdims=True))
+        keep = l != 4
+        nll = -np.take_along_axis(lp, l[..., None], -1)[..., 0]
+        loss = (0.9 * nll + 0.1 * -lp.mean(-1))[keep].mean()
+        np.save(r, w[t]); np.save(r, np.float32(loss))
+' "$T/ew.npz" "$T/in.npy" "$T/ref.npy"
+    run --separate-stderr "$MGE_RUN" "$T/ec.mgt" -i "$T/in.npy" -o "$T/out.npy" --check "$T/ref.npy" --atol 1e-6 --rtol 1e-5
+    assert_success
+    run py '
+f = open(sys.argv[1], "rb")
+print([np.load(f).shape for _ in range(4)])' "$T/out.npy"
+    assert_output "[(2, 3, 5), (), (1, 7, 5), ()]"
+}
+
 @test "an embedding index out of range exits 1 naming the index, its position and the table size" {
     need_numpy
     cat > "$T/emb.mgt" <<'NET'

@@ -176,6 +176,8 @@ static void test_infer_errors(void)
          "y = scaled_dot_product_attention(q, k, v)\noutput y\n", "expected equal leading dims"},
         {"input q : f32[2,5,8]\ninput k : f32[2,6,8]\ninput v : f32[2,7,4]\n"
          "y = scaled_dot_product_attention(q, k, v)\noutput y\n", "expected the same Sk (dim 1)"},
+        {"input q : f32[2,5,8]\ninput k : f32[2,0,8]\ninput v : f32[2,0,4]\n"
+         "y = scaled_dot_product_attention(q, k, v)\noutput y\n", "k f32[2,0,8]: expected at least one key"},
         {"input q : f32[2,5,8]\ninput k : f32[2,6,8]\ninput v : f32[2,6,4]\ninput m : bool[5,5]\n"
          "y = scaled_dot_product_attention(q, k, v, m)\noutput y\n",
          "mask bool[5,5] does not broadcast to the scores [..., 5, 6]"},

@@ -1084,8 +1084,8 @@ static void test_infer_agrees(void)
 /* ---------------------------------------------------------------- backends */
 
 /* Every op has an f32 ref kernel (cast and cross_entropy under their
- * input dtype; where and the bool ops under bool, one_hot under its
- * indices'); cpu falls back to ref; names resolve. */
+ * input dtype; where and the bool ops under bool, one_hot and embedding
+ * under their indices'); cpu falls back to ref; names resolve. */
 static void test_backends(void)
 {
     const mge_backend *ref = mge_backend_ref(), *cpu = mge_backend_cpu();
@@ -1098,7 +1098,7 @@ static void test_backends(void)
                            : MGE_F32;
         if (op == MGE_OP_WHERE || op == MGE_OP_NOT || op == MGE_OP_AND || op == MGE_OP_OR || op == MGE_OP_XOR)
             dt = MGE_BOOL;
-        if (op == MGE_OP_ONE_HOT)
+        if (op == MGE_OP_ONE_HOT || op == MGE_OP_EMBEDDING)
             dt = MGE_I64;
         if (op == MGE_OP_CONSTANT_OF_SHAPE)
             dt = MGE_I64; /* its input is the shape */
