@@ -77,6 +77,8 @@ mge_status mge_linear_params(int op, int nattr, const mge_attr *attrs, const mge
                              mge_param_spec *specs, int *nspecs, mge_error *err);
 mge_status mge_norm_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
                            mge_param_spec *specs, int *nspecs, mge_error *err);
+mge_status mge_unary_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
+                            mge_param_spec *specs, int *nspecs, mge_error *err);
 
 /* ---------------------------------------------------------------- gradient rules
  * lib/grad_<family>.c: the rule of every op of the family (lib/autodiff.c

@@ -4,8 +4,9 @@
  *
  * The chain is an f32 conv2d or linear (any groups, with or without bias),
  * then optionally add(y, r) or add(r, y) where r has exactly y's shape (a
- * resnet shortcut), then optionally one activation: relu, relu6,
- * leaky_relu (its alpha), sigmoid, tanh, gelu, silu, hswish or hsigmoid.
+ * resnet shortcut), then optionally one activation: an op with the ACT
+ * trait (ops.def: relu, relu6, leaky_relu and elu with their alpha,
+ * sigmoid, tanh, gelu, silu, hswish, hsigmoid, selu, mish, softsign).
  * At least one of the two must be there. Every value inside the chain must
  * be read once, by the next node of the chain, and be no graph output; the
  * chain's last value keeps its name and the fused node takes the last

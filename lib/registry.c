@@ -210,6 +210,7 @@ mge_params_fn mge_op_params_fn(int op)
     case MGE_OP_LINEAR: return mge_linear_params;
     case MGE_OP_BATCHNORM:
     case MGE_OP_LAYERNORM: return mge_norm_params;
+    case MGE_OP_PRELU: return mge_unary_params;
     }
     return NULL;
 }
