@@ -129,7 +129,8 @@ static mge_status attr_check(const mge_node *n, const char *name, mge_error *err
 static mge_status prelu_infer(const mge_node *n, const mge_tdesc *x, const mge_tdesc *w, mge_error *err)
 {
     char b[96], bw[96];
-    int64_t num = mge_node_int(n, MGE_KEY_num, 1);
+    /* prelu_grad has no num: the weight's length */
+    int64_t num = n->op == MGE_OP_PRELU_GRAD && w->ndim == 1 ? w->dims[0] : mge_node_int(n, MGE_KEY_num, 1);
     if (!mge_dtype_is_float(x->dtype))
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected a float dtype (f32, f16, bf16)",
                              mge_op_info(n->op)->name, mge_tdesc_str(x, b, sizeof b));
