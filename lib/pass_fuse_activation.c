@@ -120,7 +120,7 @@ mge_status mge_pass_fuse_activation(mge_graph **gp, int *changed, mge_error *err
         if (k >= 0 && !role[k] && is_act(g->nodes[k].op) && g->nodes[k].nin == 1 && g->nodes[k].nout == 1 &&
             same_shape(&g->values[g->nodes[k].out[0]], &g->values[y])) {
             ch.act = g->nodes[k].op;
-            if (ch.act == MGE_OP_LEAKY_RELU)
+            if (mge_node_attr(&g->nodes[k], MGE_KEY_alpha))   /* leaky_relu, elu */
                 ch.alpha = mge_node_float(&g->nodes[k], MGE_KEY_alpha, 0.01);
             last = k;
         }
