@@ -61,6 +61,10 @@ static inline kact_par kact_par_node(const mge_node *n, int op)
 #define KHCLIP(v) KRELU6((v) + KC(3))
 #define KSIGM(v) (KC(1) / (KC(1) + KEXP(-(v))))
 #define KSOFTPLUS(v) KLOG1P(KEXP(v))
+/* mish without tanh and log1p: tanh(log(1 + e)) = n / (n + 2) with
+ * n = e (e + 2), e = exp(v) (exact algebra; vectorizes with exp alone);
+ * past 20 tanh(softplus(v)) is 1 in float and n would overflow */
+#define KMISHN(v) (KEXP(v) * (KEXP(v) + KC(2)))
 #define KSELU_S 1.0507009873554804934193349852946
 #define KSELU_SA 1.7580993408473768599402175208123 /* scale * alpha */
 
@@ -87,7 +91,7 @@ static inline kact_par kact_par_node(const mge_node *n, int op)
     ROW(ELU, v > KC(0) ? v : KA * KEXPM1(v), IN, t <= KC(0) ? KA * KEXP(t) : KC(1))                               \
     ROW(SELU, v > KC(0) ? KC(KSELU_S) * v : KC(KSELU_SA) * KEXPM1(v), IN,                                         \
       t <= KC(0) ? KC(KSELU_SA) * KEXP(t) : KC(KSELU_S))                                                       \
-    ROW(MISH, v * KTANH(KSOFTPLUS(v)), IN,                                                                        \
+    ROW(MISH, v > KC(20) ? v : v * KMISHN(v) / (KMISHN(v) + KC(2)), IN,                                          \
       KTANH(KSOFTPLUS(t)) + t * KSIGM(t) * (KC(1) - KTANH(KSOFTPLUS(t)) * KTANH(KSOFTPLUS(t))))                \
     ROW(SOFTSIGN, v / (KC(1) + KFABS(v)), IN, KC(1) / ((KC(1) + KFABS(t)) * (KC(1) + KFABS(t))))                  \
     ROW(ERF, KERF(v), IN, KC(1.1283791670955126) * KEXP(-t * t))                                                  \

@@ -4,7 +4,9 @@
  * lib/'s registry or inference code (see tests/layers). Pure functions of
  * numbers and op ids; nothing here reads the graph, the registry or any
  * state. lib/internal.h includes it, so lib code calls these by the same
- * names. mge_window_geom reads the node's attributes, which kernels may. */
+ * names. mge_window_geom reads the node's attributes, which kernels may;
+ * mge_op_flags and mge_op_alpha_only read ops.def's columns as compiled-in
+ * constants (the traits), not the registry. */
 #ifndef MGE_KSHARED_H
 #define MGE_KSHARED_H
 

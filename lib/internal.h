@@ -62,7 +62,8 @@ MGE_FAMILY_DECL(quant)
 MGE_FAMILY_DECL(index)
 MGE_FAMILY_DECL(logic)
 /* kernels/kshared.h (header only, shared with the kernels): mge_axis,
- * mge_conv_out_dim, mge_fused_act_ok / unary_ok / binary_ok,
+ * mge_conv_out_dim, mge_op_flags (ops.def's traits), mge_op_alpha_only,
+ * mge_fused_act_ok / unary_ok / binary_ok,
  * mge_winograd_matrices and mge_winograd_weight_transform. */
 /* The checks the fused layer ops (fused_conv2d, fused_linear,
  * conv2d_winograd, conv2d_nchwc) share: the input count against the bias

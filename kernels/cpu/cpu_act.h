@@ -10,8 +10,9 @@
  * and the residual add is one float add, as the add kernel does, so a
  * fused node computes the same bits as its unfused chain of conv2d, add
  * and the activation on the same cpu kernels. Vectorized like cpu.h's hot
- * loops: an AVX2+FMA and a baseline copy, picked at run time; tanh, erf,
- * expm1, log1p, log, sin and cos call libm. */
+ * loops: an AVX2+FMA and a baseline copy, picked at run time; exp and
+ * expm1 are the branch-free polynomials below (elu, selu, mish, sigmoid
+ * and silu vectorize), tanh, erf, log1p, log, sin and cos call libm. */
 #ifndef MGE_CPU_ACT_H
 #define MGE_CPU_ACT_H
 
@@ -20,10 +21,22 @@
 
 #include <math.h>
 
+/* expm1 for vectorized loops (elu, selu): the Taylor series to x^8 for
+ * |x| < 0.5 (where exp(x) - 1 would cancel; truncation below 1e-8
+ * relative), cpu_expf(x) - 1 elsewhere. Branch-free; keeps -0, NaN and
+ * gives -1 at -inf. */
+static inline CPU_BASE float cpu_expm1f(float x)
+{
+    float p = x * (1.0f + x * (0.5f + x * (1.0f / 6 + x * (1.0f / 24 + x * (1.0f / 120 + x * (1.0f / 720 +
+              x * (1.0f / 5040 + x * (1.0f / 40320))))))));
+    float e = cpu_expf(x) - 1.0f;
+    return fabsf(x) < 0.5f ? p : e;
+}
+
 /* kact.h's names in float (the parameters from KACT_CPU_BEGIN's locals) */
 #define KC(c) ((float)(c))
 #define KEXP cpu_expf
-#define KEXPM1 expm1f
+#define KEXPM1 cpu_expm1f
 #define KLOG logf
 #define KLOG1P log1pf
 #define KTANH tanhf
