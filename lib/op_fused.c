@@ -28,12 +28,18 @@ mge_status mge_fused_check_io(const mge_node *n, const char *name, int *bias, in
                              b ? "true" : "false", r ? "true" : "false", n->nin, 2 + b + r);
     const mge_attr *act = mge_node_attr(n, MGE_KEY_act);
     if (!act || act->n != 1 || !mge_fused_act_ok(act->i[0])) {
+        /* "none, relu, ..., mish or softsign": the ACT ops of ops.def */
         char list[512];
         size_t k = (size_t)snprintf(list, sizeof list, "none");
+        int last = -1;
+        for (int op = 0; op < MGE_NOPS; op++)
+            if (mge_op_flags(op) & MGE_OPF_ACT)
+                last = op;
         for (int op = 0; op < MGE_NOPS && k < sizeof list; op++)
             if (mge_op_flags(op) & MGE_OPF_ACT)
-                k += (size_t)snprintf(list + k, sizeof list - k, ", %s", mge_op_info(op)->name);
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: act=%s: expected an activation (%s)", name,
+                k += (size_t)snprintf(list + k, sizeof list - k, "%s%s", op == last ? " or " : ", ",
+                                      mge_op_info(op)->name);
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: act=%s: expected %s", name,
                              act && act->n == 1 ? mge_attr_op_name(act->i[0]) : "[...]", list);
     }
     *bias = b;
