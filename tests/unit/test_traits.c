@@ -12,7 +12,8 @@
  *          unsupported; without DIFF it does (for every op a node can be
  *          made of from f32 [2,3] inputs and no attributes);
  *   fused_elemwise accepts every TABLE op with at most alpha and gives the
- *   unfused op's bits on cpu. */
+ *   unfused op's bits on cpu; the table's derivatives of the older
+ *   activations agree with their own *_grad kernels. */
 #include "internal.h"
 #include "kact.h"
 #include "unit.h"
@@ -218,6 +219,70 @@ static void test_fused_same_bits(void)
     CHECK(checked >= 28);
 }
 
+/* The table's derivative column of the older activations, which still
+ * emit their own gradient ops: unary_grad(dy, t; act=op) gives what the
+ * op's *_grad kernel gives (ref, t from the side the table names). */
+static void test_old_derivatives(void)
+{
+    static const struct {
+        int op, gop;
+    } cs[] = {
+        {MGE_OP_RELU, MGE_OP_RELU_GRAD},       {MGE_OP_RELU6, MGE_OP_RELU6_GRAD},
+        {MGE_OP_LEAKY_RELU, MGE_OP_LEAKY_RELU_GRAD}, {MGE_OP_SIGMOID, MGE_OP_SIGMOID_GRAD},
+        {MGE_OP_TANH, MGE_OP_TANH_GRAD},       {MGE_OP_GELU, MGE_OP_GELU_GRAD},
+        {MGE_OP_SILU, MGE_OP_SILU_GRAD},       {MGE_OP_HSWISH, MGE_OP_HSWISH_GRAD},
+        {MGE_OP_HSIGMOID, MGE_OP_HSIGMOID_GRAD}, {MGE_OP_ABS, MGE_OP_ABS_GRAD},
+    };
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        int op = cs[c].op;
+        mge_graph *g = mge_graph_new();
+        int64_t d = 4001;
+        int dy = mge_graph_add_value(g, "dy", MGE_VAL_INPUT, MGE_F32, 1, &d, &err);
+        int x = mge_graph_add_value(g, "x", MGE_VAL_INPUT, MGE_F32, 1, &d, &err);
+        int t = kact_wrt_y(op) ? un(g, "y", op, x) : x;
+        int in[2] = {dy, t};
+        mge_attr a1[2] = {A(MGE_KEY_act, op), A_f(MGE_KEY_alpha, 0.2)};
+        mge_attr a2 = A_f(MGE_KEY_alpha, 0.2);
+        int g1 = node(g, "g1", MGE_OP_UNARY_GRAD, 2, in, 2, a1);
+        int g2 = node(g, "g2", cs[c].gop, 2, in, op == MGE_OP_LEAKY_RELU, &a2);
+        CHECK(g1 >= 0 && g2 >= 0);
+        CHECK_OK(mge_graph_add_output(g, g1, &err), err);
+        CHECK_OK(mge_graph_add_output(g, g2, &err), err);
+        mge_exec *e = NULL;
+        mge_exec_opts o = {0};
+        o.backend = "ref";
+        CHECK_OK(mge_exec_create(g, &o, &e, &err), err);
+        mge_tensor td, tx;
+        CHECK_OK(mge_tensor_alloc(&td, MGE_F32, 1, &d, &err), err);
+        CHECK_OK(mge_tensor_alloc(&tx, MGE_F32, 1, &d, &err), err);
+        for (int64_t i = 0; i < d; i++) {
+            ((float *)td.data)[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+            ((float *)tx.data)[i] = -8.0f + 16.0f * (float)i / (float)(d - 1);   /* hits 0 and +-3 and 6 */
+        }
+        const mge_tensor *ins[2];
+        for (int i = 0; e && i < mge_exec_ninputs(e); i++)
+            ins[i] = mge_exec_input(e, i) == dy ? &td : &tx;
+        if (e && mge_exec_run(e, ins, &err) == MGE_OK) {
+            const float *r1 = mge_exec_result(e, 0)->data, *r2 = mge_exec_result(e, 1)->data;
+            double worst = 0;
+            int64_t at = 0;
+            for (int64_t i = 0; i < d; i++) {
+                double diff = fabs((double)r1[i] - (double)r2[i]);
+                if (diff > worst)
+                    worst = diff, at = i;
+            }
+            CHECK_MSG(worst <= 1e-6, "%s: unary_grad and %s differ by %g at x = %g", mge_op_info(op)->name,
+                      mge_op_info(cs[c].gop)->name, worst, (double)((float *)tx.data)[at]);
+        } else {
+            CHECK_MSG(0, "%s: %s", mge_op_info(op)->name, err.msg);
+        }
+        mge_tensor_free(&td);
+        mge_tensor_free(&tx);
+        mge_exec_free(e);
+        mge_graph_free(g);
+    }
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -226,5 +291,6 @@ int main(int argc, char **argv)
     RUN(test_diff);
     RUN(test_act);
     RUN(test_fused_same_bits);
+    RUN(test_old_derivatives);
     return unit_rerun_baseline(argv, "test_traits", unit_done());
 }
