@@ -2,7 +2,8 @@
  *
  * Output = input shape. Float-only ops (the transcendental ones, leaky_relu,
  * dropout, the table's math ops) need f32/f16/bf16; relu, relu6, neg, abs,
- * sign and square also take i8/i32/i64; isnan/isinf give bool; cast
+ * sign and square also take i8/i32/i64, and clamp with integer bounds in
+ * the dtype's range; isnan/isinf give bool; cast
  * converts to its `dtype` attribute (any pair). Attribute checks: clamp
  * needs min or max (no NaN), hardtanh min <= max, softplus beta != 0.
  * prelu(x, weight): weight f32[num], num 1 or x's dim 1; a layer whose
@@ -161,6 +162,42 @@ mge_status mge_unary_params(int op, int nattr, const mge_attr *attrs, const mge_
     return MGE_OK;
 }
 
+/* The float-only ops: their attributes, then the dtype. */
+static mge_status float_only(const mge_node *n, const mge_tdesc *x, const char *name, mge_error *err)
+{
+    char b[96];
+    if (n->op == MGE_OP_DROPOUT) {
+        double p = mge_node_float(n, MGE_KEY_p, 0.5);
+        if (!(p >= 0 && p <= 1))
+            return mge_error_set(err, MGE_ERR_INVALID, "dropout: p=%g: expected a probability in [0, 1]", p);
+    }
+    mge_status s = attr_check(n, name, err);
+    if (s)
+        return s;
+    if (mge_dtype_is_float(x->dtype))
+        return MGE_OK;
+    return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected a float dtype (f32, f16, bf16)", name,
+                         mge_shape_str(x->dtype, x->ndim, x->dims, b, sizeof b));
+}
+
+/* clamp of an integer tensor keeps its dtype (torch.clamp with integer
+ * bounds): the bounds must be integers in the dtype's range. */
+static mge_status int_bounds(const mge_node *n, mge_dtype dt, mge_error *err)
+{
+    double lo = dt == MGE_I8 ? -128 : dt == MGE_I32 ? -2147483648.0 : -9223372036854775808.0;
+    double hi = dt == MGE_I8 ? 127 : dt == MGE_I32 ? 2147483647.0 : 9223372036854774784.0; /* < 2^63 */
+    static const int keys[2] = {MGE_KEY_min, MGE_KEY_max};
+    for (int k = 0; k < 2; k++) {
+        const mge_attr *a = mge_node_attr(n, keys[k]);
+        if (a && (a->f != floor(a->f) || a->f < lo || a->f > hi))
+            return mge_error_set(err, MGE_ERR_INVALID,
+                                 "clamp: %s=%g on %s: expected an integer in the dtype's range (cast x to a float "
+                                 "first for a float bound)",
+                                 k ? "max" : "min", a->f, mge_dtype_name(dt));
+    }
+    return MGE_OK;
+}
+
 mge_status mge_unary_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
 {
     if (is_grad_op(n->op))
@@ -211,6 +248,14 @@ mge_status mge_unary_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *ou
                                  mge_shape_str(x->dtype, x->ndim, x->dims, b, sizeof b));
         out->dtype = MGE_BOOL;
         return MGE_OK;
+    case MGE_OP_CLAMP:
+        if (int_ok(x->dtype)) {
+            mge_status s = attr_check(n, name, err);
+            if (s)
+                return s;
+            return int_bounds(n, x->dtype, err);
+        }
+        return float_only(n, x, name, err);
     case MGE_OP_RELU:
     case MGE_OP_RELU6:
     case MGE_OP_NEG:
@@ -222,18 +267,7 @@ mge_status mge_unary_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *ou
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected a float (f32, f16, bf16) or i8/i32/i64 dtype",
                              name, mge_shape_str(x->dtype, x->ndim, x->dims, b, sizeof b));
     default:
-        if (n->op == MGE_OP_DROPOUT) {
-            double p = mge_node_float(n, MGE_KEY_p, 0.5);
-            if (!(p >= 0 && p <= 1))
-                return mge_error_set(err, MGE_ERR_INVALID, "dropout: p=%g: expected a probability in [0, 1]", p);
-        }
-        mge_status s = attr_check(n, name, err);
-        if (s)
-            return s;
-        if (mge_dtype_is_float(x->dtype))
-            return MGE_OK;
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected a float dtype (f32, f16, bf16)", name,
-                             mge_shape_str(x->dtype, x->ndim, x->dims, b, sizeof b));
+        return float_only(n, x, name, err);
     }
 }
 

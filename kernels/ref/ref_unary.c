@@ -162,7 +162,7 @@ static mge_status prelu_grad_float(const mge_kctx *ctx, const mge_node *n, mge_t
     return MGE_OK;
 }
 
-/* relu, relu6, neg, abs, sign and square on integers, computed on 64 bits
+/* relu, relu6, neg, abs, sign, square and clamp on integers, computed on 64 bits
  * and stored keeping the low bits: neg/abs of the minimum value wrap back
  * to it, and square wraps, as numpy and PyTorch give. */
 static mge_status unary_int(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
@@ -176,6 +176,9 @@ static mge_status unary_int(const mge_kctx *ctx, const mge_node *n, mge_tensor *
         return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(ctx, n),
                              mge_dtype_name(dt));
     int64_t cnt = ref_numel(in[0]);
+    /* clamp: inference checked the bounds are integers in dt's range */
+    const mge_attr *amin = mge_node_attr(n, MGE_KEY_min), *amax = mge_node_attr(n, MGE_KEY_max);
+    int64_t lo = amin ? (int64_t)amin->f : INT64_MIN, hi = amax ? (int64_t)amax->f : INT64_MAX;
     for (int64_t i = 0; i < cnt; i++) {
         int64_t v = ref_ild(dt, in[0]->data, i), r;
         switch (n->op) {
@@ -185,6 +188,10 @@ static mge_status unary_int(const mge_kctx *ctx, const mge_node *n, mge_tensor *
         case MGE_OP_ABS: r = v < 0 ? (int64_t)(0u - (uint64_t)v) : v; break;
         case MGE_OP_SIGN: r = (v > 0) - (v < 0); break;
         case MGE_OP_SQUARE: r = (int64_t)((uint64_t)v * (uint64_t)v); break;
+        case MGE_OP_CLAMP:
+            r = v < lo ? lo : v;
+            r = r > hi ? hi : r;   /* min > max gives max, as torch.clamp */
+            break;
         default: return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no integer kernel", ref_opname(ctx, n));
         }
         ref_ist(dt, out[0]->data, i, r);
@@ -315,7 +322,8 @@ void mge_ref_register_unary(mge_backend *b)
         b->k[MGE_OP_PRELU][dt].run = prelu_float;
         b->k[MGE_OP_PRELU_GRAD][dt].run = prelu_grad_float;
     }
-    static const int iops[] = {MGE_OP_RELU, MGE_OP_RELU6, MGE_OP_NEG, MGE_OP_ABS, MGE_OP_SIGN, MGE_OP_SQUARE};
+    static const int iops[] = {MGE_OP_RELU, MGE_OP_RELU6, MGE_OP_NEG, MGE_OP_ABS,
+                               MGE_OP_SIGN, MGE_OP_SQUARE, MGE_OP_CLAMP};
     for (size_t i = 0; i < sizeof iops / sizeof iops[0]; i++) {
         b->k[iops[i]][MGE_I8].run = unary_int;
         b->k[iops[i]][MGE_I32].run = unary_int;

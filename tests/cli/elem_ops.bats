@@ -80,11 +80,15 @@ print("ok")
     done
 }
 
-@test "isnan of an integer tensor is a dtype error" {
+@test "isnan of an integer tensor is a dtype error, and so is clamp of one to a fractional bound" {
     printf 'input x : i32[N]\ny = isnan(x)\noutput y\n' > "$T/bad.mgt"
     run --separate-stderr "$MGE_RUN" "$T/bad.mgt" < /dev/null
     assert_failure 1
     [[ "$stderr" == *"error: y: isnan: x is i32["*"]: expected a float dtype (f32, f16, bf16)"* ]] || { echo "$stderr"; return 1; }
+    printf 'input x : i64[N]\ny = clamp(x, min=-1, max=2.5)\noutput y\n' > "$T/bad.mgt"
+    run --separate-stderr "$MGE_RUN" "$T/bad.mgt" < /dev/null
+    assert_failure 1
+    [[ "$stderr" == *"error: y: clamp: max=2.5 on i64: expected an integer in the dtype's range"* ]] || { echo "$stderr"; return 1; }
 }
 
 @test "mge-opt -O2 fuses conv2d + elu and an add + mish chain; the outputs match" {

@@ -185,3 +185,32 @@ def test_gradients_vs_torch():
     d = tmpdir()
     for seed, n, s in [(1, 2, 5), (2, 3, 1), (3, 1, 17)]:
         _grad_case(d, seed, n, s)
+
+
+def test_integers_vs_torch():
+    """sign, square (wrapping), abs, neg and clamp with integer bounds keep i32 / i64."""
+    d = tmpdir()
+    path = os.path.join(d, "i.mgt")
+    with open(path, "w") as f:
+        f.write("input a : i32[N]\ninput b : i64[N]\n"
+                "sa = sign(a)\nqa = square(a)\nca = clamp(a, min=-3, max=40)\nna = neg(a)\n"
+                "sb = sign(b)\nqb = square(b)\ncb = clamp(b, max=-7)\nab = abs(b)\n"
+                "output sa, qa, ca, na, sb, qb, cb, ab\n")
+    rng = np.random.default_rng(5)
+    recs = []
+    for n in (11, 4):
+        a = rng.integers(-100000, 100000, n).astype(np.int32)
+        a[0] = 0
+        b = rng.integers(-10 ** 12, 10 ** 12, n).astype(np.int64)
+        b[1] = 0
+        recs.append((a, b))
+    _, out, _ = run([tool("mge-run"), path], stdin=npy_stream(*[x for r in recs for x in r]))
+    got = read_stream(out)
+    assert len(got) == 16
+    for k, (a, b) in enumerate(recs):
+        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+        want = [torch.sign(ta), torch.square(ta), torch.clamp(ta, -3, 40), torch.neg(ta),
+                torch.sign(tb), torch.square(tb), torch.clamp(tb, max=-7), torch.abs(tb)]
+        for j, w in enumerate(want):
+            g = got[k * 8 + j]
+            assert g.dtype == w.numpy().dtype and np.array_equal(g, w.numpy()), (k, j, g, w)

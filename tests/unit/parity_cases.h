@@ -1627,13 +1627,13 @@ static int gen_qadd(pcase *c)
 
 /* The table ops added with kernels/kact.h, isnan/isinf: random shapes
  * (variant % 10 == 0 large enough for the pool), a third of the cases
- * with 0, -0, NaN and inf at random places, random attributes. sign and
- * square also on integers. */
+ * with 0, -0, NaN and inf at random places, random attributes. sign,
+ * square and clamp (integer bounds) also on integers. */
 static int gen_elem_math(pcase *c)
 {
     int op = c->op;
     int intdt = c->dt == MGE_I8 || c->dt == MGE_I32 || c->dt == MGE_I64;
-    if (!is_float(c->dt) && !((op == MGE_OP_SIGN || op == MGE_OP_SQUARE) && intdt))
+    if (!is_float(c->dt) && !((op == MGE_OP_SIGN || op == MGE_OP_SQUARE || op == MGE_OP_CLAMP) && intdt))
         return PC_NODT;
     int64_t d[4];
     int nd = pshape(c, 0, 4, 9, d);
@@ -1655,14 +1655,15 @@ static int gen_elem_math(pcase *c)
         pc_specials(c, c->g->inputs[0], 1);
     mge_attr at[2];
     int na = 0;
-    static const double bounds[] = {-2, -0.5, 0, 0.25, 1, 3};
+    static const double bounds[] = {-2, -0.5, 0, 0.25, 1, 3}, ibounds[] = {-100, -3, 0, 2, 50, 120};
+    const double *bs = intdt ? ibounds : bounds;
     switch (op) {
     case MGE_OP_CLAMP: {
         int which = (int)pr(c, 0, 2);
         if (which != 1)
-            at[na++] = A_f(MGE_KEY_min, ppick(c, 6, bounds));
+            at[na++] = A_f(MGE_KEY_min, ppick(c, 6, bs));
         if (which != 0)
-            at[na++] = A_f(MGE_KEY_max, ppick(c, 6, bounds));   /* at times below min */
+            at[na++] = A_f(MGE_KEY_max, ppick(c, 6, bs));   /* at times below min */
         break;
     }
     case MGE_OP_HARDTANH: {

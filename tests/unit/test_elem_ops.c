@@ -117,11 +117,12 @@ static void test_values(void)
                              cs[c].rel);
 }
 
-/* sign and square on integers (square wraps, as PyTorch). */
+/* sign, square and clamp on integers (square wraps, as PyTorch). */
 static void test_integers(void)
 {
     mge_graph *g = ug_parse("input x : i32[4]\ns = sign(x)\nq = square(x)\nn = cast(q, dtype=i64)\n"
-                            "input z : i8[2]\nz2 = square(z)\noutput s\noutput q\noutput z2\n");
+                            "input z : i8[2]\nz2 = square(z)\nc = clamp(x, min=-2, max=6)\n"
+                            "output s\noutput q\noutput z2\noutput c\n");
     if (!g)
         return;
     mge_exec *e = NULL;
@@ -143,6 +144,9 @@ static void test_integers(void)
         CHECK(s[0] == -1 && s[1] == 0 && s[2] == 1 && s[3] == 1);
         CHECK(q[0] == 49 && q[1] == 0 && q[2] == 25 && q[3] == 0);   /* 2^32 wraps to 0 */
         CHECK_MSG(z2[0] == (int8_t)144 && z2[1] == 9, "%d %d", z2[0], z2[1]);
+        const int32_t *cl = mge_exec_result(e, 3)->data;
+        CHECK(mge_exec_result(e, 3)->dtype == MGE_I32);
+        CHECK_MSG(cl[0] == -2 && cl[1] == 0 && cl[2] == 5 && cl[3] == 6, "%d %d %d %d", cl[0], cl[1], cl[2], cl[3]);
     } else {
         CHECK_MSG(0, "%s", err.msg);
     }
@@ -164,6 +168,9 @@ static void test_infer_errors(void)
         {"input x : i32[3]\ny = isnan(x)\noutput y\n", "isnan: x is i32[3]: expected a float dtype"},
         {"input x : i32[3]\ny = elu(x)\noutput y\n", "elu: x is i32[3]: expected a float dtype"},
         {"input x : u8[3]\ny = sign(x)\noutput y\n", "sign: x is u8[3]"},
+        {"input x : i32[3]\ny = clamp(x, min=0.5)\noutput y\n", "clamp: min=0.5 on i32: expected an integer"},
+        {"input x : i8[3]\ny = clamp(x, max=300)\noutput y\n", "clamp: max=300 on i8: expected an integer"},
+        {"input x : u8[3]\ny = clamp(x, max=3)\noutput y\n", "clamp: x is u8[3]: expected a float dtype"},
         {"input x : f32[2,4,3]\ny = prelu(x, num=3)\noutput y\n", "prelu: num=3 but x is f32[2,4,3]"},
         {"input x : f32[4]\ny = prelu(x, num=4)\noutput y\n", "expected num 1 or x's dim 1"},
         {"input x : f32[2,4]\ny = prelu(x, num=0)\noutput y\n", "prelu: num=0"},
