@@ -1,5 +1,5 @@
 /* cpu_elemwise.c — elementwise unary ops (the activation table), their
- * generic gradient unary_grad, and binary ops (f32).
+ * generic gradient unary_grad, prelu, isnan/isinf, and binary ops (f32).
  *
  * Loops are written so the compiler vectorizes them (cpu.h compiles each
  * twice, AVX2+FMA and baseline, picked at run time) and split over the pool
@@ -96,6 +96,80 @@ static mge_status cpu_unary_grad(const mge_kctx *ctx, const mge_node *n, mge_ten
         return cpu_fallback(ctx, n, in, out, err);
     un_job j = {op, kact_par_node(n, op), dy->data, t->data, dx->data};
     cpu_parallel(ctx, mge_tensor_numel(dx), cpu_act_cheap(op) ? CPU_GRAIN : CPU_GRAIN / 8, un_dtask, &j);
+    return MGE_OK;
+}
+
+/* prelu(x, w): x < 0 ? w * x : x, one weight per plane (image, channel)
+ * of `inner` elements; the product is one float multiply, as ref's
+ * (rounded once) gives. */
+CPU_MULTI(prelu_loop, (const float *x, float w, float *y, int64_t n), (x, w, y, n), {
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        y[i] = v < 0.0f ? w * v : v;
+    }
+})
+
+typedef struct prelu_job {
+    const float *x, *w;
+    float *y;
+    int64_t C, inner;
+    int per;   /* one weight per channel (else w[0]) */
+} prelu_job;
+
+static void prelu_task(void *a, int64_t b, int64_t e, int thread)
+{
+    const prelu_job *j = a;
+    for (int64_t p = b; p < e; p++)
+        prelu_loop(j->x + p * j->inner, j->w[j->per ? p % j->C : 0], j->y + p * j->inner, j->inner);
+}
+
+static mge_status cpu_prelu(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                            mge_error *err)
+{
+    const mge_tensor *x = in[0], *w = in[1], *y = out[0];
+    int64_t num = mge_tensor_numel(w), cnt = mge_tensor_numel(x);
+    if (x->dtype != MGE_F32 || w->dtype != MGE_F32 || y->dtype != MGE_F32 || w->ndim != 1 ||
+        !mge_tensor_same_shape(x, y) || !(num == 1 || (x->ndim >= 2 && x->dims[1] == num)) || cnt <= 0 ||
+        y->data == w->data)
+        return cpu_fallback(ctx, n, in, out, err);   /* ref explains (or has nothing to do) */
+    prelu_job j = {x->data, w->data, y->data, x->ndim >= 2 ? x->dims[1] : 1, 1, num > 1};
+    for (int d = 2; d < x->ndim; d++)
+        j.inner *= x->dims[d];
+    if (x->ndim < 2)
+        j.inner = cnt;
+    cpu_parallel(ctx, cnt / j.inner, 1 + CPU_GRAIN / j.inner, prelu_task, &j);
+    return MGE_OK;
+}
+
+/* isnan, isinf: f32 -> bool */
+CPU_MULTI(isclass_loop, (int inf, const float *x, uint8_t *y, int64_t n), (inf, x, y, n), {
+    if (inf)
+        for (int64_t i = 0; i < n; i++)
+            y[i] = fabsf(x[i]) == __builtin_inff();
+    else
+        for (int64_t i = 0; i < n; i++)
+            y[i] = x[i] != x[i];
+})
+
+typedef struct isclass_job {
+    int inf;
+    const float *x;
+    uint8_t *y;
+} isclass_job;
+
+static void isclass_task(void *a, int64_t b, int64_t e, int thread)
+{
+    const isclass_job *j = a;
+    isclass_loop(j->inf, j->x + b, j->y + b, e - b);
+}
+
+static mge_status cpu_isclass(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                              mge_error *err)
+{
+    if (in[0]->dtype != MGE_F32 || out[0]->dtype != MGE_BOOL || !mge_tensor_same_shape(in[0], out[0]))
+        return cpu_fallback(ctx, n, in, out, err);
+    isclass_job j = {n->op == MGE_OP_ISINF, in[0]->data, out[0]->data};
+    cpu_parallel(ctx, mge_tensor_numel(out[0]), CPU_GRAIN, isclass_task, &j);
     return MGE_OK;
 }
 
@@ -271,6 +345,9 @@ void mge_cpu_register_elemwise(mge_backend *b)
 #undef UN_REG_
     b->k[MGE_OP_DROPOUT][MGE_F32] = (mge_kernel){cpu_unary, cpu_ref_ws};
     b->k[MGE_OP_UNARY_GRAD][MGE_F32] = (mge_kernel){cpu_unary_grad, cpu_ref_ws};
+    b->k[MGE_OP_PRELU][MGE_F32] = (mge_kernel){cpu_prelu, cpu_ref_ws};
+    b->k[MGE_OP_ISNAN][MGE_F32] = (mge_kernel){cpu_isclass, cpu_ref_ws};
+    b->k[MGE_OP_ISINF][MGE_F32] = (mge_kernel){cpu_isclass, cpu_ref_ws};
     static const int bi[] = {MGE_OP_ADD, MGE_OP_SUB, MGE_OP_MUL, MGE_OP_DIV,
                              MGE_OP_POW, MGE_OP_MAXIMUM, MGE_OP_MINIMUM};
     for (size_t i = 0; i < sizeof bi / sizeof bi[0]; i++)
