@@ -4,7 +4,9 @@
  * lib/'s registry or inference code (see tests/layers). Pure functions of
  * numbers and op ids; nothing here reads the graph, the registry or any
  * state. lib/internal.h includes it, so lib code calls these by the same
- * names. mge_window_geom reads the node's attributes, which kernels may. */
+ * names. mge_window_geom reads the node's attributes, which kernels may;
+ * mge_op_flags and mge_op_alpha_only read ops.def's columns as compiled-in
+ * constants (the traits), not the registry. */
 #ifndef MGE_KSHARED_H
 #define MGE_KSHARED_H
 
@@ -56,36 +58,55 @@ static inline int64_t mge_conv_out_dim(int64_t in, int64_t k, int64_t s, int64_t
     return o;
 }
 
-/* What a fused op's act (incl. -1, none), a fused_elemwise unary entry and
- * a binary entry may be (lib/op_fused.c's inference and the fused kernels
- * must agree on it). */
+/* ops.def's flags column (MGE_OPF_*), header only: kernels read the
+ * traits without linking to the registry. One small table per file that
+ * calls it. */
+static inline unsigned mge_op_flags(int64_t op)
+{
+    static const unsigned f[MGE_NOPS] = {
+#define MGE_KEY(name, type)
+#define MGE_OP(id, name, family, min_in, max_in, nout, flags, schema) flags,
+#include "ops.def"
+#undef MGE_KEY
+#undef MGE_OP
+    };
+    return op >= 0 && op < MGE_NOPS ? f[op] : 0u;
+}
+
+/* 1 when op's only attribute, if any, is alpha: all a fused op can carry. */
+static inline int mge_op_alpha_only(int64_t op)
+{
+    static const char *const s[MGE_NOPS] = {
+#define MGE_KEY(name, type)
+#define MGE_OP(id, name, family, min_in, max_in, nout, flags, schema) schema,
+#include "ops.def"
+#undef MGE_KEY
+#undef MGE_OP
+    };
+    if (op < 0 || op >= MGE_NOPS)
+        return 0;
+    const char *p = s[op];
+    if (!p[0])
+        return 1;
+    if (p[0] != 'a' || p[1] != 'l' || p[2] != 'p' || p[3] != 'h' || p[4] != 'a' || p[5] != '=')
+        return 0;
+    for (p += 6; *p; p++)
+        if (*p == ' ')
+            return 0;
+    return 1;
+}
+
+/* What a fused op's act may be (incl. -1, none: the ACT trait), a
+ * fused_elemwise unary entry (a TABLE op with at most alpha) and a binary
+ * entry (lib/op_fused.c's inference and the fused kernels must agree). */
 static inline int mge_fused_act_ok(int64_t op)
 {
-    switch (op) {
-    case -1:
-    case MGE_OP_RELU:
-    case MGE_OP_RELU6:
-    case MGE_OP_LEAKY_RELU:
-    case MGE_OP_SIGMOID:
-    case MGE_OP_TANH:
-    case MGE_OP_GELU:
-    case MGE_OP_SILU:
-    case MGE_OP_HSWISH:
-    case MGE_OP_HSIGMOID: return 1;
-    }
-    return 0;
+    return op == -1 || (mge_op_flags(op) & MGE_OPF_ACT);
 }
 
 static inline int mge_fused_unary_ok(int64_t op)
 {
-    switch (op) {
-    case MGE_OP_EXP:
-    case MGE_OP_LOG:
-    case MGE_OP_SQRT:
-    case MGE_OP_NEG:
-    case MGE_OP_ABS: return 1;
-    }
-    return op != -1 && mge_fused_act_ok(op);
+    return (mge_op_flags(op) & MGE_OPF_TABLE) && mge_op_alpha_only(op);
 }
 
 static inline int mge_fused_binary_ok(int64_t op)

@@ -1,5 +1,6 @@
 /* init.c — initial values for params/state declared without data.
- * Specs: zeros, ones, uniform(B) = U(-B, B), normal(S) = N(0, S^2).
+ * Specs: zeros, ones, value(V) (every element V: prelu's 0.25),
+ * uniform(B) = U(-B, B), normal(S) = N(0, S^2).
  * Each value draws from its own stream seeded by (seed, name), so adding or
  * reordering values does not change the others' initial values. */
 #include "internal.h"
@@ -27,12 +28,14 @@ static mge_status fill(mge_tensor *t, const char *spec, mge_rng *r, mge_error *e
         kind = 0, c = 0;
     else if (strcmp(spec, "ones") == 0)
         kind = 0, c = 1;
+    else if (spec_arg(spec, "value", &a))
+        kind = 0, c = a;
     else if (spec_arg(spec, "uniform", &a))
         kind = 1;
     else if (spec_arg(spec, "normal", &a))
         kind = 2;
     else
-        return mge_error_set(err, MGE_ERR_INVALID, "unknown init '%s' (zeros, ones, uniform(B), normal(S))", spec);
+        return mge_error_set(err, MGE_ERR_INVALID, "unknown init '%s' (zeros, ones, value(V), uniform(B), normal(S))", spec);
     for (int64_t i = 0; i < n; i++) {
         double v = kind == 0 ? c : kind == 1 ? (2.0 * mge_rng_uniform(r) - 1.0) * a : mge_rng_normal(r) * a;
         switch (t->dtype) {

@@ -70,7 +70,8 @@ MGE_FAMILY_DECL(gnorm)
 MGE_FAMILY_DECL(sort)
 MGE_FAMILY_DECL(attn)
 /* kernels/kshared.h (header only, shared with the kernels): mge_axis,
- * mge_conv_out_dim, mge_fused_act_ok / unary_ok / binary_ok,
+ * mge_conv_out_dim, mge_op_flags (ops.def's traits), mge_op_alpha_only,
+ * mge_fused_act_ok / unary_ok / binary_ok,
  * mge_winograd_matrices and mge_winograd_weight_transform. */
 /* The checks the fused layer ops (fused_conv2d, fused_linear,
  * conv2d_winograd, conv2d_nchwc) share: the input count against the bias
@@ -97,6 +98,8 @@ mge_status mge_rnn_params(int op, int nattr, const mge_attr *attrs, const mge_td
 const char *mge_rnn_param_name(int64_t l, int64_t d, int k);
 mge_status mge_attn_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
                            mge_param_spec *specs, int *nspecs, mge_error *err);
+mge_status mge_unary_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x,
+                            mge_param_spec *specs, int *nspecs, mge_error *err);
 
 /* ---------------------------------------------------------------- gradient rules
  * lib/grad_<family>.c: the rule of every op of the family (lib/autodiff.c

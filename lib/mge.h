@@ -205,7 +205,14 @@ enum {
     MGE_OPF_ALIAS    = 1u << 3,  /* output is a view of input 0 (reshape, flatten) */
     MGE_OPF_LOSS     = 1u << 4,  /* scalar loss */
     MGE_OPF_TRAINING = 1u << 5,  /* behaves differently in training (dropout, batchnorm) */
-    MGE_OPF_VAROUT   = 1u << 6   /* 1 to nout outputs: the node's count decides (split) */
+    MGE_OPF_VAROUT   = 1u << 6,  /* 1 to nout outputs: the node's count decides (split) */
+    /* traits that passes and kernels read (see ops.def's header) */
+    MGE_OPF_ACT      = 1u << 7,  /* an activation: the fused layers' act= may apply it (implies TABLE) */
+    MGE_OPF_ZERO     = 1u << 8,  /* f(0, ...) == 0 exactly: may run on a blocked tensor's zero lanes */
+    MGE_OPF_LAYOUT   = 1u << 9,  /* elementwise and position-blind: runs unchanged on blocked NCHWc
+                                    tensors whose inputs all have the same layout */
+    MGE_OPF_DIFF     = 1u << 10, /* has a gradient rule: autodiff goes through it */
+    MGE_OPF_TABLE    = 1u << 11  /* float unary op computed from the activation table (kernels/kact.h) */
 };
 
 typedef struct mge_attr {

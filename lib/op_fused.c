@@ -4,15 +4,18 @@
  *
  * fused_conv2d and fused_linear check x, weight and bias exactly as conv2d
  * and linear do (the same attributes, minus the trailing residual input),
- * then the residual (same dtype and shape as the output) and the activation.
+ * then the residual (same dtype and shape as the output) and the activation
+ * (an op with the ACT trait, ops.def).
  * fused_elemwise broadcasts all its inputs (numpy rules); each op of `ops`
- * must be a float unary activation or an elementwise binary op, and the
+ * must be a TABLE op whose only attribute is alpha (mge_fused_unary_ok)
+ * or an elementwise binary op, and the
  * binary ones consume the extra inputs in order, so there are exactly as
  * many extra inputs as binary ops.
  * FLOPs: the layer's, plus one per output element for the residual and
  * one for the activation; fused_elemwise one per op per output element. */
 #include "internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* The checks every fused layer op makes (also conv2d_winograd and
@@ -24,11 +27,21 @@ mge_status mge_fused_check_io(const mge_node *n, const char *name, int *bias, in
         return mge_error_set(err, MGE_ERR_INVALID, "%s: bias=%s residual=%s but %d inputs: expected %d", name,
                              b ? "true" : "false", r ? "true" : "false", n->nin, 2 + b + r);
     const mge_attr *act = mge_node_attr(n, MGE_KEY_act);
-    if (!act || act->n != 1 || !mge_fused_act_ok(act->i[0]))
-        return mge_error_set(err, MGE_ERR_INVALID,
-                             "%s: act=%s: expected none, relu, relu6, leaky_relu, sigmoid, tanh, gelu, silu, "
-                             "hswish or hsigmoid",
-                             name, act && act->n == 1 ? mge_attr_op_name(act->i[0]) : "[...]");
+    if (!act || act->n != 1 || !mge_fused_act_ok(act->i[0])) {
+        /* "none, relu, ..., mish or softsign": the ACT ops of ops.def */
+        char list[512];
+        size_t k = (size_t)snprintf(list, sizeof list, "none");
+        int last = -1;
+        for (int op = 0; op < MGE_NOPS; op++)
+            if (mge_op_flags(op) & MGE_OPF_ACT)
+                last = op;
+        for (int op = 0; op < MGE_NOPS && k < sizeof list; op++)
+            if (mge_op_flags(op) & MGE_OPF_ACT)
+                k += (size_t)snprintf(list + k, sizeof list - k, "%s%s", op == last ? " or " : ", ",
+                                      mge_op_info(op)->name);
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: act=%s: expected %s", name,
+                             act && act->n == 1 ? mge_attr_op_name(act->i[0]) : "[...]", list);
+    }
     *bias = b;
     *res = r;
     return MGE_OK;

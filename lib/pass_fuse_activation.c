@@ -4,8 +4,9 @@
  *
  * The chain is an f32 conv2d or linear (any groups, with or without bias),
  * then optionally add(y, r) or add(r, y) where r has exactly y's shape (a
- * resnet shortcut), then optionally one activation: relu, relu6,
- * leaky_relu (its alpha), sigmoid, tanh, gelu, silu, hswish or hsigmoid.
+ * resnet shortcut), then optionally one activation: an op with the ACT
+ * trait (ops.def: relu, relu6, leaky_relu and elu with their alpha,
+ * sigmoid, tanh, gelu, silu, hswish, hsigmoid, selu, mish, softsign).
  * At least one of the two must be there. Every value inside the chain must
  * be read once, by the next node of the chain, and be no graph output; the
  * chain's last value keeps its name and the fused node takes the last
@@ -119,7 +120,7 @@ mge_status mge_pass_fuse_activation(mge_graph **gp, int *changed, mge_error *err
         if (k >= 0 && !role[k] && is_act(g->nodes[k].op) && g->nodes[k].nin == 1 && g->nodes[k].nout == 1 &&
             same_shape(&g->values[g->nodes[k].out[0]], &g->values[y])) {
             ch.act = g->nodes[k].op;
-            if (ch.act == MGE_OP_LEAKY_RELU)
+            if (mge_node_attr(&g->nodes[k], MGE_KEY_alpha))   /* leaky_relu, elu */
                 ch.alpha = mge_node_float(&g->nodes[k], MGE_KEY_alpha, 0.01);
             last = k;
         }

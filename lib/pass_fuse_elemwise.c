@@ -10,8 +10,8 @@
  * is x (for a commuting op, the operand with the output's shape, so the
  * fused node can run in place). Every value inside the chain has exactly
  * one read and is no graph output or loss, so nothing else needs it. At
- * most 8 ops per fused node (the OPS attribute's capacity); leaky_relus
- * with different alphas split a chain (the node has one alpha). Chains of
+ * most 8 ops per fused node (the OPS attribute's capacity); ops with
+ * different alphas (leaky_relu, elu) split a chain (the node has one alpha). Chains of
  * two or more nodes become fused_elemwise(x, extra operands in chain order,
  * ops=[...], alpha=...) at the place of the chain's last node, with its
  * name and output value (so the output's name stays); every operand is
@@ -31,7 +31,7 @@ typedef struct fe_chain {
     int nops, ops[FE_MAXOPS];
     int nin, in[FE_MAXOPS + 1]; /* x, then one extra operand per binary op */
     double alpha;
-    int has_alpha;              /* a leaky_relu set alpha */
+    int has_alpha;              /* an op with alpha (leaky_relu, elu) set it */
 } fe_chain;
 
 static int f32_value(const mge_graph *g, int v)
@@ -63,11 +63,11 @@ static int same_dims(const mge_value *a, const mge_value *b)
 }
 
 /* Appends node i to chain c, the chain value being operand `side` (-1: i
- * starts the chain); 0 when leaky_relu's alpha disagrees with the chain's. */
+ * starts the chain); 0 when its alpha (leaky_relu, elu) disagrees with the chain's. */
 static int chain_add(const mge_graph *g, fe_chain *c, int i, int side)
 {
     const mge_node *n = &g->nodes[i];
-    if (n->op == MGE_OP_LEAKY_RELU) {
+    if (mge_op_flags(n->op) & MGE_OPF_TABLE && mge_node_attr(n, MGE_KEY_alpha)) {
         double a = mge_node_float(n, MGE_KEY_alpha, 0.01);
         if (c->has_alpha && a != c->alpha)
             return 0;

@@ -101,26 +101,12 @@ static int conv_ok(const mge_graph *g, const mge_node *n, int64_t c)
 }
 
 /* An elementwise op that maps zero to zero (so padded lanes stay zero):
- * what may run on blocked tensors. pass_unfuse.c undoes exactly these. */
+ * what may run on blocked tensors (the LAYOUT and ZERO traits, as a
+ * fused_elemwise entry could be). pass_unfuse.c undoes exactly these. */
 int mge_layout_zero_op(int64_t op)
 {
-    switch (op) {
-    case MGE_OP_RELU:
-    case MGE_OP_RELU6:
-    case MGE_OP_LEAKY_RELU:
-    case MGE_OP_TANH:
-    case MGE_OP_GELU:
-    case MGE_OP_SILU:
-    case MGE_OP_HSWISH:
-    case MGE_OP_NEG:
-    case MGE_OP_ABS:
-    case MGE_OP_ADD:
-    case MGE_OP_SUB:
-    case MGE_OP_MUL:
-    case MGE_OP_MAXIMUM:
-    case MGE_OP_MINIMUM: return 1;
-    }
-    return 0;
+    unsigned need = MGE_OPF_ELEMWISE | MGE_OPF_LAYOUT | MGE_OPF_ZERO;
+    return (mge_op_flags(op) & need) == need && (mge_fused_unary_ok(op) || mge_fused_binary_ok(op));
 }
 
 /* An elementwise node that maps zero lanes to zero, all operands of the

@@ -242,7 +242,7 @@ static mge_status emit(unf *u, const char *name, int op, int nin, const int *in,
     return mge_pass_rb_node(u->c, name, op, nin, in, 1, &out, nfull, full, err);
 }
 
-/* One elementwise op; alpha only for leaky_relu. */
+/* One elementwise op; alpha only for the ops that have one (leaky_relu, elu). */
 static mge_status emit_elem(unf *u, const char *name, int op, int nin, const int *in, int out, double alpha,
                             mge_error *err)
 {
@@ -251,7 +251,7 @@ static mge_status emit_elem(unf *u, const char *name, int op, int nin, const int
     a.key = MGE_KEY_alpha;
     a.n = 1;
     a.f = alpha;
-    return emit(u, name, op, nin, in, out, op == MGE_OP_LEAKY_RELU, &a, err);
+    return emit(u, name, op, nin, in, out, !mge_op_alpha_only(op) ? 0 : mge_op_info(op)->schema[0] != 0, &a, err);
 }
 
 /* layer(x, w[, b]) [+ r] [-> act], the last step writing y (a c value) and

@@ -308,6 +308,7 @@ mge_params_fn mge_op_params_fn(int op)
     case MGE_OP_INSTANCE_NORM:
     case MGE_OP_RMS_NORM: return mge_gnorm_params;
     case MGE_OP_EMBEDDING: return mge_attn_params;
+    case MGE_OP_PRELU: return mge_unary_params;
     }
     return NULL;
 }

@@ -1,27 +1,77 @@
-/* cpu_act.h — the fused epilogue of the fast kernels: y = act(y + r) over
+/* cpu_act.h — the activation table (kernels/kact.h) in float for the cpu
+ * kernels, and the fused epilogue of the fast kernels: y = act(y + r) over
  * a contiguous strip of an output block that is still in cache (r, the
  * residual, may be absent; act may be none). cpu_gemm.c runs it on each
- * sgemm / depthwise block of fused_conv2d and fused_linear; other kernel
- * files may share it.
+ * sgemm / depthwise block of fused_conv2d and fused_linear; the blocked
+ * and winograd kernels share it.
  *
- * The expressions are the ones cpu_elemwise.c's unary loops use (and the
- * residual add is one float add, as the add kernel does), so a fused node
- * computes the same bits as its unfused chain of conv2d, add and the
- * activation on the same cpu kernels. Vectorized like cpu.h's hot loops:
- * an AVX2+FMA and a baseline copy, picked at run time; tanh and gelu call
- * libm (tanhf, erff), as the unary kernels do. */
+ * Every cpu loop of a table op (the unary kernels, fused_elemwise, these
+ * epilogues) expands the same table expressions with the names below,
+ * and the residual add is one float add, as the add kernel does, so a
+ * fused node computes the same bits as its unfused chain of conv2d, add
+ * and the activation on the same cpu kernels. Vectorized like cpu.h's hot
+ * loops: an AVX2+FMA and a baseline copy, picked at run time; exp and
+ * expm1 are the branch-free polynomials below (elu, selu, mish, sigmoid
+ * and silu vectorize), tanh, erf, log1p, log, sin and cos call libm. */
 #ifndef MGE_CPU_ACT_H
 #define MGE_CPU_ACT_H
 
 #include "cpu.h"
+#include "kact.h"
 
 #include <math.h>
+
+/* expm1 for vectorized loops (elu, selu): the Taylor series to x^8 for
+ * |x| < 0.5 (where exp(x) - 1 would cancel; truncation below 1e-8
+ * relative), cpu_expf(x) - 1 elsewhere. Branch-free; keeps -0, NaN and
+ * gives -1 at -inf. */
+static inline CPU_BASE float cpu_expm1f(float x)
+{
+    float p = x * (1.0f + x * (0.5f + x * (1.0f / 6 + x * (1.0f / 24 + x * (1.0f / 120 + x * (1.0f / 720 +
+              x * (1.0f / 5040 + x * (1.0f / 40320))))))));
+    float e = cpu_expf(x) - 1.0f;
+    return fabsf(x) < 0.5f ? p : e;
+}
+
+/* kact.h's names in float (the parameters from KACT_CPU_BEGIN's locals) */
+#define KC(c) ((float)(c))
+#define KEXP cpu_expf
+#define KEXPM1 cpu_expm1f
+#define KLOG logf
+#define KLOG1P log1pf
+#define KTANH tanhf
+#define KERF erff
+#define KSQRT sqrtf
+#define KFABS fabsf
+#define KFLOOR floorf
+#define KCEIL ceilf
+#define KRINT rintf /* the default rounding mode: half to even */
+#define KSIN sinf
+#define KCOS cosf
+#define KA ka_
+#define KB kb_
+#define KTH kth_
+#define KLO klo_
+#define KHI khi_
+
+/* The cost of a table op, for the grain of a parallel loop: 1 for the
+ * compares and sign flips, else 0 (transcendentals, divisions). */
+static inline int cpu_act_cheap(int op)
+{
+    switch (op) {
+    case MGE_OP_RELU: case MGE_OP_RELU6: case MGE_OP_LEAKY_RELU: case MGE_OP_NEG: case MGE_OP_ABS:
+    case MGE_OP_CLAMP: case MGE_OP_HARDTANH: case MGE_OP_SQUARE: case MGE_OP_SIGN: case MGE_OP_FLOOR:
+    case MGE_OP_CEIL: case MGE_OP_ROUND:
+        return 1;
+    }
+    return 0;
+}
 
 /* What runs after the layer on each output block. */
 typedef struct cpu_epi {
     const float *res;   /* residual laid out like the output, or NULL */
-    int act;            /* activation op (relu ... hsigmoid), or -1: none */
-    float alpha;        /* leaky_relu's slope */
+    int act;            /* activation op (an ACT op), or -1: none */
+    float alpha;        /* its alpha (leaky_relu, elu) */
 } cpu_epi;
 
 /* 1 when op is an activation the epilogue applies (fused_conv2d's act
@@ -38,7 +88,7 @@ static inline int cpu_epi_on(const cpu_epi *e)
 }
 
 /* The loop of one activation: v is y[i] (+ r[i]), EXPR its new value. */
-#define CPU_ACT_LOOP(EXPR)                       \
+#define KACT_LOOP(EXPR)                          \
     do {                                         \
         if (r)                                   \
             for (int64_t i = 0; i < n; i++) {    \
@@ -52,25 +102,12 @@ static inline int cpu_epi_on(const cpu_epi *e)
             }                                    \
     } while (0)
 
-/* relu6(v + 3) for hswish and hsigmoid */
-static inline CPU_BASE float cpu_act_hclip(float v)
-{
-    float t = v + 3.0f;
-    return t < 0.0f ? 0.0f : t > 6.0f ? 6.0f : t;
-}
-
 #define CPU_ACT_BODY                                                               \
     {                                                                              \
+        kact_par p_ = kact_par_default(op, alpha);                                 \
+        KACT_CPU_BEGIN(&p_);                                                       \
         switch (op) {                                                              \
-        case MGE_OP_RELU: CPU_ACT_LOOP(v < 0.0f ? 0.0f : v); break;                \
-        case MGE_OP_RELU6: CPU_ACT_LOOP(v < 0.0f ? 0.0f : v > 6.0f ? 6.0f : v); break; \
-        case MGE_OP_LEAKY_RELU: CPU_ACT_LOOP(v < 0.0f ? v * alpha : v); break;     \
-        case MGE_OP_SIGMOID: CPU_ACT_LOOP(1.0f / (1.0f + cpu_expf(-v))); break;    \
-        case MGE_OP_SILU: CPU_ACT_LOOP(v / (1.0f + cpu_expf(-v))); break;          \
-        case MGE_OP_HSWISH: CPU_ACT_LOOP(v * cpu_act_hclip(v) * (1.0f / 6.0f)); break; \
-        case MGE_OP_HSIGMOID: CPU_ACT_LOOP(cpu_act_hclip(v) * (1.0f / 6.0f)); break; \
-        case MGE_OP_TANH: CPU_ACT_LOOP(tanhf(v)); break;                           \
-        case MGE_OP_GELU: CPU_ACT_LOOP(0.5f * v * (1.0f + erff(v * 0.70710678118654752f))); break; \
+            KACT_CPU_CASES                                                         \
         default:                                                                   \
             if (r)                                                                 \
                 for (int64_t i = 0; i < n; i++)                                    \
@@ -83,6 +120,7 @@ static inline CPU_AVX2 void cpu_act_apply_avx2(int op, float alpha, float *restr
                                                int64_t n) CPU_ACT_BODY
 static inline CPU_BASE void cpu_act_apply_base(int op, float alpha, float *restrict y, const float *restrict r,
                                                int64_t n) CPU_ACT_BODY
+#undef KACT_LOOP
 
 /* y[i] = act(y[i] + r[i]) for i in [0, n); r may be NULL, op -1 (none). */
 static inline void cpu_act_apply(int op, float alpha, float *y, const float *r, int64_t n)

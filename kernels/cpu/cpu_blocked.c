@@ -28,7 +28,7 @@
  * loops. GCC's vector extensions give one source for both widths; the tile
  * functions are stamped out per (ISA, NB, RW, stride) by macros, since RW
  * and NB must be constants for the accumulators to live in registers. */
-#include "cpu.h"
+#include "cpu_act.h"
 #include "cpu_relu.h"
 
 #include <math.h>
@@ -278,48 +278,25 @@ static const int kinds8[][2] = {{3, 4}, {2, 6}, {1, 12}, {1, 7}, {1, 4}};
 
 /* ---------------------------------------------------------------- epilogue */
 
-static inline __attribute__((always_inline)) float act1(int act, float v, float alpha)
-{
-    switch (act) {
-    case MGE_OP_RELU: return v < 0.0f ? 0.0f : v;
-    case MGE_OP_RELU6: return v < 0.0f ? 0.0f : v > 6.0f ? 6.0f : v;
-    case MGE_OP_LEAKY_RELU: return v < 0.0f ? v * alpha : v;
-    case MGE_OP_SIGMOID: return 1.0f / (1.0f + cpu_expf(-v));
-    case MGE_OP_SILU: return v / (1.0f + cpu_expf(-v));
-    case MGE_OP_TANH: return tanhf(v);
-    case MGE_OP_GELU: return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
-    case MGE_OP_HSWISH: {
-        float t = v + 3.0f;
-        t = t < 0.0f ? 0.0f : t > 6.0f ? 6.0f : t;
-        return v * t * (1.0f / 6.0f);
+/* The activation over n floats of a stored strip (in L1): the table's
+ * loops (cpu_act.h), which the compiler vectorizes. */
+#define KACT_LOOP(EXPR)                   \
+    for (int64_t i = 0; i < n; i++) {     \
+        float v = y[i];                   \
+        y[i] = (EXPR);                    \
     }
-    case MGE_OP_HSIGMOID: {
-        float t = v + 3.0f;
-        t = t < 0.0f ? 0.0f : t > 6.0f ? 6.0f : t;
-        return t * (1.0f / 6.0f);
-    }
-    }
-    return v;
-}
-
-/* The activation over n floats of a stored strip (in L1), in loops the
- * compiler vectorizes for the common cases. */
 static inline __attribute__((always_inline)) void act_strip(float *restrict y, int64_t n, int act, float alpha)
 {
+    if (act == -1)
+        return;
+    kact_par p = kact_par_default(act, alpha);
+    KACT_CPU_BEGIN(&p);
     switch (act) {
-    case -1: return;
-    case MGE_OP_RELU:
-        for (int64_t i = 0; i < n; i++)
-            y[i] = y[i] < 0.0f ? 0.0f : y[i];
-        return;
-    case MGE_OP_RELU6:
-        for (int64_t i = 0; i < n; i++)
-            y[i] = y[i] < 0.0f ? 0.0f : y[i] > 6.0f ? 6.0f : y[i];
-        return;
+        KACT_CPU_CASES
+    default: break;
     }
-    for (int64_t i = 0; i < n; i++)
-        y[i] = act1(act, y[i], alpha);
 }
+#undef KACT_LOOP
 
 /* After the last chunk: the activation on the NB blocks of a strip of rw
  * outputs, and zero lanes past O (an activation may make them nonzero).

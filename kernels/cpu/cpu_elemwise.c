@@ -1,4 +1,5 @@
-/* cpu_elemwise.c — elementwise unary and binary ops (f32).
+/* cpu_elemwise.c — elementwise unary ops (the activation table), their
+ * generic gradient unary_grad, prelu, isnan/isinf, and binary ops (f32).
  *
  * Loops are written so the compiler vectorizes them (cpu.h compiles each
  * twice, AVX2+FMA and baseline, picked at run time) and split over the pool
@@ -7,106 +8,66 @@
  * the output's dims only (per channel [1,C,1,1], per row [W], ...); other
  * broadcasts go to the ref kernel. The output may alias the first input
  * (in place); the loops read element i before writing it, so that is safe. */
-#include "cpu.h"
+#include "cpu_act.h"
 
 #include <math.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- unary */
 
-CPU_MULTI(un_loop, (int op, float alpha, const float *x, float *y, int64_t n), (op, alpha, x, y, n), {
+/* The table ops (kernels/kact.h through cpu_act.h) and dropout outside
+ * training (the identity). */
+#define KACT_LOOP(EXPR)                   \
+    for (int64_t i = 0; i < n; i++) {     \
+        float v = x[i];                   \
+        y[i] = (EXPR);                    \
+    }
+CPU_MULTI(un_loop, (int op, const kact_par *p, const float *x, float *y, int64_t n), (op, p, x, y, n), {
+    KACT_CPU_BEGIN(p);
     switch (op) {
-    case MGE_OP_RELU:
-        for (int64_t i = 0; i < n; i++) {
-            float v = x[i];
-            y[i] = v < 0.0f ? 0.0f : v;   /* NaN stays NaN, as in PyTorch */
-        }
-        break;
-    case MGE_OP_RELU6:
-        for (int64_t i = 0; i < n; i++) {
-            float v = x[i];
-            y[i] = v < 0.0f ? 0.0f : v > 6.0f ? 6.0f : v;
-        }
-        break;
-    case MGE_OP_LEAKY_RELU:
-        for (int64_t i = 0; i < n; i++) {
-            float v = x[i];
-            y[i] = v < 0.0f ? v * alpha : v;
-        }
-        break;
-    case MGE_OP_SIGMOID:
-        for (int64_t i = 0; i < n; i++)
-            y[i] = 1.0f / (1.0f + cpu_expf(-x[i]));
-        break;
-    case MGE_OP_SILU:
-        for (int64_t i = 0; i < n; i++) {
-            float v = x[i];
-            y[i] = v / (1.0f + cpu_expf(-v));
-        }
-        break;
-    case MGE_OP_HSWISH:
-        for (int64_t i = 0; i < n; i++) {
-            float v = x[i], t = v + 3.0f;
-            t = t < 0.0f ? 0.0f : t > 6.0f ? 6.0f : t;
-            y[i] = v * t * (1.0f / 6.0f);
-        }
-        break;
-    case MGE_OP_HSIGMOID:
-        for (int64_t i = 0; i < n; i++) {
-            float t = x[i] + 3.0f;
-            t = t < 0.0f ? 0.0f : t > 6.0f ? 6.0f : t;
-            y[i] = t * (1.0f / 6.0f);
-        }
-        break;
-    case MGE_OP_EXP:
-        for (int64_t i = 0; i < n; i++)
-            y[i] = cpu_expf(x[i]);
-        break;
-    case MGE_OP_SQRT:
-        for (int64_t i = 0; i < n; i++)
-            y[i] = sqrtf(x[i]);
-        break;
-    case MGE_OP_NEG:
-        for (int64_t i = 0; i < n; i++)
-            y[i] = -x[i];
-        break;
-    case MGE_OP_ABS:
-        for (int64_t i = 0; i < n; i++)
-            y[i] = fabsf(x[i]);
-        break;
-    /* libm: rarely hot in the networks we target, and exact. */
-    case MGE_OP_TANH:
-        for (int64_t i = 0; i < n; i++)
-            y[i] = tanhf(x[i]);
-        break;
-    case MGE_OP_GELU:
-        for (int64_t i = 0; i < n; i++) {
-            float v = x[i];
-            y[i] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
-        }
-        break;
-    case MGE_OP_LOG:
-        for (int64_t i = 0; i < n; i++)
-            y[i] = logf(x[i]);
-        break;
+        KACT_CPU_CASES
     default:   /* dropout outside training: the identity */
         if (y != x)
             memmove(y, x, sizeof(float) * (size_t)n);
         break;
     }
 })
+#undef KACT_LOOP
+
+/* unary_grad: dx = dy * f'(t), 0 where f'(t) is 0 (a mask). */
+#define KACT_DLOOP(EXPR)                                  \
+    for (int64_t i = 0; i < n; i++) {                     \
+        float t = tt[i], d = ((void)t, (EXPR));           \
+        dx[i] = d == 0.0f ? 0.0f : dy[i] * d;             \
+    }
+CPU_MULTI(un_dloop, (int op, const kact_par *p, const float *dy, const float *tt, float *dx, int64_t n),
+          (op, p, dy, tt, dx, n), {
+    KACT_CPU_BEGIN(p);
+    switch (op) {
+        KACT_CPU_DCASES
+    default:
+        break;
+    }
+})
+#undef KACT_DLOOP
 
 typedef struct un_job {
     int op;
-    float alpha;
-    const float *x;
+    kact_par p;
+    const float *x, *t;
     float *y;
 } un_job;
 
 static void un_task(void *a, int64_t b, int64_t e, int thread)
 {
     const un_job *j = a;
-    un_loop(j->op, j->alpha, j->x + b, j->y + b, e - b);
+    un_loop(j->op, &j->p, j->x + b, j->y + b, e - b);
+}
+
+static void un_dtask(void *a, int64_t b, int64_t e, int thread)
+{
+    const un_job *j = a;
+    un_dloop(j->op, &j->p, j->x + b, j->t + b, j->y + b, e - b);
 }
 
 static mge_status cpu_unary(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
@@ -114,13 +75,101 @@ static mge_status cpu_unary(const mge_kctx *ctx, const mge_node *n, mge_tensor *
 {
     if (n->op == MGE_OP_DROPOUT && ctx->training)
         return cpu_fallback(ctx, n, in, out, err);
-    un_job j = {n->op, (float)mge_node_float(n, MGE_KEY_alpha, 0.01), in[0]->data, out[0]->data};
+    if (in[0]->dtype != MGE_F32 || out[0]->dtype != MGE_F32 || !mge_tensor_same_shape(in[0], out[0]))
+        return cpu_fallback(ctx, n, in, out, err);   /* ref explains */
+    un_job j = {n->op, kact_par_node(n, n->op), in[0]->data, NULL, out[0]->data};
     /* Transcendentals cost more per element: smaller chunks pay off. */
-    int64_t grain = n->op == MGE_OP_RELU || n->op == MGE_OP_RELU6 || n->op == MGE_OP_NEG || n->op == MGE_OP_ABS ||
-                            n->op == MGE_OP_LEAKY_RELU || n->op == MGE_OP_DROPOUT
-                        ? CPU_GRAIN
-                        : CPU_GRAIN / 8;
+    int64_t grain = cpu_act_cheap(n->op) || n->op == MGE_OP_DROPOUT ? CPU_GRAIN : CPU_GRAIN / 8;
     cpu_parallel(ctx, mge_tensor_numel(out[0]), grain, un_task, &j);
+    return MGE_OK;
+}
+
+/* unary_grad(dy, t): the derivative of the table op act; the output may be
+ * dy's (or t's) buffer: element i is read before it is written. */
+static mge_status cpu_unary_grad(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
+                                 mge_tensor *const *out, mge_error *err)
+{
+    int op = (int)mge_node_int(n, MGE_KEY_act, -1);
+    const mge_tensor *dy = in[0], *t = in[1], *dx = out[0];
+    if (!kact_has(op) || dy->dtype != MGE_F32 || t->dtype != MGE_F32 || dx->dtype != MGE_F32 ||
+        !mge_tensor_same_shape(dy, t) || !mge_tensor_same_shape(dy, dx))
+        return cpu_fallback(ctx, n, in, out, err);
+    un_job j = {op, kact_par_node(n, op), dy->data, t->data, dx->data};
+    cpu_parallel(ctx, mge_tensor_numel(dx), cpu_act_cheap(op) ? CPU_GRAIN : CPU_GRAIN / 8, un_dtask, &j);
+    return MGE_OK;
+}
+
+/* prelu(x, w): x < 0 ? w * x : x, one weight per plane (image, channel)
+ * of `inner` elements; the product is one float multiply, as ref's
+ * (rounded once) gives. */
+CPU_MULTI(prelu_loop, (const float *x, float w, float *y, int64_t n), (x, w, y, n), {
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        y[i] = v < 0.0f ? w * v : v;
+    }
+})
+
+typedef struct prelu_job {
+    const float *x, *w;
+    float *y;
+    int64_t C, inner;
+    int per;   /* one weight per channel (else w[0]) */
+} prelu_job;
+
+static void prelu_task(void *a, int64_t b, int64_t e, int thread)
+{
+    const prelu_job *j = a;
+    for (int64_t p = b; p < e; p++)
+        prelu_loop(j->x + p * j->inner, j->w[j->per ? p % j->C : 0], j->y + p * j->inner, j->inner);
+}
+
+static mge_status cpu_prelu(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                            mge_error *err)
+{
+    const mge_tensor *x = in[0], *w = in[1], *y = out[0];
+    int64_t num = mge_tensor_numel(w), cnt = mge_tensor_numel(x);
+    if (x->dtype != MGE_F32 || w->dtype != MGE_F32 || y->dtype != MGE_F32 || w->ndim != 1 ||
+        !mge_tensor_same_shape(x, y) || !(num == 1 || (x->ndim >= 2 && x->dims[1] == num)) || cnt <= 0 ||
+        y->data == w->data)
+        return cpu_fallback(ctx, n, in, out, err);   /* ref explains (or has nothing to do) */
+    prelu_job j = {x->data, w->data, y->data, x->ndim >= 2 ? x->dims[1] : 1, 1, num > 1};
+    for (int d = 2; d < x->ndim; d++)
+        j.inner *= x->dims[d];
+    if (x->ndim < 2)
+        j.inner = cnt;
+    cpu_parallel(ctx, cnt / j.inner, 1 + CPU_GRAIN / j.inner, prelu_task, &j);
+    return MGE_OK;
+}
+
+/* isnan, isinf: f32 -> bool */
+CPU_MULTI(isclass_loop, (int inf, const float *x, uint8_t *y, int64_t n), (inf, x, y, n), {
+    if (inf)
+        for (int64_t i = 0; i < n; i++)
+            y[i] = fabsf(x[i]) == __builtin_inff();
+    else
+        for (int64_t i = 0; i < n; i++)
+            y[i] = x[i] != x[i];
+})
+
+typedef struct isclass_job {
+    int inf;
+    const float *x;
+    uint8_t *y;
+} isclass_job;
+
+static void isclass_task(void *a, int64_t b, int64_t e, int thread)
+{
+    const isclass_job *j = a;
+    isclass_loop(j->inf, j->x + b, j->y + b, e - b);
+}
+
+static mge_status cpu_isclass(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                              mge_error *err)
+{
+    if (in[0]->dtype != MGE_F32 || out[0]->dtype != MGE_BOOL || !mge_tensor_same_shape(in[0], out[0]))
+        return cpu_fallback(ctx, n, in, out, err);
+    isclass_job j = {n->op == MGE_OP_ISINF, in[0]->data, out[0]->data};
+    cpu_parallel(ctx, mge_tensor_numel(out[0]), CPU_GRAIN, isclass_task, &j);
     return MGE_OK;
 }
 
@@ -291,13 +340,16 @@ static mge_status cpu_binary(const mge_kctx *ctx, const mge_node *n, mge_tensor 
 void mge_cpu_register_elemwise(mge_backend *b)
 {
     cpu_isa_avx2();   /* decided once, before any kernel runs on pool threads */
-    static const int un[] = {MGE_OP_RELU, MGE_OP_RELU6, MGE_OP_LEAKY_RELU, MGE_OP_SIGMOID, MGE_OP_TANH,
-                             MGE_OP_GELU, MGE_OP_SILU, MGE_OP_HSWISH, MGE_OP_HSIGMOID, MGE_OP_EXP,
-                             MGE_OP_LOG, MGE_OP_SQRT, MGE_OP_NEG, MGE_OP_ABS, MGE_OP_DROPOUT};
+#define UN_REG_(ID, F, W, D) b->k[MGE_OP_##ID][MGE_F32] = (mge_kernel){cpu_unary, cpu_ref_ws};
+    KACT_LIST(UN_REG_)
+#undef UN_REG_
+    b->k[MGE_OP_DROPOUT][MGE_F32] = (mge_kernel){cpu_unary, cpu_ref_ws};
+    b->k[MGE_OP_UNARY_GRAD][MGE_F32] = (mge_kernel){cpu_unary_grad, cpu_ref_ws};
+    b->k[MGE_OP_PRELU][MGE_F32] = (mge_kernel){cpu_prelu, cpu_ref_ws};
+    b->k[MGE_OP_ISNAN][MGE_F32] = (mge_kernel){cpu_isclass, cpu_ref_ws};
+    b->k[MGE_OP_ISINF][MGE_F32] = (mge_kernel){cpu_isclass, cpu_ref_ws};
     static const int bi[] = {MGE_OP_ADD, MGE_OP_SUB, MGE_OP_MUL, MGE_OP_DIV,
                              MGE_OP_POW, MGE_OP_MAXIMUM, MGE_OP_MINIMUM};
-    for (size_t i = 0; i < sizeof un / sizeof un[0]; i++)
-        b->k[un[i]][MGE_F32] = (mge_kernel){cpu_unary, cpu_ref_ws};
     for (size_t i = 0; i < sizeof bi / sizeof bi[0]; i++)
         b->k[bi[i]][MGE_F32] = (mge_kernel){cpu_binary, cpu_ref_ws};
 }

@@ -25,7 +25,7 @@
  * input is read before its tile changes.
  * Every intermediate is rounded to f32, as the unfused cpu kernels do, so
  * the fused node gives the same numbers as the chain it replaces. */
-#include "cpu.h"
+#include "cpu_act.h"
 
 #include <math.h>
 #include <string.h>
@@ -36,87 +36,25 @@
 
 /* ---------------------------------------------------------------- loops over a tile */
 
+/* The table ops (kernels/kact.h, the same expressions as the unfused
+ * kernels); alpha is the node's. */
+#define KACT_LOOP(EXPR)                   \
+    for (int64_t i = 0; i < n; i++) {     \
+        float v = x[i];                   \
+        t[i] = (EXPR);                    \
+    }
 CPU_MULTI(fe_unary, (int op, float alpha, const float *x, float *t, int64_t n), (op, alpha, x, t, n), {
+    kact_par p = kact_par_default(op, alpha);
+    KACT_CPU_BEGIN(&p);
     switch (op) {
-    case MGE_OP_RELU:
-        for (int64_t i = 0; i < n; i++) {
-            float v = x[i];
-            t[i] = v < 0.0f ? 0.0f : v;
-        }
-        break;
-    case MGE_OP_RELU6:
-        for (int64_t i = 0; i < n; i++) {
-            float v = x[i];
-            t[i] = v < 0.0f ? 0.0f : v > 6.0f ? 6.0f : v;
-        }
-        break;
-    case MGE_OP_LEAKY_RELU:
-        for (int64_t i = 0; i < n; i++) {
-            float v = x[i];
-            t[i] = v < 0.0f ? v * alpha : v;
-        }
-        break;
-    case MGE_OP_SIGMOID:
-        for (int64_t i = 0; i < n; i++)
-            t[i] = 1.0f / (1.0f + cpu_expf(-x[i]));
-        break;
-    case MGE_OP_SILU:
-        for (int64_t i = 0; i < n; i++) {
-            float v = x[i];
-            t[i] = v / (1.0f + cpu_expf(-v));
-        }
-        break;
-    case MGE_OP_HSWISH:
-        for (int64_t i = 0; i < n; i++) {
-            float v = x[i], u = v + 3.0f;
-            u = u < 0.0f ? 0.0f : u > 6.0f ? 6.0f : u;
-            t[i] = v * u * (1.0f / 6.0f);
-        }
-        break;
-    case MGE_OP_HSIGMOID:
-        for (int64_t i = 0; i < n; i++) {
-            float u = x[i] + 3.0f;
-            u = u < 0.0f ? 0.0f : u > 6.0f ? 6.0f : u;
-            t[i] = u * (1.0f / 6.0f);
-        }
-        break;
-    case MGE_OP_EXP:
-        for (int64_t i = 0; i < n; i++)
-            t[i] = cpu_expf(x[i]);
-        break;
-    case MGE_OP_SQRT:
-        for (int64_t i = 0; i < n; i++)
-            t[i] = sqrtf(x[i]);
-        break;
-    case MGE_OP_NEG:
-        for (int64_t i = 0; i < n; i++)
-            t[i] = -x[i];
-        break;
-    case MGE_OP_ABS:
-        for (int64_t i = 0; i < n; i++)
-            t[i] = fabsf(x[i]);
-        break;
-    /* libm, as the unfused kernels: exact, and rarely hot */
-    case MGE_OP_TANH:
-        for (int64_t i = 0; i < n; i++)
-            t[i] = tanhf(x[i]);
-        break;
-    case MGE_OP_GELU:
-        for (int64_t i = 0; i < n; i++) {
-            float v = x[i];
-            t[i] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
-        }
-        break;
-    case MGE_OP_LOG:
-        for (int64_t i = 0; i < n; i++)
-            t[i] = logf(x[i]);
-        break;
+        KACT_CPU_CASES
     default:
         if (t != x)
             memcpy(t, x, sizeof(float) * (size_t)n);
         break;
     }
 })
+#undef KACT_LOOP
 
 /* t = a op b[i] (b != NULL) or t = a op s; t may be a. */
 #define FE_BIN(OPID, EXPR)                            \
@@ -396,18 +334,13 @@ static int fe_overlap(const mge_tensor *a, const mge_tensor *b)
 static int fe_costly(int op)
 {
     switch (op) {
-    case MGE_OP_RELU:
-    case MGE_OP_RELU6:
-    case MGE_OP_LEAKY_RELU:
-    case MGE_OP_NEG:
-    case MGE_OP_ABS:
     case MGE_OP_ADD:
     case MGE_OP_SUB:
     case MGE_OP_MUL:
     case MGE_OP_MAXIMUM:
     case MGE_OP_MINIMUM: return 0;
     }
-    return 1;
+    return !cpu_act_cheap(op);
 }
 
 static mge_status cpu_fused_elem(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,

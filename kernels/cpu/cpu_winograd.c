@@ -26,7 +26,7 @@
  * time into thread scratch ([a*a][1][C]), then copied to its rows of U,
  * the channels spread over the pool; the same numbers as the transform of
  * the whole weight (the pass used to store that), whatever the threads. */
-#include "cpu.h"
+#include "cpu_act.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -340,61 +340,26 @@ CPU_MULTI(wg_put2, (const float (*restrict out)[WG_LANES], float *restrict y, in
     }
 })
 
-/* y = act(y + r) over n values (r may be NULL); act -1 is none. Same
- * formulas as cpu_elemwise.c's unary loops. */
+/* y = act(y + r) over n values (r may be NULL); act -1 is none. The
+ * table's loops (cpu_act.h), as the unfused kernels. */
+#define KACT_LOOP(EXPR)                   \
+    for (int64_t i = 0; i < n; i++) {     \
+        float v = y[i];                   \
+        y[i] = (EXPR);                    \
+    }
 CPU_MULTI(wg_epilogue, (float *restrict y, const float *restrict r, int64_t n, int act, float alpha),
           (y, r, n, act, alpha), {
               if (r)
                   for (int64_t i = 0; i < n; i++)
                       y[i] += r[i];
+              kact_par p = kact_par_default(act, alpha);
+              KACT_CPU_BEGIN(&p);
               switch (act) {
-              case MGE_OP_RELU:
-                  for (int64_t i = 0; i < n; i++)
-                      y[i] = y[i] > 0.0f ? y[i] : 0.0f;
-                  break;
-              case MGE_OP_RELU6:
-                  for (int64_t i = 0; i < n; i++) {
-                      float v = y[i];
-                      y[i] = v < 0.0f ? 0.0f : v > 6.0f ? 6.0f : v;
-                  }
-                  break;
-              case MGE_OP_LEAKY_RELU:
-                  for (int64_t i = 0; i < n; i++)
-                      y[i] = y[i] >= 0.0f ? y[i] : alpha * y[i];
-                  break;
-              case MGE_OP_SIGMOID:
-                  for (int64_t i = 0; i < n; i++)
-                      y[i] = 1.0f / (1.0f + cpu_expf(-y[i]));
-                  break;
-              case MGE_OP_SILU:
-                  for (int64_t i = 0; i < n; i++)
-                      y[i] = y[i] / (1.0f + cpu_expf(-y[i]));
-                  break;
-              case MGE_OP_HSWISH:
-                  for (int64_t i = 0; i < n; i++) {
-                      float v = y[i], t = v + 3.0f;
-                      t = t < 0.0f ? 0.0f : t > 6.0f ? 6.0f : t;
-                      y[i] = v * t * (1.0f / 6.0f);
-                  }
-                  break;
-              case MGE_OP_HSIGMOID:
-                  for (int64_t i = 0; i < n; i++) {
-                      float t = y[i] + 3.0f;
-                      t = t < 0.0f ? 0.0f : t > 6.0f ? 6.0f : t;
-                      y[i] = t * (1.0f / 6.0f);
-                  }
-                  break;
-              case MGE_OP_TANH:
-                  for (int64_t i = 0; i < n; i++)
-                      y[i] = tanhf(y[i]);
-                  break;
-              case MGE_OP_GELU:
-                  for (int64_t i = 0; i < n; i++)
-                      y[i] = 0.5f * y[i] * (1.0f + erff(y[i] * 0.70710678118654752f));
-                  break;
+                  KACT_CPU_CASES
               default: break;
               }
           })
+#undef KACT_LOOP
 
 static void wg_output_task(void *arg, int64_t b, int64_t e, int thread)
 {

@@ -1,4 +1,6 @@
-/* ref_unary.c — elementwise unary ops, dropout and cast.
+/* ref_unary.c — elementwise unary ops (the activation table, kact.h),
+ * their generic gradient unary_grad, isnan/isinf, prelu and its
+ * gradient, dropout and cast.
  *
  * Every loop reads element i before it writes element i, so the output may
  * be the input's buffer (MGE_OPF_INPLACE). Float ops (f32, f16, bf16) are
@@ -7,8 +9,10 @@
  * i64 saturate and NaN gives 0, then narrower integers keep the low bits
  * (the wrap numpy shows on common platforms); -> bool is != 0. */
 #include "ref.h"
+#include "kact.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Input and output: same dtype dt, same shape, data present. */
@@ -21,33 +25,14 @@ static mge_status same(const mge_kctx *ctx, const mge_node *n, mge_tensor *const
     return ref_check(ctx, n, "output", out[0], dt, in[0]->ndim, in[0]->dims, err);
 }
 
-static double relu6(double v)
-{
-    return v < 0 ? 0 : v > 6 ? 6 : v;
-}
-
-/* f(v) for the float ops; alpha is leaky_relu's slope. NaN passes through
- * relu and friends as in PyTorch (comparisons with NaN are false). The
- * fused ops' ref kernels apply their activations with it too. */
+/* f(v) for the table ops (kernels/kact.h, in double); alpha is leaky_relu's
+ * or elu's. NaN passes through relu and friends as in PyTorch
+ * (comparisons with NaN are false). The fused ops' ref kernels apply
+ * their activations with it too. */
 double mge_ref_unary(int op, double v, double alpha)
 {
-    switch (op) {
-    case MGE_OP_RELU: return v < 0 ? 0 : v;
-    case MGE_OP_RELU6: return isnan(v) ? v : relu6(v);
-    case MGE_OP_LEAKY_RELU: return v < 0 ? v * alpha : v;
-    case MGE_OP_SIGMOID: return 1.0 / (1.0 + exp(-v));
-    case MGE_OP_TANH: return tanh(v);
-    case MGE_OP_GELU: return 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
-    case MGE_OP_SILU: return v / (1.0 + exp(-v));
-    case MGE_OP_HSWISH: return isnan(v) ? v : v * relu6(v + 3) / 6.0;
-    case MGE_OP_HSIGMOID: return isnan(v) ? v : relu6(v + 3) / 6.0;
-    case MGE_OP_EXP: return exp(v);
-    case MGE_OP_LOG: return log(v);
-    case MGE_OP_SQRT: return sqrt(v);
-    case MGE_OP_NEG: return -v;
-    case MGE_OP_ABS: return fabs(v);
-    }
-    return NAN;
+    kact_par p = kact_par_default(op, alpha);
+    return kact_ref_f(op, v, &p);
 }
 
 static mge_status unary_float(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
@@ -60,15 +45,126 @@ static mge_status unary_float(const mge_kctx *ctx, const mge_node *n, mge_tensor
     const void *x = in[0]->data;
     void *y = out[0]->data;
     int64_t cnt = ref_numel(in[0]);
-    double alpha = mge_node_float(n, MGE_KEY_alpha, 0.01);
+    kact_par p = kact_par_node(n, n->op);
     for (int64_t i = 0; i < cnt; i++)
-        ref_st(dt, y, i, mge_ref_unary(n->op, ref_ld(dt, x, i), alpha));
+        ref_st(dt, y, i, kact_ref_f(n->op, ref_ld(dt, x, i), &p));
     return MGE_OK;
 }
 
-/* relu, relu6, neg and abs on integers, computed on 64 bits and stored
- * keeping the low bits: neg/abs of the minimum value wrap back to it, as
- * numpy and PyTorch give. */
+/* unary_grad(dy, t; act): dx = dy * f'(t), 0 where f'(t) is 0; like dy. */
+static mge_status unary_grad_float(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
+                                   mge_tensor *const *out, mge_error *err)
+{
+    mge_dtype dt = in[0]->dtype;
+    int op = (int)mge_node_int(n, MGE_KEY_act, -1);
+    if (!kact_has(op))
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: act (op %d) is not an op of the activation table",
+                             ref_opname(ctx, n), op);
+    mge_status st = ref_check_dtype(ctx, n, "dy", in[0], dt, err);
+    if (st || (st = ref_check(ctx, n, "t", in[1], dt, in[0]->ndim, in[0]->dims, err)) ||
+        (st = ref_check(ctx, n, "output", out[0], dt, in[0]->ndim, in[0]->dims, err)))
+        return st;
+    int64_t cnt = ref_numel(in[0]);
+    kact_par p = kact_par_node(n, op);
+    for (int64_t i = 0; i < cnt; i++) {
+        double d = kact_ref_d(op, ref_ld(dt, in[1]->data, i), &p);
+        ref_st(dt, out[0]->data, i, d == 0 ? 0.0 : ref_ld(dt, in[0]->data, i) * d);
+    }
+    return MGE_OK;
+}
+
+/* isnan, isinf: float -> bool. */
+static mge_status isclass(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                          mge_error *err)
+{
+    mge_dtype dt = in[0]->dtype;
+    mge_status st = ref_check_dtype(ctx, n, "x", in[0], dt, err);
+    if (st || (st = ref_check(ctx, n, "output", out[0], MGE_BOOL, in[0]->ndim, in[0]->dims, err)))
+        return st;
+    int64_t cnt = ref_numel(in[0]);
+    uint8_t *y = out[0]->data;
+    for (int64_t i = 0; i < cnt; i++) {
+        double v = ref_ld(dt, in[0]->data, i);
+        y[i] = n->op == MGE_OP_ISNAN ? isnan(v) != 0 : isinf(v) != 0;
+    }
+    return MGE_OK;
+}
+
+/* The channel of element i of x for prelu's weight of length num: dim 1
+ * when num > 1 (inference checked num against it), else 0. */
+static int64_t prelu_chan(const mge_tensor *x, int64_t num, int64_t i)
+{
+    if (num <= 1 || x->ndim < 2)
+        return 0;
+    int64_t inner = 1;
+    for (int d = 2; d < x->ndim; d++)
+        inner *= x->dims[d];
+    return (i / inner) % x->dims[1];
+}
+
+static mge_status prelu_check(const mge_kctx *ctx, const mge_node *n, const mge_tensor *x, const mge_tensor *w,
+                              mge_error *err)
+{
+    mge_dtype dt = x->dtype;
+    mge_status st = ref_check_dtype(ctx, n, "x", x, dt, err);
+    if (st || (st = ref_check_dtype(ctx, n, "weight", w, dt, err)))
+        return st;
+    int64_t num = ref_numel(w);
+    if (w->ndim != 1 || !(num == 1 || (x->ndim >= 2 && num == x->dims[1])))
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: weight has %lld values: expected 1 or the channels (dim 1)",
+                             ref_opname(ctx, n), (long long)num);
+    return MGE_OK;
+}
+
+/* prelu(x, weight): x < 0 ? w[c] * x : x (PyTorch: NaN stays NaN). */
+static mge_status prelu_float(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
+                              mge_tensor *const *out, mge_error *err)
+{
+    const mge_tensor *x = in[0], *w = in[1];
+    mge_status st = prelu_check(ctx, n, x, w, err);
+    if (st || (st = ref_check(ctx, n, "output", out[0], x->dtype, x->ndim, x->dims, err)))
+        return st;
+    mge_dtype dt = x->dtype;
+    int64_t cnt = ref_numel(x), num = ref_numel(w);
+    for (int64_t i = 0; i < cnt; i++) {
+        double v = ref_ld(dt, x->data, i);
+        ref_st(dt, out[0]->data, i, v < 0 ? ref_ld(dt, w->data, prelu_chan(x, num, i)) * v : v);
+    }
+    return MGE_OK;
+}
+
+/* prelu_grad(dy, x, weight) -> dx = x > 0 ? dy : w[c] dy (PyTorch's: x == 0
+ * takes the weight), dweight[c] = sum over x <= 0 of dy * x. */
+static mge_status prelu_grad_float(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
+                                   mge_tensor *const *out, mge_error *err)
+{
+    const mge_tensor *dy = in[0], *x = in[1], *w = in[2];
+    mge_status st = prelu_check(ctx, n, x, w, err);
+    mge_dtype dt = x->dtype;
+    if (st || (st = ref_check(ctx, n, "dy", dy, dt, x->ndim, x->dims, err)) ||
+        (st = ref_check(ctx, n, "dx", out[0], dt, x->ndim, x->dims, err)) ||
+        (st = ref_check(ctx, n, "dweight", out[1], dt, w->ndim, w->dims, err)))
+        return st;
+    int64_t cnt = ref_numel(x), num = ref_numel(w);
+    double *dw = calloc((size_t)(num > 0 ? num : 1), sizeof *dw);
+    if (!dw)
+        return mge_error_set(err, MGE_ERR_NOMEM, "%s: out of memory", ref_opname(ctx, n));
+    for (int64_t i = 0; i < cnt; i++) {
+        double v = ref_ld(dt, x->data, i), g = ref_ld(dt, dy->data, i);
+        int64_t c = prelu_chan(x, num, i);
+        ref_st(dt, out[0]->data, i, v > 0 ? g : ref_ld(dt, w->data, c) * g);
+        if (v <= 0)
+            dw[c] += g * v;
+    }
+    for (int64_t c = 0; c < num; c++)
+        ref_st(dt, out[1]->data, c, dw[c]);
+    free(dw);
+    return MGE_OK;
+}
+
+/* relu, relu6, neg, abs, sign, square and clamp on integers, computed on 64 bits
+ * and stored keeping the low bits: neg/abs of the minimum value wrap back
+ * to it, and square wraps, as numpy and PyTorch give. */
 static mge_status unary_int(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
                             mge_error *err)
 {
@@ -80,6 +176,9 @@ static mge_status unary_int(const mge_kctx *ctx, const mge_node *n, mge_tensor *
         return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(ctx, n),
                              mge_dtype_name(dt));
     int64_t cnt = ref_numel(in[0]);
+    /* clamp: inference checked the bounds are integers in dt's range */
+    const mge_attr *amin = mge_node_attr(n, MGE_KEY_min), *amax = mge_node_attr(n, MGE_KEY_max);
+    int64_t lo = amin ? (int64_t)amin->f : INT64_MIN, hi = amax ? (int64_t)amax->f : INT64_MAX;
     for (int64_t i = 0; i < cnt; i++) {
         int64_t v = ref_ild(dt, in[0]->data, i), r;
         switch (n->op) {
@@ -87,6 +186,12 @@ static mge_status unary_int(const mge_kctx *ctx, const mge_node *n, mge_tensor *
         case MGE_OP_RELU6: r = v < 0 ? 0 : v > 6 ? 6 : v; break;
         case MGE_OP_NEG: r = (int64_t)(0u - (uint64_t)v); break;
         case MGE_OP_ABS: r = v < 0 ? (int64_t)(0u - (uint64_t)v) : v; break;
+        case MGE_OP_SIGN: r = (v > 0) - (v < 0); break;
+        case MGE_OP_SQUARE: r = (int64_t)((uint64_t)v * (uint64_t)v); break;
+        case MGE_OP_CLAMP:
+            r = v < lo ? lo : v;
+            r = r > hi ? hi : r;   /* min > max gives max, as torch.clamp */
+            break;
         default: return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no integer kernel", ref_opname(ctx, n));
         }
         ref_ist(dt, out[0]->data, i, r);
@@ -206,15 +311,19 @@ static mge_status cast_any(const mge_kctx *ctx, const mge_node *n, mge_tensor *c
 
 void mge_ref_register_unary(mge_backend *b)
 {
-    static const int fops[] = {MGE_OP_RELU, MGE_OP_RELU6, MGE_OP_LEAKY_RELU, MGE_OP_SIGMOID, MGE_OP_TANH,
-                               MGE_OP_GELU, MGE_OP_SILU, MGE_OP_HSWISH,     MGE_OP_HSIGMOID, MGE_OP_EXP,
-                               MGE_OP_LOG,  MGE_OP_SQRT, MGE_OP_NEG,        MGE_OP_ABS};
     REF_EACH_FLOAT(dt) {
-        for (size_t i = 0; i < sizeof fops / sizeof fops[0]; i++)
-            b->k[fops[i]][dt].run = unary_float;
+#define UN_REG_(ID, F, W, D) b->k[MGE_OP_##ID][dt].run = unary_float;
+        KACT_LIST(UN_REG_)
+#undef UN_REG_
         b->k[MGE_OP_DROPOUT][dt].run = dropout_float;
+        b->k[MGE_OP_UNARY_GRAD][dt].run = unary_grad_float;
+        b->k[MGE_OP_ISNAN][dt].run = isclass;
+        b->k[MGE_OP_ISINF][dt].run = isclass;
+        b->k[MGE_OP_PRELU][dt].run = prelu_float;
+        b->k[MGE_OP_PRELU_GRAD][dt].run = prelu_grad_float;
     }
-    static const int iops[] = {MGE_OP_RELU, MGE_OP_RELU6, MGE_OP_NEG, MGE_OP_ABS};
+    static const int iops[] = {MGE_OP_RELU, MGE_OP_RELU6, MGE_OP_NEG, MGE_OP_ABS,
+                               MGE_OP_SIGN, MGE_OP_SQUARE, MGE_OP_CLAMP};
     for (size_t i = 0; i < sizeof iops / sizeof iops[0]; i++) {
         b->k[iops[i]][MGE_I8].run = unary_int;
         b->k[iops[i]][MGE_I32].run = unary_int;

@@ -228,7 +228,8 @@ static int pc_in_inplace(pcase *c, int inplace, mge_dtype dt, int nd, const int6
 static int64_t pc_act(pcase *c)
 {
     static const int acts[] = {-1, -1, MGE_OP_RELU, MGE_OP_RELU6, MGE_OP_LEAKY_RELU, MGE_OP_SIGMOID,
-                               MGE_OP_TANH, MGE_OP_GELU, MGE_OP_SILU, MGE_OP_HSWISH, MGE_OP_HSIGMOID};
+                               MGE_OP_TANH, MGE_OP_GELU, MGE_OP_SILU, MGE_OP_HSWISH, MGE_OP_HSIGMOID,
+                               MGE_OP_ELU,  MGE_OP_SELU, MGE_OP_MISH, MGE_OP_SOFTSIGN};
     return acts[pr(c, 0, (int64_t)(sizeof acts / sizeof acts[0]) - 1)];
 }
 
@@ -613,7 +614,9 @@ static int gen_fused_elemwise(pcase *c)
                               MGE_OP_GELU, MGE_OP_SILU,    MGE_OP_HSWISH,     MGE_OP_HSIGMOID, MGE_OP_EXP,
                               MGE_OP_LOG,  MGE_OP_SQRT,    MGE_OP_NEG,        MGE_OP_ABS,     MGE_OP_ADD,
                               MGE_OP_SUB,  MGE_OP_MUL,     MGE_OP_DIV,        MGE_OP_POW,     MGE_OP_MAXIMUM,
-                              MGE_OP_MINIMUM};
+                              MGE_OP_MINIMUM,
+                              /* the smooth table ops of group elem */
+                              MGE_OP_ELU, MGE_OP_SELU, MGE_OP_MISH, MGE_OP_SOFTSIGN, MGE_OP_ERF, MGE_OP_SIN, MGE_OP_COS};
     if (c->dt != MGE_F32)
         return PC_NODT;
     int64_t d[4], ed[4];
@@ -2045,3 +2048,85 @@ static int gen_sdpa(pcase *c)
     return pc_out(c, pc_node(c, MGE_OP_SDPA, nin, in, na, at));
 }
 #endif
+
+/* ---------------------------------------------------------------- elementwise math (group elem) */
+
+/* The table ops added with kernels/kact.h, isnan/isinf: random shapes
+ * (variant % 10 == 0 large enough for the pool), a third of the cases
+ * with 0, -0, NaN and inf at random places, random attributes. sign,
+ * square and clamp (integer bounds) also on integers. */
+static int gen_elem_math(pcase *c)
+{
+    int op = c->op;
+    int intdt = c->dt == MGE_I8 || c->dt == MGE_I32 || c->dt == MGE_I64;
+    if (!is_float(c->dt) && !((op == MGE_OP_SIGN || op == MGE_OP_SQUARE || op == MGE_OP_CLAMP) && intdt))
+        return PC_NODT;
+    int64_t d[4];
+    int nd = pshape(c, 0, 4, 9, d);
+    if (PC_BIG(c))
+        nd = 2, d[0] = 4, d[1] = pr(c, 5000, 12000);
+    double lo = -8, hi = 8;
+    if (op == MGE_OP_RSQRT)
+        lo = 0.001, hi = 50;
+    if (op == MGE_OP_SOFTPLUS || op == MGE_OP_MISH || op == MGE_OP_ELU || op == MGE_OP_SELU)
+        lo = -30, hi = 30;
+    if (op == MGE_OP_ROUND)
+        lo = -4, hi = 4;   /* many halves after the f16/bf16 rounding of the inputs */
+    if (c->dt == MGE_I8)
+        lo = -128, hi = 128;
+    else if (intdt)
+        lo = -1000, hi = 1000;
+    int x = pc_in_inplace(c, c->variant % 3 == 2 && op != MGE_OP_ISNAN && op != MGE_OP_ISINF, c->dt, nd, d, lo, hi);
+    if ((c->variant % 3 == 1 || op == MGE_OP_ISNAN || op == MGE_OP_ISINF) && is_float(c->dt))
+        pc_specials(c, c->g->inputs[0], 1);
+    mge_attr at[2];
+    int na = 0;
+    static const double bounds[] = {-2, -0.5, 0, 0.25, 1, 3}, ibounds[] = {-100, -3, 0, 2, 50, 120};
+    const double *bs = intdt ? ibounds : bounds;
+    switch (op) {
+    case MGE_OP_CLAMP: {
+        int which = (int)pr(c, 0, 2);
+        if (which != 1)
+            at[na++] = A_f(MGE_KEY_min, ppick(c, 6, bs));
+        if (which != 0)
+            at[na++] = A_f(MGE_KEY_max, ppick(c, 6, bs));   /* at times below min */
+        break;
+    }
+    case MGE_OP_HARDTANH: {
+        double a = ppick(c, 6, bounds), b = ppick(c, 6, bounds);
+        at[na++] = A_f(MGE_KEY_min, a < b ? a : b);
+        at[na++] = A_f(MGE_KEY_max, a < b ? b : a);
+        break;
+    }
+    case MGE_OP_SOFTPLUS: {
+        static const double beta[] = {1, 0.5, 2, -1}, thr[] = {20, 1, 5};
+        at[na++] = A_f(MGE_KEY_beta, ppick(c, 4, beta));
+        at[na++] = A_f(MGE_KEY_threshold, ppick(c, 3, thr));
+        break;
+    }
+    case MGE_OP_ELU: {
+        static const double alpha[] = {1, 0.5, 1.7};
+        at[na++] = A_f(MGE_KEY_alpha, ppick(c, 3, alpha));
+        break;
+    }
+    }
+    return pc_out(c, pc_un(c, op, x, na, at));
+}
+
+/* prelu(x[N,C,...], weight[1 or C]); the weight a param (its gradient is compared). */
+static int gen_prelu(pcase *c)
+{
+    if (!is_float(c->dt))
+        return PC_NODT;
+    int64_t d[4];
+    int nd = pshape(c, 2, 4, 9, d);
+    if (PC_BIG(c))
+        nd = 3, d[0] = 2, d[1] = 4, d[2] = pr(c, 2000, 5000);
+    int x = pc_in_inplace(c, 0, c->dt, nd, d, -4, 4);
+    if (c->variant % 3 == 1)
+        pc_specials(c, c->g->inputs[0], 1);
+    int64_t num = pr(c, 0, 1) ? d[1] : 1;
+    int in[2] = {x, pc_val(c, MGE_VAL_PARAM, c->dt, 1, &num, -1, 1)};
+    mge_attr at[1] = {A(MGE_KEY_num, num)};
+    return pc_out(c, pc_node(c, MGE_OP_PRELU, 2, in, 1, at));
+}
