@@ -1860,6 +1860,8 @@ static int gen_gnorm(pcase *c)
     int in[3] = {pc_in(c, c->dt, nd, xd, -2, 2), pc_in(c, c->dt, 1, cd, 0.5, 1.5), pc_in(c, c->dt, 1, cd, -1, 1)};
     mge_attr at[2] = {A_f(MGE_KEY_eps, 1e-5), inst ? A(MGE_KEY_affine, affine) : A(MGE_KEY_num_groups, G)};
     return pc_out(c, pc_node(c, c->op, affine ? 3 : 1, in, 2, at));
+}
+
 /* ---------------------------------------------------------------- gpt group: sort, scans, more reductions */
 
 static int pc_sortable(mge_dtype dt)
@@ -2047,7 +2049,6 @@ static int gen_sdpa(pcase *c)
         at[na++] = A_f(MGE_KEY_scale, pu(c, 0.05, 0.6));
     return pc_out(c, pc_node(c, MGE_OP_SDPA, nin, in, na, at));
 }
-#endif
 
 /* ---------------------------------------------------------------- elementwise math (group elem) */
 
@@ -2130,3 +2131,4 @@ static int gen_prelu(pcase *c)
     mge_attr at[1] = {A(MGE_KEY_num, num)};
     return pc_out(c, pc_node(c, MGE_OP_PRELU, 2, in, 1, at));
 }
+#endif
