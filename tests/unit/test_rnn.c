@@ -4,8 +4,7 @@
  * state and attributes, the gradients of x, h0, c0 and every param
  * against central differences (ref), with cpu against ref, the gradient
  * graph on symbolic S and N, and cpu bit for bit at 1 and 2 threads.
- * PyTorch checks
- * the numbers at scale in tests/oracle/test_rnn.py. */
+ * PyTorch checks the numbers at scale in tests/oracle/test_rnn.py. */
 #include "internal.h"
 #include "unit.h"
 #include "unit_graph.h"
