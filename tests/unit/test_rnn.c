@@ -1,9 +1,10 @@
 /* test_rnn.c — lstm and gru: parameter names and shapes (PyTorch's),
  * shapes at symbolic S and N, a prefix property over sequence lengths,
  * hand-computed one-unit results, the clear messages for bad parameters,
- * state and attributes, and the gradients of x, h0, c0 and every param
- * against central differences (ref), with cpu against ref. PyTorch checks
- * the numbers at scale in tests/oracle/test_rnn.py. */
+ * state and attributes, the gradients of x, h0, c0 and every param
+ * against central differences (ref), with cpu against ref, the gradient
+ * graph on symbolic S and N, and cpu bit for bit at 1 and 2 threads.
+ * PyTorch checks the numbers at scale in tests/oracle/test_rnn.py. */
 #include "internal.h"
 #include "unit.h"
 #include "unit_graph.h"
@@ -403,6 +404,40 @@ static void test_grad_symbolic(void)
     mge_graph_free(g);
 }
 
+/* cpu at 1 and 2 threads, bit for bit: forward outputs and the gradients
+ * of x and a param (the directions run in parallel on the pool; mge_sgemm
+ * is bit-identical at any thread count). */
+static void test_threads(void)
+{
+    const char *ops[2] = {"lstm", "gru"};
+    for (int k = 0; k < 2; k++) {
+        char src[512];
+        snprintf(src, sizeof src,
+                 "input x : f32[6,3,5]\ninput t : f32[6,3,8]\n"
+                 "y, h = %s(x, hidden_size=4, num_layers=2, bidirectional=true)\n"
+                 "loss = mse(y, t)\noutput y\noutput h\nminimize loss\n",
+                 ops[k]);
+        mge_graph *g = ug_parse(src);
+        if (!g)
+            continue;
+        int wrt[2] = {mge_graph_find(g, "x"), mge_graph_find(g, "y.weight_hh_l0")}, grads[2] = {-1, -1};
+        CHECK_OK(mge_grad_build(g, mge_graph_find(g, "loss"), 2, wrt, grads, &err), err);
+        for (int i = 0; i < 2; i++)
+            if (grads[i] >= 0)
+                CHECK_OK(mge_graph_add_output(g, grads[i], &err), err);
+        fill_params(g, 21 + (uint64_t)k);
+        ug_outs a = {0}, b = {0};
+        ug_fill f = {.lo = -1, .hi = 1};
+        if (ug_run(g, "cpu", 1, 1, f, &a) && ug_run(g, "cpu", 2, 1, f, &b)) {
+            CHECK(a.n == 4);
+            ug_check_close(&a, &b, 0);
+        }
+        ug_outs_free(&a);
+        ug_outs_free(&b);
+        mge_graph_free(g);
+    }
+}
+
 int main(void)
 {
     RUN(test_params);
@@ -412,5 +447,6 @@ int main(void)
     RUN(test_errors);
     RUN(test_grad);
     RUN(test_grad_symbolic);
+    RUN(test_threads);
     return unit_done();
 }
