@@ -35,6 +35,7 @@ static void build_ref(void)
     mge_ref_register_quant(&ref_be);
     mge_ref_register_index(&ref_be);
     mge_ref_register_logic(&ref_be);
+    mge_ref_register_comm(&ref_be);
 }
 
 static void build_cpu(void)

@@ -1,0 +1,26 @@
+/* op_comm.c — shape inference of the distributed ops (allreduce,
+ * allreduce_wait): the output is the f32 input's shape; the bucket slot is
+ * checked against the tensor at run time by lib/dist.c. */
+#include "internal.h"
+
+mge_status mge_comm_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
+{
+    const char *op = mge_op_info(n->op)->name;
+    if (in[0].dtype != MGE_F32)
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: the gradient is %s; only f32 is summed over ranks", op,
+                             mge_dtype_name(in[0].dtype));
+    int64_t b = mge_node_int(n, MGE_KEY_bucket, 0), off = mge_node_int(n, MGE_KEY_offset, 0);
+    if (b < 0 || off < 0)
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: bucket=%lld, offset=%lld: expected whole numbers >= 0", op,
+                             (long long)b, (long long)off);
+    out[0] = in[0];
+    out[0].known = 0;
+    return MGE_OK;
+}
+
+double mge_comm_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc *out)
+{
+    (void)out;
+    /* the weighting multiply of allreduce; the sum itself is communication */
+    return n->op == MGE_OP_ALLREDUCE ? mge_tdesc_count(&in[0]) : 0;
+}
