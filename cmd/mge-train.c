@@ -63,7 +63,7 @@ static void help(void)
            "      --bucket-mb M     gradients summed over the ranks in buckets of about M MiB (default 25)\n"
            "      --comm-timeout S  a rank that waits S seconds for the others fails (default 300)\n"
            "      --check-sync      compare a hash of the parameters across ranks after every step\n"
-           "      --sync-bn         batchnorm statistics over all ranks (not yet: refused)\n"
+           "      --sync-bn         batchnorm statistics over the global batch (default: per rank)\n"
            "  -h, --help            show this help and exit\n"
            "      --version         show the version and exit\n"
            "\n"
@@ -1023,6 +1023,16 @@ int main(int argc, char **argv)
     to.guard = 1;
     to.comm = dist.comm;
     to.bucket_mb = o.bucket_mb;
+    to.sync_bn = o.sync_bn;
+    if (o.sync_bn) {
+        int nbn = 0;
+        for (int i = 0; i < model->nnodes; i++)
+            nbn += model->nodes[i].op == MGE_OP_BATCHNORM;
+        if (!nbn)
+            cli_warn(where, "--sync-bn: the model has no batchnorm; there are no statistics to synchronize");
+        else if (!dist.comm)
+            cli_warn(where, "--sync-bn: one process: the statistics are over the whole batch anyway");
+    }
     if (mge_trainer_create(model, &to, &t, &err)) {
         cli_mge_error(err.code == MGE_ERR_NONFINITE && o.resume ? cli_name(o.resume)
                       : err.code == MGE_ERR_NONFINITE && o.weights ? cli_name(o.weights) : where, &err);

@@ -60,6 +60,7 @@ static void build_cpu(void)
     mge_cpu_register_quant(&cpu_be);
     mge_cpu_register_index(&cpu_be);
     mge_cpu_register_logic(&cpu_be);
+    mge_cpu_register_comm(&cpu_be);
 }
 
 const mge_backend *mge_backend_ref(void)

@@ -160,6 +160,17 @@ mge_status mge_dist_end_step(mge_dist *d, mge_error *err)
     return s;
 }
 
+static mge_status sum(void *ud, double *v, int64_t n, mge_error *err)
+{
+    mge_dist *d = ud;
+    return d->comm->allreduce_f64(d->comm, v, n, err);
+}
+
+static double share(void *ud)
+{
+    return ((mge_dist *)ud)->share;
+}
+
 const mge_kcomm *mge_dist_kcomm(mge_dist *d)
 {
     return &d->k;
@@ -218,6 +229,8 @@ mge_status mge_dist_insert(mge_graph *g, mge_comm *comm, double bucket_bytes, in
     d->k.ud = d;
     d->k.put = put;
     d->k.wait = wait;
+    d->k.sum = sum;
+    d->k.share = share;
     for (int v = 0; v < g->nvalues; v++)
         prod[v] = -1;
     for (int i = 0; i < g->nnodes; i++)

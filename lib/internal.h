@@ -196,6 +196,9 @@ typedef struct mge_kcomm {
     void *ud;
     mge_status (*put)(void *ud, int64_t b, int64_t off, const float *x, int64_t n, mge_error *err);
     mge_status (*wait)(void *ud, int64_t b, int64_t off, float *y, int64_t n, mge_error *err);
+    /* blocking sum of n doubles over the ranks, in place (sync_batchnorm) */
+    mge_status (*sum)(void *ud, double *v, int64_t n, mge_error *err);
+    double (*share)(void *ud);   /* this rank's samples over the global batch's */
 } mge_kcomm;
 
 typedef struct mge_kctx {
@@ -290,6 +293,7 @@ void mge_cpu_register_index(mge_backend *b);
 void mge_cpu_register_logic(mge_backend *b);
 /* distributed: allreduce, allreduce_wait (ref_comm.c) */
 void mge_ref_register_comm(mge_backend *b);
+void mge_cpu_register_comm(mge_backend *b);   /* sync_batchnorm on the pool (cpu_comm.c) */
 
 /* kernels/cpu/cpu_isa.c: the vector ISA kernels and passes may use (cpuid, capped by
  * MGE_CPU_ISA=baseline|avx2|avx2-vnni|avx512), and the int8 kernels' own

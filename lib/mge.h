@@ -939,6 +939,7 @@ typedef struct mge_train_opts {
      * the cpu device only */
     mge_comm *comm;
     double bucket_mb;
+    int sync_bn;             /* batchnorm statistics over all ranks (sync_batchnorm in the training graph) */
 } mge_train_opts;
 
 typedef struct mge_train_result {

@@ -320,6 +320,10 @@ mge_status mge_trainer_create(const mge_graph *model, const mge_train_opts *o, m
             t->logits = g->nodes[i].in[0];
             t->labels = g->nodes[i].in[1];
         }
+    if (o->comm && o->comm->size > 1 && o->sync_bn)
+        for (int i = 0; i < g->nnodes; i++)
+            if (g->nodes[i].op == MGE_OP_BATCHNORM)
+                g->nodes[i].op = MGE_OP_SYNC_BATCHNORM;   /* same inputs and attributes */
     int np = 0;
     for (int v = 0; v < g->nvalues; v++)
         if (g->values[v].kind == MGE_VAL_PARAM && mge_dtype_is_float(g->values[v].dtype))
