@@ -706,6 +706,9 @@ static mge_status train_step(mge_trainer *t, const mge_tensor *const *batch, dou
     mge_trainer_set_share(t, share);
     if ((s = mge_trainer_step(t, mine, lr, step, r, err)) || !dist.comm)
         return s;
+    /* per-rank batchnorm statistics: rank 0's on every rank, as PyTorch's DDP keeps them */
+    if (!dist.sync_bn && (s = mge_trainer_bcast_stats(t, 0, err)))
+        return s;
     double v[4] = {r->loss * (double)r->count, r->correct < 0 ? 0 : (double)r->correct, (double)r->count,
                    r->correct < 0};
     if ((s = dist.comm->allreduce_f64(dist.comm, v, 4, err)))
@@ -769,7 +772,7 @@ static void diverged(const opts *o, const mge_optim_opts *oc, mge_trainer *t, co
  * all (the same seed gives the same init: a difference is a mistake). */
 static int start_ranks_agree(const opts *o, const mge_graph *net, mge_trainer *t, const mge_dataset *train)
 {
-    enum { K = 24 };
+    enum { K = 32 };
     const char *names[K];
     char vals[K][96];
     const char *vp[K];
@@ -779,39 +782,50 @@ static int start_ranks_agree(const opts *o, const mge_graph *net, mge_trainer *t
     mge_error_clear(&err);
 #define ITEM(nm, ...) do { names[k] = nm; snprintf(vals[k], sizeof vals[k], __VA_ARGS__); vp[k] = vals[k]; \
         h[k] = train_hash_bytes(0xcbf29ce484222325ull, vals[k], strlen(vals[k])); k++; } while (0)
-    names[k] = "model (graph)";
+    /* numbers: the hash of their bits, shown short */
+#define ITEMD(nm, v) do { double v_ = (v); ITEM(nm, "%g", v_); \
+        h[k - 1] = train_hash_bytes(0xcbf29ce484222325ull, &v_, sizeof v_); } while (0)
+    ITEM("--batch", "%lld", (long long)o->batch);
+    ITEM("--epochs/--steps", "%lld/%lld", (long long)o->epochs, (long long)o->steps);
+    ITEM("--optimizer", "%s", o->kind == MGE_OPTIM_SGD ? "sgd" : o->kind == MGE_OPTIM_ADAM ? "adam" : "adamw");
+    ITEMD("--lr", o->lr);
+    ITEMD("--momentum", o->momentum);
+    ITEMD("--dampening", o->dampening);
+    ITEM("--nesterov", "%s", o->nesterov ? "given" : "not given");
+    ITEMD("--betas (beta1)", o->beta1);
+    ITEMD("--betas (beta2)", o->beta2);
+    ITEMD("--eps", o->eps);
+    ITEMD("--weight-decay", o->wd);
+    ITEM("--schedule", "%s", o->schedule);
+    ITEM("--warmup", "%lld", (long long)o->warmup);
+    ITEMD("--clip-norm", o->clip);
+    ITEM("--seed", "%llu", (unsigned long long)o->seed);
+    ITEM("--drop-last", "%s", o->drop_last ? "given" : "not given");
+    ITEM("--no-shuffle", "%s", o->shuffle ? "not given" : "given");
+    ITEM("--normalize", "%s%.9g,%.9g", o->normalize ? "" : "not given: ", o->mean, o->std);
+    ITEMD("--val-split", o->val_split);
+    ITEM("--checkpoint-every", "%lld", (long long)o->ckpt_every);
+    ITEMD("--bucket-mb", o->bucket_mb);
+    ITEM("--sync-bn", "%s", o->sync_bn ? "given" : "not given");
+    ITEM("--check-sync", "%s", o->check_sync ? "given" : "not given");
+#undef ITEM
+#undef ITEMD
+    names[k] = "the model";
     vp[k] = NULL;
     h[k++] = train_hash_graph(net);
-    names[k] = "initial parameters (--weights, --resume or the model's values)";
+    names[k] = "the initial parameters (--weights, --resume or the model's own)";
     vp[k] = NULL;
     if (mge_trainer_hash(t, &h[k++], &err)) {
         cli_mge_error(NULL, &err);
         return -1;
     }
-    names[k] = "training data (--data)";
+    names[k] = "the training data (--data)";
     vp[k] = NULL;
     h[k++] = train_hash_dataset(train);
-    ITEM("--batch", "%lld", (long long)o->batch);
-    ITEM("--epochs/--steps", "%lld/%lld", (long long)o->epochs, (long long)o->steps);
-    ITEM("--optimizer", "%d", (int)o->kind);
-    ITEM("--lr", "%.17g", o->lr);
-    ITEM("--momentum/--dampening/--nesterov", "%.17g/%.17g/%d", o->momentum, o->dampening, o->nesterov);
-    ITEM("--betas/--eps", "%.17g,%.17g/%.17g", o->beta1, o->beta2, o->eps);
-    ITEM("--weight-decay", "%.17g", o->wd);
-    ITEM("--schedule", "%s", o->schedule);
-    ITEM("--warmup", "%lld", (long long)o->warmup);
-    ITEM("--clip-norm", "%.17g", o->clip);
-    ITEM("--seed", "%llu", (unsigned long long)o->seed);
-    ITEM("--drop-last/--no-shuffle", "%d/%d", o->drop_last, !o->shuffle);
-    ITEM("--normalize", "%d %.9g,%.9g", o->normalize, o->mean, o->std);
-    ITEM("--val-split", "%.17g", o->val_split);
-    ITEM("--checkpoint-every", "%lld", (long long)o->ckpt_every);
-    ITEM("--bucket-mb", "%.17g", o->bucket_mb);
-    ITEM("--sync-bn", "%d", o->sync_bn);
-    ITEM("--check-sync", "%d", o->check_sync);
-#undef ITEM
-    if (train_dist_agree(&dist, k, names, vp, h))
+    if (train_dist_agree(&dist, k, names, vp, h)) {
+        dist.all_failed = 1;
         return -1;
+    }
     if (mge_trainer_bcast(t, 0, &err)) {
         cli_mge_error(NULL, &err);
         return -1;
@@ -831,8 +845,8 @@ static void comm_summary(const mge_trainer *t)
         c += st.comm_s[i];
         w += st.wait_s[i];
         bytes += st.bytes[i];
-        cli_note(NULL, "bucket %d: %d gradients, %lld bytes, %.3f ms per step in flight, %.3f ms waited", i,
-                 st.members[i], (long long)st.bytes[i], 1e3 * st.comm_s[i] / (double)st.steps,
+        cli_note(NULL, "bucket %d: %d gradient%s, %lld bytes, %.3f ms per step in flight, %.3f ms waited", i,
+                 st.members[i], st.members[i] == 1 ? "" : "s", (long long)st.bytes[i], 1e3 * st.comm_s[i] / (double)st.steps,
                  1e3 * st.wait_s[i] / (double)st.steps);
     }
     cli_note(NULL, "allreduce: %d bucket%s, %lld bytes per step; %.3f ms per step in flight, %.3f ms not overlapped "
@@ -854,6 +868,9 @@ int main(int argc, char **argv)
         dist.rank = dist.comm->rank;
         dist.size = dist.comm->size;
         dist.check_sync = o.check_sync;
+        dist.sync_bn = o.sync_bn;
+        /* one write per line: the launcher interleaves the ranks' stderr */
+        setvbuf(stderr, NULL, _IOLBF, 1 << 12);
         if (dist.rank > 0) {
             /* rank 0 speaks for the job; the others only say what failed there */
             snprintf(prog, sizeof prog, "mge-train: rank %d", dist.rank);
@@ -1229,6 +1246,6 @@ done:
     if (fflush(stderr) != 0 || ferror(stderr))
         rc = 1;
     train_dist_free(&dist);
-    train_mpi_close(dist.comm, rc != 0);
+    train_mpi_close(dist.comm, rc != 0 && !dist.all_failed);
     return rc;
 }

@@ -65,14 +65,11 @@ int train_dist_agree(train_dist *d, int k, const char *const *names, const char 
     for (int i = 0; i < k; i++)
         for (int r = 1; r < d->size; r++)
             if (all[(size_t)r * (size_t)k + i] != all[i]) {
-                /* each rank that differs says so with its own value; rank 0 names the rule */
+                /* rank 0 speaks for the job (one line, not one per rank) */
                 if (d->rank == 0)
-                    cli_error(NULL, "rank %d was started with another %s than rank 0%s%s%s: every rank needs the same "
-                              "model, data and options", r, names[i], values && values[i] ? " (" : "",
+                    cli_error(NULL, "rank %d differs from rank 0 in %s%s%s%s: every rank needs the same model, data "
+                              "and options", r, names[i], values && values[i] ? " (" : "",
                               values && values[i] ? values[i] : "", values && values[i] ? " on rank 0)" : "");
-                else if (all[(size_t)d->rank * (size_t)k + i] != all[i])
-                    cli_error(NULL, "%s differs from rank 0's%s%s%s", names[i], values && values[i] ? " (" : "",
-                              values && values[i] ? values[i] : "", values && values[i] ? " here)" : "");
                 free(all);
                 return -1;
             }
@@ -165,6 +162,7 @@ int train_dist_check_sync(train_dist *d, mge_trainer *t, int64_t step)
                 cli_error(NULL, "--check-sync: after step %lld the parameters of rank %d differ from rank 0's "
                           "(hash %016llx, rank 0 %016llx)", (long long)step, r, (unsigned long long)all[r],
                           (unsigned long long)all[0]);
+            d->all_failed = 1;
             free(all);
             return -1;
         }

@@ -14,7 +14,8 @@ int train_mpi_launched(void);
  * NULL when running as one process. Waits give up after timeout_s seconds.
  * Prints and returns -1 on failure (also when built without MPI). */
 int train_mpi_open(int *argc, char ***argv, double timeout_s, mge_comm **out);
-/* Ends the job's MPI: normally, or (failed) aborting the other ranks. */
+/* Ends the job's MPI: normally, or (failed) aborting the other ranks,
+ * which may be waiting in a collective. */
 void train_mpi_close(mge_comm *c, int failed);
 /* "OpenMPI 4.1.4" or "none". */
 const char *train_mpi_name(void);
@@ -24,6 +25,8 @@ typedef struct train_dist {
     mge_comm *comm;          /* NULL: one process */
     int rank, size;
     int check_sync;          /* --check-sync: compare a hash of the params after every step */
+    int sync_bn;             /* --sync-bn (else rank 0's running statistics go to all after each step) */
+    int all_failed;          /* the failure is known to every rank (no abort needed) */
     int nin;
     mge_tensor *view;        /* per input: this rank's rows of the global batch */
     const mge_tensor **vp;

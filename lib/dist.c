@@ -266,7 +266,9 @@ mge_status mge_dist_insert(mge_graph *g, mge_comm *comm, double bucket_bytes, in
         int64_t n = 1;
         for (int k = 0; k < gv->ndim; k++)
             n *= gv->dims[k];
-        if (d->nb == 0 || in_bucket >= bucket_bytes) {
+        /* the first bucket is small (1 MiB at most, as PyTorch's DDP does):
+         * the last layers' gradients start moving early */
+        if (d->nb == 0 || in_bucket >= (d->nb == 1 && bucket_bytes > 1048576 ? 1048576 : bucket_bytes)) {
             d->nb++;
             in_bucket = 0;
         }

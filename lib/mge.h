@@ -1004,6 +1004,10 @@ mge_status mge_trainer_export(const mge_trainer *t, const mge_graph *model, int 
 void mge_trainer_set_share(mge_trainer *t, double share);
 /* Every param and state value (optimizer moments too) from rank root. */
 mge_status mge_trainer_bcast(mge_trainer *t, int root, mge_error *err);
+/* The state other than the optimizer's (batchnorm running statistics) from
+ * rank root: per-rank statistics stay rank root's on every rank (PyTorch
+ * DDP's broadcast_buffers). Nothing to do without such state. */
+mge_status mge_trainer_bcast_stats(mge_trainer *t, int root, mge_error *err);
 /* A 64-bit hash of the bytes of every param and state value, in graph
  * order (ranks compare it: they must hold the same bits). */
 mge_status mge_trainer_hash(mge_trainer *t, uint64_t *h, mge_error *err);

@@ -50,6 +50,7 @@ struct mge_trainer {
     int nscan, *scan_v;      /* guard: state values scanned after each step (not the moments) */
     mge_comm *comm;          /* data parallel: the ranks (size > 1), else NULL */
     mge_dist *dist;          /* its gradient buckets (lib/dist.c) */
+    int nscan_stats;         /* state values other than the optimizer's (running statistics) */
 };
 
 void mge_trainer_free(mge_trainer *t)
@@ -388,6 +389,9 @@ mge_status mge_trainer_create(const mge_graph *model, const mge_train_opts *o, m
         goto fail;
     if (t->dist)
         mge_exec_set_comm(t->train, mge_dist_kcomm(t->dist));
+    for (int v = 0; v < g->nvalues; v++)
+        t->nscan_stats += g->values[v].kind == MGE_VAL_STATE && !mge_value_is_opt_state(&g->values[v]) &&
+                          g->values[v].data;
     if ((s = map_inputs(t, t->train, &t->tr_map, err)) || (s = map_inputs(t, t->eval, &t->ev_map, err)))
         goto fail;
     if (t->guard && (s = guard_init(t, err)))
@@ -601,20 +605,31 @@ static int is_kept(const mge_value *v)
     return (v->kind == MGE_VAL_PARAM || v->kind == MGE_VAL_STATE) && v->data && v->data->data;
 }
 
-mge_status mge_trainer_bcast(mge_trainer *t, int root, mge_error *err)
+static mge_status bcast(mge_trainer *t, int root, int stats_only, mge_error *err)
 {
     if (!t->comm)
         return MGE_OK;
     mge_status s = mge_exec_sync_params(t->train, err);
     for (int v = 0; v < t->g->nvalues && !s; v++) {
         mge_value *val = &t->g->values[v];
-        if (!is_kept(val) || !val->data->nbytes)
+        if (!is_kept(val) || !val->data->nbytes ||
+            (stats_only && (val->kind != MGE_VAL_STATE || mge_value_is_opt_state(val))))
             continue;
         if ((s = t->comm->bcast(t->comm, val->data->data, val->data->nbytes, root, err)))
             break;
         mge_exec_mark_changed(t->train, v);
     }
     return s;
+}
+
+mge_status mge_trainer_bcast(mge_trainer *t, int root, mge_error *err)
+{
+    return bcast(t, root, 0, err);
+}
+
+mge_status mge_trainer_bcast_stats(mge_trainer *t, int root, mge_error *err)
+{
+    return t->nscan_stats ? bcast(t, root, 1, err) : MGE_OK;
 }
 
 mge_status mge_trainer_hash(mge_trainer *t, uint64_t *h, mge_error *err)
