@@ -69,14 +69,14 @@ static void help(void)
            "\n"
            "A step that makes a parameter NaN or inf stops the run; OUT then holds the step before it.\n"
            "Under MPI, --batch is per rank (the global batch is N*B), every rank trains on its share of\n"
-           "each global batch, and rank 0 alone writes OUT, checkpoints, the log and the progress.\n"
+           "each global batch, and rank 0 alone writes OUT, checkpoints, the log and the progress:\n"
+           "  mpirun -np 2 mge-train net.mgt --data d.npz --batch 32 -o net.mge   (global batch 64)\n"
            "Exit status: 0 success, 1 failure, 2 usage error (also a number out of range).\n"
            "\n"
            "Examples:\n"
            "  mge-train net.mgt --data d.npz --epochs 2 -o net.mge\n"
            "  mge-train net.mgt --data d.npz --val-split 0.25 --optimizer adam --log run.csv -o net.mge\n"
-           "  mge-train net.mgt --data d.npz --weights w.npz --steps 20 -o tuned.mge   # start from weights\n"
-           "  mpirun -np 2 mge-train net.mgt --data d.npz --batch 32 -o net.mge   # 2 ranks, global batch 64\n",
+           "  mge-train net.mgt --data d.npz --weights w.npz --steps 20 -o tuned.mge   # start from weights\n",
            cli_prog);
 }
 
