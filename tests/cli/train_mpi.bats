@@ -280,3 +280,51 @@ wait_job() {
     refute_output --partial "rank 1"
     [ "$(grep -c 'epoch 1/1' <<< "$output")" -eq 1 ]
 }
+
+# Two "hosts": network namespaces joined by a veth pair, addresses only
+# inside them; mpirun in the first reaches the second through an rsh agent
+# that enters it (in place of ssh), and the ranks talk over TCP alone.
+teardown() {
+    if [ -n "${NSA:-}" ]; then
+        ip netns del "$NSA" 2> /dev/null || true
+        ip netns del "$NSB" 2> /dev/null || true
+    fi
+}
+
+@test "two hosts (network namespaces over a veth pair, TCP only): one process's weights" {
+    need_numpy
+    command -v ip > /dev/null || skip "no ip(8) (iproute2) to make network namespaces"
+    NSA="mgeA$$" NSB="mgeB$$"
+    ip netns add "$NSA" 2> /dev/null || { NSA=""; skip "ip netns add not permitted here (needs CAP_SYS_ADMIN)"; }
+    ip netns add "$NSB"
+    ip link add "va$$" type veth peer name "vb$$"
+    ip link set "va$$" netns "$NSA"
+    ip link set "vb$$" netns "$NSB"
+    ip -n "$NSA" addr add 10.201.0.1/24 dev "va$$"
+    ip -n "$NSB" addr add 10.201.0.2/24 dev "vb$$"
+    for ns in "$NSA" "$NSB"; do
+        ip -n "$ns" link set lo up
+    done
+    ip -n "$NSA" link set "va$$" up
+    ip -n "$NSB" link set "vb$$" up
+    cat > "$T/agent" <<AGENT
+#!/bin/sh
+# ssh's stand-in: run the remote command inside the second host
+echo "\$1" >> "$T/agent.log"
+shift
+exec ip netns exec $NSB sh -c "\$*"
+AGENT
+    chmod +x "$T/agent"
+    run ip netns exec "$NSA" mpirun --mca plm_rsh_agent "$T/agent" --host 10.201.0.1:1,10.201.0.2:1 -np 2 \
+        --mca btl self,tcp --mca btl_tcp_if_include 10.201.0.0/24 --mca oob_tcp_if_include 10.201.0.0/24 \
+        "$MGE_TRAIN" "$SAMPLES/mlp.mgt" --data "$FM" --batch 16 --steps 5 --threads 1 --momentum 0.9 --check-sync \
+        -o "$T/ddp.mge"
+    assert_success
+    # rank 1 was started on the second host
+    run cat "$T/agent.log"
+    assert_output "10.201.0.2"
+    "$MGE_TRAIN" "$SAMPLES/mlp.mgt" --data "$FM" --batch 32 --steps 5 --threads 1 --momentum 0.9 -o "$T/one.mge"
+    run close "$T/one.mge" "$T/ddp.mge" max 1e-6
+    echo "$output"
+    assert_success
+}
