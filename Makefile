@@ -92,8 +92,8 @@ $(BINDIR)/%: $(B)/cmd/%.o $(CLI_OBJ) $(B)/libmge.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALLLDFLAGS) -o $@ $< $(CLI_OBJ) $(TOOL_EXTRA) $(B)/libmge.a $(LDLIBS) $(TOOL_LIBS)
 
-# mge-train's MPI side; the flags are in the object's dependency file's
-# name only, so `make MPI=0` after a build with MPI rebuilds it via the stamp
+# mge-train's MPI side (cmd/train_mpi.c: MPI's mge_comm, or stubs that refuse
+# a distributed launch); the stamp rebuilds it when MPI appears or goes (MPI=0)
 $(BINDIR)/mge-train: $(B)/cmd/train_mpi.o
 $(BINDIR)/mge-train: TOOL_EXTRA = $(B)/cmd/train_mpi.o
 $(BINDIR)/mge-train: TOOL_LIBS = $(if $(MPI_FOUND),$(MPI_LIBS))
