@@ -57,7 +57,7 @@ static void help(void)
            "  -f, --force           write binary output to a terminal\n"
            "  -q, --quiet           only errors\n"
            "  -v, --verbose         epoch summaries even when stderr is not a terminal\n"
-           "      --threads N       worker threads (default: all CPUs)\n"
+           "      --threads N       worker threads (default: all CPUs; under MPI, shared by the ranks of a machine)\n"
            "      --device DEV      cpu (default), sim (simulated device), cuda[:N] (plugin)\n"
            "Distributed (data parallel, under an MPI launcher: mpirun -np N mge-train ...):\n"
            "      --bucket-mb M     gradients summed over the ranks in buckets of about M MiB (default 25)\n"
@@ -1035,6 +1035,15 @@ int main(int argc, char **argv)
         to.optim.weight_decay = o.wd;
     to.optim.clip_norm = o.clip;
     to.threads = cli_threads(&o.co);
+    if (dist.comm && !o.co.threads) {
+        /* the ranks on this machine share its CPUs */
+        const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+        if (!ls)
+            ls = getenv("MPI_LOCALNRANKS");
+        long local = ls ? strtol(ls, NULL, 10) : 1;
+        if (local > 1)
+            to.threads = to.threads / (int)local > 1 ? to.threads / (int)local : 1;
+    }
     to.device = o.co.device;
     to.seed = o.seed;
     to.guard = 1;
