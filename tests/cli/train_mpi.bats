@@ -64,7 +64,11 @@ ddp() {
     run "${MPIRUN[@]}" -np "$n" "$MGE_TRAIN" "$net" --data "$FM" --batch "$b" --steps 5 --threads 1 --check-sync \
         -o "$T/ddp.mge" "$@"
     assert_success
-    "$MGE_TRAIN" "$net" --data "$FM" --batch $((n * b)) --steps 5 --threads 1 -o "$T/one.mge" "$@"
+    local a one=()
+    for a in "$@"; do
+        [ "$a" = --sync-bn ] || one+=("$a")   # one process: its statistics are over the global batch anyway
+    done
+    "$MGE_TRAIN" "$net" --data "$FM" --batch $((n * b)) --steps 5 --threads 1 -o "$T/one.mge" "${one[@]}"
 }
 
 @test "mlp, sgd with momentum, 2 ranks: the weights of one process with the global batch (1e-6), ranks in step" {
@@ -78,9 +82,13 @@ ddp() {
     assert_line "meta train.batch = 32"
 }
 
+# Adam at eps 1e-4, as tests/oracle/test_train_step.py: at the default 1e-8
+# the update lr * m / (sqrt(v) + eps) of a weight whose gradient is near 0
+# (the MLP's weights of always-black border pixels) is its rounding noise
+# scaled up to about lr, so two summation orders differ by ~1e-6 there.
 @test "mlp, adam, 3 ranks oversubscribed: one process's weights (1e-6 in norm)" {
     need_numpy
-    ddp 3 16 "$SAMPLES/mlp.mgt" --optimizer adam
+    ddp 3 16 "$SAMPLES/mlp.mgt" --optimizer adam --eps 1e-4
     run close "$T/one.mge" "$T/ddp.mge" norm 1e-6
     echo "$output"
     assert_success
@@ -94,10 +102,10 @@ ddp() {
     assert_success
 }
 
-@test "lenet --sync-bn, adam, 3 ranks: one process's weights (1e-6 in norm)" {
+@test "lenet --sync-bn, adam, 2 ranks: one process's weights (1e-6 in norm)" {
     need_numpy
     write_lenet_nobias
-    ddp 3 8 "$T/lenet_nb.mgt" --optimizer adam --sync-bn
+    ddp 2 16 "$T/lenet_nb.mgt" --optimizer adam --eps 1e-4 --sync-bn
     run close "$T/one.mge" "$T/ddp.mge" norm 1e-6
     echo "$output"
     assert_success
