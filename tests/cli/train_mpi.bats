@@ -264,7 +264,7 @@ wait_job() {
     assert_line "meta train.ranks = 1"
 }
 
-@test "under MPI: --data - refused (stdin reaches rank 0 only); fewer samples than ranks refused" {
+@test "under MPI: --data - refused (stdin reaches rank 0 only); fewer samples than ranks, another device refused" {
     need_numpy
     run "${MPIRUN[@]}" -np 2 "$MGE_TRAIN" "$SAMPLES/mlp.mgt" --data - -o "$T/x.mge" < /dev/null
     assert_failure
@@ -273,6 +273,9 @@ wait_job() {
     run "${MPIRUN[@]}" -np 3 "$MGE_TRAIN" "$SAMPLES/mlp.mgt" --data "$T/two.npz" -o "$T/x.mge"
     assert_failure
     assert_output --partial "two.npz: error: 2 samples for 3 ranks: every rank needs at least one"
+    run "${MPIRUN[@]}" -np 2 "$MGE_TRAIN" "$SAMPLES/mlp.mgt" --data "$FM" --steps 1 --device sim -o "$T/x.mge"
+    assert_failure
+    assert_output --partial "mlp.mgt: error: distributed training runs on the cpu device, not sim"
     [ ! -e "$T/x.mge" ]
 }
 
