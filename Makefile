@@ -24,6 +24,15 @@ BASEFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -pthread -Ilib -Ikernels -Iformats \
              -I/usr/include/x86_64-linux-gnu/openblas-pthread $(shell pkg-config --cflags $(IMG_PKGS))
 LDLIBS   := -lopenblas -larchive -lz $(shell pkg-config --libs $(IMG_PKGS)) -lm -ldl -pthread
 
+# MPI (mge-train's data-parallel mode): found with mpicc or pkg-config's
+# ompi-c; MPI=0 builds without it. Only cmd/train_mpi.c includes mpi.h and
+# only mge-train links it; libmge never does.
+ifneq ($(MPI),0)
+MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null || pkg-config --cflags ompi-c 2>/dev/null)
+MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null || pkg-config --libs ompi-c 2>/dev/null)
+endif
+MPI_FOUND  := $(if $(strip $(MPI_LIBS)),1,)
+
 ifeq ($(SANITIZE),1)
 B        := build/asan
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -49,10 +58,10 @@ TOOL_SRC := $(filter $(TOOLS:%=cmd/%.c),$(wildcard cmd/*.c))
 BINDIR   := $(if $(filter 1 thread,$(SANITIZE)),$(B)/bin,bin)
 TOOL_BIN := $(TOOL_SRC:cmd/%.c=$(BINDIR)/%)
 # cmd/*.c that are not tools: shared by the tools (cli.c) or helpers of one (train_report.c)
-CLI_OBJ  := $(patsubst cmd/%.c,$(B)/cmd/%.o,$(filter-out $(TOOL_SRC),$(wildcard cmd/*.c)))
+CLI_OBJ  := $(patsubst cmd/%.c,$(B)/cmd/%.o,$(filter-out $(TOOL_SRC) cmd/train_mpi.c,$(wildcard cmd/*.c)))
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
-DEPS     := $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(UNIT_BIN:=.d) $(TOOL_SRC:cmd/%.c=$(B)/cmd/%.d)
+DEPS     := $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(B)/cmd/train_mpi.d $(UNIT_BIN:=.d) $(TOOL_SRC:cmd/%.c=$(B)/cmd/%.d)
 
 all: $(B)/libmge.a $(if $(SANITIZE),,$(B)/libmge.so) $(TOOL_BIN)
 
@@ -81,7 +90,21 @@ $(B)/libmge.so: $(LIB_OBJ)
 
 $(BINDIR)/%: $(B)/cmd/%.o $(CLI_OBJ) $(B)/libmge.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALLLDFLAGS) -o $@ $< $(CLI_OBJ) $(B)/libmge.a $(LDLIBS)
+	$(CC) $(ALLLDFLAGS) -o $@ $< $(CLI_OBJ) $(TOOL_EXTRA) $(B)/libmge.a $(LDLIBS) $(TOOL_LIBS)
+
+# mge-train's MPI side (cmd/train_mpi.c: MPI's mge_comm, or stubs that refuse
+# a distributed launch); the stamp rebuilds it when MPI appears or goes (MPI=0)
+$(BINDIR)/mge-train: $(B)/cmd/train_mpi.o
+$(BINDIR)/mge-train: TOOL_EXTRA = $(B)/cmd/train_mpi.o
+$(BINDIR)/mge-train: TOOL_LIBS = $(if $(MPI_FOUND),$(MPI_LIBS))
+$(B)/cmd/train_mpi.o: ALLCFLAGS += $(if $(MPI_FOUND),-DMGE_HAVE_MPI $(MPI_CFLAGS))
+$(B)/cmd/train_mpi.o: $(B)/mpi.stamp
+# records whether MPI was found, so a change rebuilds train_mpi.o
+$(B)/mpi.stamp: FORCE
+	@mkdir -p $(dir $@)
+	@echo "$(MPI_FOUND) $(MPI_CFLAGS) $(MPI_LIBS)" | cmp -s - $@ || echo "$(MPI_FOUND) $(MPI_CFLAGS) $(MPI_LIBS)" > $@
+.PHONY: FORCE
+FORCE:
 
 $(B)/tests/%: tests/unit/%.c tests/unit/unit.h $(B)/libmge.a
 	@mkdir -p $(dir $@)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "train_dist.h"
 #include "train_report.h"
 #include "weights.h"
 
@@ -56,12 +57,20 @@ static void help(void)
            "  -f, --force           write binary output to a terminal\n"
            "  -q, --quiet           only errors\n"
            "  -v, --verbose         epoch summaries even when stderr is not a terminal\n"
-           "      --threads N       worker threads (default: all CPUs)\n"
+           "      --threads N       worker threads (default: all CPUs; under MPI, shared by the ranks of a machine)\n"
            "      --device DEV      cpu (default), sim (simulated device), cuda[:N] (plugin)\n"
+           "Distributed (data parallel, under an MPI launcher: mpirun -np N mge-train ...):\n"
+           "      --bucket-mb M     gradients summed over the ranks in buckets of about M MiB (default 25)\n"
+           "      --comm-timeout S  a rank that waits S seconds for the others fails (default 300)\n"
+           "      --check-sync      compare a hash of the parameters across ranks after every step\n"
+           "      --sync-bn         batchnorm statistics over the global batch (default: per rank)\n"
            "  -h, --help            show this help and exit\n"
            "      --version         show the version and exit\n"
            "\n"
            "A step that makes a parameter NaN or inf stops the run; OUT then holds the step before it.\n"
+           "Under MPI, --batch is per rank (the global batch is N*B), every rank trains on its share of\n"
+           "each global batch, and rank 0 alone writes OUT, checkpoints, the log and the progress:\n"
+           "  mpirun -np 2 mge-train net.mgt --data d.npz --batch 32 -o net.mge   (global batch 64)\n"
            "Exit status: 0 success, 1 failure, 2 usage error (also a number out of range).\n"
            "\n"
            "Examples:\n"
@@ -75,7 +84,7 @@ enum {
     OPT_DATA = CLI_OPT_FIRST_TOOL, OPT_VAL, OPT_VAL_SPLIT, OPT_BATCH, OPT_DROP_LAST, OPT_NO_SHUFFLE, OPT_NORMALIZE,
     OPT_NO_PREFETCH, OPT_EPOCHS, OPT_STEPS, OPT_OPTIMIZER, OPT_LR, OPT_MOMENTUM, OPT_DAMPENING, OPT_NESTEROV,
     OPT_BETAS, OPT_EPS, OPT_WD, OPT_SCHEDULE, OPT_WARMUP, OPT_CLIP, OPT_SEED, OPT_WEIGHTS, OPT_RESUME, OPT_CKPT,
-    OPT_NO_STATE, OPT_LOG, OPT_ALLOW_UNUSED
+    OPT_NO_STATE, OPT_LOG, OPT_ALLOW_UNUSED, OPT_BUCKET_MB, OPT_COMM_TIMEOUT, OPT_CHECK_SYNC, OPT_SYNC_BN
 };
 
 typedef struct opts {
@@ -93,8 +102,13 @@ typedef struct opts {
     int g_batch, g_schedule, g_warmup, g_clip;
     uint64_t seed;
     int seed_given;
+    double bucket_mb, comm_timeout;
+    int check_sync, sync_bn;
     cli_common co;
 } opts;
+
+/* the job this process is a rank of (one process: comm NULL) */
+static train_dist dist;
 
 /* ---------------------------------------------------------------- numeric options
  * Every number is checked before any work: finite and in the range the
@@ -213,6 +227,10 @@ static void parse_args(int argc, char **argv, opts *o)
         {"checkpoint-every", 1, 0, OPT_CKPT},
         {"no-state", 0, 0, OPT_NO_STATE},
         {"log", 1, 0, OPT_LOG},
+        {"bucket-mb", 1, 0, OPT_BUCKET_MB},
+        {"comm-timeout", 1, 0, OPT_COMM_TIMEOUT},
+        {"check-sync", 0, 0, OPT_CHECK_SYNC},
+        {"sync-bn", 0, 0, OPT_SYNC_BN},
         {0, 0, 0, 0},
     };
     memset(o, 0, sizeof *o);
@@ -221,6 +239,8 @@ static void parse_args(int argc, char **argv, opts *o)
     o->prefetch = 1;
     o->kind = MGE_OPTIM_SGD;
     o->schedule = "constant";
+    o->bucket_mb = 25;
+    o->comm_timeout = 300;
     double m, s;
     opterr = 0;
     int c;
@@ -308,6 +328,18 @@ static void parse_args(int argc, char **argv, opts *o)
         case OPT_RESUME: o->resume = optarg; break;
         case OPT_CKPT: o->ckpt_every = int_opt("--checkpoint-every", optarg, 1, MAX_STEPS); break;
         case OPT_NO_STATE: o->no_state = 1; break;
+        case OPT_BUCKET_MB: {
+            static const range mb = {0, 2048, 1, 0, " (MiB)"};
+            o->bucket_mb = num_opt("--bucket-mb", optarg, &mb);
+            break;
+        }
+        case OPT_COMM_TIMEOUT: {
+            static const range sec = {0, 1e6, 1, 0, " (seconds)"};
+            o->comm_timeout = num_opt("--comm-timeout", optarg, &sec);
+            break;
+        }
+        case OPT_CHECK_SYNC: o->check_sync = 1; break;
+        case OPT_SYNC_BN: o->sync_bn = 1; break;
         case OPT_LOG: {
             size_t n = strlen(optarg);
             if (!(n >= 4 && strcmp(optarg + n - 4, ".csv") == 0) && !(n >= 6 && strcmp(optarg + n - 6, ".jsonl") == 0) &&
@@ -504,6 +536,8 @@ static int check_labels(const mge_dataset *ds, const mge_trainer *t, const mge_g
 static int save(const opts *o, const mge_optim_opts *oc, const mge_trainer *t, const mge_graph *model, int64_t step,
                 int64_t epoch_done, int with_state)
 {
+    if (dist.rank != 0)
+        return 0;   /* rank 0 writes for the job */
     mge_error err;
     mge_error_clear(&err);
     mge_graph *out = NULL;
@@ -540,6 +574,8 @@ static int save(const opts *o, const mge_optim_opts *oc, const mge_trainer *t, c
     bad |= mge_graph_set_meta(out, "train.optimizer", kn, &err) != MGE_OK;
     snprintf(b, sizeof b, "%lld", (long long)o->batch);
     bad |= mge_graph_set_meta(out, "train.batch", b, &err) != MGE_OK;
+    snprintf(b, sizeof b, "%d", dist.comm ? dist.size : 1);
+    bad |= mge_graph_set_meta(out, "train.ranks", b, &err) != MGE_OK;
     if (bad) {
         cli_mge_error(cli_name(o->out), &err);
         mge_graph_free(out);
@@ -665,6 +701,33 @@ static void log_failed(const opts *o, tr_report *rep, int64_t step, int64_t star
     rep->err_said = 1;
 }
 
+/* One step on this rank's share of the global batch; under MPI the loss
+ * and accuracy come back summed over the ranks (the global batch's). */
+static mge_status train_step(mge_trainer *t, const mge_tensor *const *batch, double lr, int64_t step,
+                             mge_train_result *r, mge_error *err)
+{
+    const mge_tensor *const *mine;
+    int64_t rows;
+    double share;
+    mge_status s = train_dist_shard(&dist, batch, mge_trainer_ninputs(t), &mine, &rows, &share, err);
+    if (s)
+        return s;
+    mge_trainer_set_share(t, share);
+    if ((s = mge_trainer_step(t, mine, lr, step, r, err)) || !dist.comm)
+        return s;
+    /* per-rank batchnorm statistics: rank 0's on every rank, as PyTorch's DDP keeps them */
+    if (!dist.sync_bn && (s = mge_trainer_bcast_stats(t, 0, err)))
+        return s;
+    double v[4] = {r->loss * (double)r->count, r->correct < 0 ? 0 : (double)r->correct, (double)r->count,
+                   r->correct < 0};
+    if ((s = dist.comm->allreduce_f64(dist.comm, v, 4, err)))
+        return s;
+    r->count = (int64_t)v[2];
+    r->loss = v[2] > 0 ? v[0] / v[2] : r->loss;
+    r->correct = v[3] > 0 ? -1 : (int64_t)v[1];
+    return MGE_OK;
+}
+
 /* Steps from+1 .. to again, on the batches they had: the guard went back to
  * its snapshot after step from, and the steps are deterministic. */
 static mge_status replay(mge_trainer *t, mge_loader *loader, const mge_sched *sched, int64_t bpe, int64_t from,
@@ -677,7 +740,7 @@ static mge_status replay(mge_trainer *t, mge_loader *loader, const mge_sched *sc
         mge_train_result r;
         if ((s = mge_loader_next(loader, &batch, err)) == MGE_ERR_EOF)
             s = mge_loader_start(loader, ++epoch, 0, err);
-        else if (!s && !(s = mge_trainer_step(t, batch, mge_sched_lr(sched, st), st, &r, err)))
+        else if (!s && !(s = train_step(t, batch, mge_sched_lr(sched, st), st, &r, err)))
             st++;
     }
     return s;
@@ -711,6 +774,95 @@ static void diverged(const opts *o, const mge_optim_opts *oc, mge_trainer *t, co
     cli_error(where, "%s; %s%s", e->msg, b, hint);
 }
 
+/* ---------------------------------------------------------------- distributed */
+
+/* The ranks agree on the model, its initial params, the data and every
+ * option that changes the run, before rank 0's params and state go to
+ * all (the same seed gives the same init: a difference is a mistake). */
+static int start_ranks_agree(const opts *o, const mge_graph *net, mge_trainer *t, const mge_dataset *train)
+{
+    enum { K = 32 };
+    const char *names[K];
+    char vals[K][96];
+    const char *vp[K];
+    uint64_t h[K];
+    int k = 0;
+    mge_error err;
+    mge_error_clear(&err);
+#define ITEM(nm, ...) do { names[k] = nm; snprintf(vals[k], sizeof vals[k], __VA_ARGS__); vp[k] = vals[k]; \
+        h[k] = train_hash_bytes(0xcbf29ce484222325ull, vals[k], strlen(vals[k])); k++; } while (0)
+    /* numbers: the hash of their bits, shown short */
+#define ITEMD(nm, v) do { double v_ = (v); ITEM(nm, "%g", v_); \
+        h[k - 1] = train_hash_bytes(0xcbf29ce484222325ull, &v_, sizeof v_); } while (0)
+    ITEM("--batch", "%lld", (long long)o->batch);
+    ITEM("--epochs/--steps", "%lld/%lld", (long long)o->epochs, (long long)o->steps);
+    ITEM("--optimizer", "%s", o->kind == MGE_OPTIM_SGD ? "sgd" : o->kind == MGE_OPTIM_ADAM ? "adam" : "adamw");
+    ITEMD("--lr", o->lr);
+    ITEMD("--momentum", o->momentum);
+    ITEMD("--dampening", o->dampening);
+    ITEM("--nesterov", "%s", o->nesterov ? "given" : "not given");
+    ITEMD("--betas (beta1)", o->beta1);
+    ITEMD("--betas (beta2)", o->beta2);
+    ITEMD("--eps", o->eps);
+    ITEMD("--weight-decay", o->wd);
+    ITEM("--schedule", "%s", o->schedule);
+    ITEM("--warmup", "%lld", (long long)o->warmup);
+    ITEMD("--clip-norm", o->clip);
+    ITEM("--seed", "%llu", (unsigned long long)o->seed);
+    ITEM("--drop-last", "%s", o->drop_last ? "given" : "not given");
+    ITEM("--no-shuffle", "%s", o->shuffle ? "not given" : "given");
+    ITEM("--normalize", "%s%.9g,%.9g", o->normalize ? "" : "not given: ", o->mean, o->std);
+    ITEMD("--val-split", o->val_split);
+    ITEM("--checkpoint-every", "%lld", (long long)o->ckpt_every);
+    ITEMD("--bucket-mb", o->bucket_mb);
+    ITEM("--sync-bn", "%s", o->sync_bn ? "given" : "not given");
+    ITEM("--check-sync", "%s", o->check_sync ? "given" : "not given");
+#undef ITEM
+#undef ITEMD
+    names[k] = "the model";
+    vp[k] = NULL;
+    h[k++] = train_hash_graph(net);
+    names[k] = "the initial parameters (--weights, --resume or the model's own)";
+    vp[k] = NULL;
+    if (mge_trainer_hash(t, &h[k++], &err)) {
+        cli_mge_error(NULL, &err);
+        return -1;
+    }
+    names[k] = "the training data (--data)";
+    vp[k] = NULL;
+    h[k++] = train_hash_dataset(train);
+    if (train_dist_agree(&dist, k, names, vp, h)) {
+        dist.all_failed = 1;
+        return -1;
+    }
+    if (mge_trainer_bcast(t, 0, &err)) {
+        cli_mge_error(NULL, &err);
+        return -1;
+    }
+    return 0;
+}
+
+/* -v: the gradient buckets' communication, and how much of it the step waited for. */
+static void comm_summary(const mge_trainer *t)
+{
+    mge_comm_stats st;
+    if (!mge_trainer_comm_stats(t, &st) || st.steps <= 0)
+        return;
+    double c = 0, w = 0;
+    int64_t bytes = 0;
+    for (int i = 0; i < st.nbuckets; i++) {
+        c += st.comm_s[i];
+        w += st.wait_s[i];
+        bytes += st.bytes[i];
+        cli_note(NULL, "bucket %d: %d gradient%s, %lld bytes, %.3f ms per step in flight, %.3f ms waited", i,
+                 st.members[i], st.members[i] == 1 ? "" : "s", (long long)st.bytes[i], 1e3 * st.comm_s[i] / (double)st.steps,
+                 1e3 * st.wait_s[i] / (double)st.steps);
+    }
+    cli_note(NULL, "allreduce: %d bucket%s, %lld bytes per step; %.3f ms per step in flight, %.3f ms not overlapped "
+             "(%.0f%% hidden by the backward pass)", st.nbuckets, st.nbuckets == 1 ? "" : "s", (long long)bytes,
+             1e3 * c / (double)st.steps, 1e3 * w / (double)st.steps, c > 0 ? 100.0 * (1 - w / c) : 0.0);
+}
+
 /* ---------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
@@ -718,10 +870,34 @@ int main(int argc, char **argv)
     cli_init("mge-train", argv);
     opts o;
     parse_args(argc, argv, &o);
+    if (train_mpi_open(&argc, &argv, o.comm_timeout, &dist.comm))
+        return 1;
+    if (dist.comm) {
+        static char prog[48];
+        dist.rank = dist.comm->rank;
+        dist.size = dist.comm->size;
+        dist.check_sync = o.check_sync;
+        dist.sync_bn = o.sync_bn;
+        /* one write per line: the launcher interleaves the ranks' stderr */
+        setvbuf(stderr, NULL, _IOLBF, 1 << 12);
+        if (dist.rank > 0) {
+            /* rank 0 speaks for the job; the others only say what failed there */
+            snprintf(prog, sizeof prog, "mge-train: rank %d", dist.rank);
+            cli_prog = prog;
+            cli_verbose = -1;
+        }
+    } else {
+        dist.size = 1;
+    }
     mge_error err;
     mge_error_clear(&err);
     int rc = 1;
     mge_graph *net = NULL, *ck = NULL;
+    if (dist.comm && strcmp(o.data, "-") == 0) {
+        cli_error(NULL, "--data -: under an MPI launcher stdin reaches rank 0 only; give a file");
+        train_mpi_close(dist.comm, 1);
+        return 1;
+    }
     mge_dataset train = {0}, val = {0};
     mge_trainer *t = NULL;
     mge_loader *loader = NULL;
@@ -743,6 +919,15 @@ int main(int argc, char **argv)
         if (check_arch(net, ck, cli_name(o.resume)))
             goto done;
         start_step = strtoll(meta_or(ck, "train.step", "0"), NULL, 10);
+        long ck_ranks = strtol(meta_or(ck, "train.ranks", "1"), NULL, 10);
+        if (ck_ranks != dist.size) {
+            /* its steps were global batches of ck_ranks * batch samples: another
+             * number of ranks would continue from another place in the data */
+            cli_error(cli_name(o.resume), "the checkpoint was written by %ld rank%s, this run has %d: resume it "
+                      "with %s", ck_ranks, ck_ranks == 1 ? "" : "s", dist.size,
+                      ck_ranks == 1 ? "one process (no mpirun)" : "the same mpirun -np");
+            goto done;
+        }
         if (start_step < 0 || start_step > MAX_STEPS) {
             cli_error(cli_name(o.resume), "the checkpoint's train.step = %lld: expected a whole number in [0, %lld]",
                       (long long)start_step, (long long)MAX_STEPS);
@@ -859,9 +1044,30 @@ int main(int argc, char **argv)
         to.optim.weight_decay = o.wd;
     to.optim.clip_norm = o.clip;
     to.threads = cli_threads(&o.co);
+    if (dist.comm && !o.co.threads) {
+        /* the ranks on this machine share its CPUs */
+        const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+        if (!ls)
+            ls = getenv("MPI_LOCALNRANKS");
+        long local = ls ? strtol(ls, NULL, 10) : 1;
+        if (local > 1)
+            to.threads = to.threads / (int)local > 1 ? to.threads / (int)local : 1;
+    }
     to.device = o.co.device;
     to.seed = o.seed;
     to.guard = 1;
+    to.comm = dist.comm;
+    to.bucket_mb = o.bucket_mb;
+    to.sync_bn = o.sync_bn;
+    if (o.sync_bn) {
+        int nbn = 0;
+        for (int i = 0; i < model->nnodes; i++)
+            nbn += model->nodes[i].op == MGE_OP_BATCHNORM;
+        if (!nbn)
+            cli_warn(where, "--sync-bn: the model has no batchnorm; there are no statistics to synchronize");
+        else if (!dist.comm)
+            cli_warn(where, "--sync-bn: one process: the statistics are over the whole batch anyway");
+    }
     if (mge_trainer_create(model, &to, &t, &err)) {
         cli_mge_error(err.code == MGE_ERR_NONFINITE && o.resume ? cli_name(o.resume)
                       : err.code == MGE_ERR_NONFINITE && o.weights ? cli_name(o.weights) : where, &err);
@@ -869,7 +1075,25 @@ int main(int argc, char **argv)
     }
     if (check_labels(&train, t, model, cli_name(o.data)) || (val.count > 0 && check_labels(&val, t, model, cli_name(o.val ? o.val : o.data))))
         goto done;
-    if (mge_loader_create(&train, o.batch, o.shuffle, o.drop_last, o.seed, o.prefetch, &loader, &err)) {
+    if (dist.comm && start_ranks_agree(&o, net, t, &train))
+        goto done;
+    /* every rank walks the same global batches (one shuffle) and trains on its share */
+    int64_t gbatch = o.batch * dist.size;
+    int drop_last = o.drop_last;
+    if (dist.comm) {
+        if (train.count < dist.size) {
+            cli_error(cli_name(o.data), "%lld samples for %d ranks: every rank needs at least one",
+                      (long long)train.count, dist.size);
+            goto done;
+        }
+        int64_t tail = train.count % gbatch;
+        if (!drop_last && tail > 0 && tail < dist.size) {
+            cli_warn(cli_name(o.data), "the last %lld sample%s of each epoch make%s less than one per rank: dropped",
+                     (long long)tail, tail == 1 ? "" : "s", tail == 1 ? "s" : "");
+            drop_last = 1;
+        }
+    }
+    if (mge_loader_create(&train, gbatch, o.shuffle, drop_last, o.seed, o.prefetch, &loader, &err)) {
         cli_mge_error(cli_name(o.data), &err);
         goto done;
     }
@@ -907,7 +1131,8 @@ int main(int argc, char **argv)
                       range_str(&R_LR, b, sizeof b));
     }
     int tty = isatty(2);
-    if (tr_report_open(&rep, o.log, o.resume != NULL, tty && cli_verbose >= 0, (tty && cli_verbose >= 0) || cli_verbose > 0))
+    if (tr_report_open(&rep, dist.rank == 0 ? o.log : NULL, o.resume != NULL, tty && cli_verbose >= 0,
+                       (tty && cli_verbose >= 0) || cli_verbose > 0))
         goto done;
     if (cli_verbose > 0) {
         mge_plan_stats st;
@@ -916,7 +1141,10 @@ int main(int argc, char **argv)
                      (long long)o.batch, st.arena_bytes, st.lower_bound,
                      st.lower_bound ? (double)st.arena_bytes / (double)st.lower_bound : 1.0, st.no_reuse_bytes);
         cli_note(cli_name(o.data), "%lld samples, %lld batches of %lld per epoch, %lld steps", (long long)train.count,
-                 (long long)bpe, (long long)o.batch, (long long)total);
+                 (long long)bpe, (long long)gbatch, (long long)total);
+        if (dist.comm)
+            cli_note(NULL, "%d ranks (%s), %lld samples per rank and step", dist.size, train_mpi_name(),
+                     (long long)o.batch);
     }
 
     /* the loop */
@@ -959,7 +1187,7 @@ int main(int argc, char **argv)
         step++;
         double lr = mge_sched_lr(&sched, step);
         mge_train_result r;
-        if ((s = mge_trainer_step(t, batch, lr, step, &r, &err))) {
+        if ((s = train_step(t, batch, lr, step, &r, &err))) {
             tr_report_clear(&rep);
             if (s == MGE_ERR_NONFINITE)
                 diverged(&o, &to.optim, t, model, &rep, loader, &sched, &err, step, start_step, last_ckpt, bpe);
@@ -984,6 +1212,8 @@ int main(int argc, char **argv)
             log_failed(&o, &rep, step, start_step, last_ckpt);
             goto done;
         }
+        if (train_dist_check_sync(&dist, t, step))
+            goto done;
         if (o.ckpt_every && step % o.ckpt_every == 0 && step < total) {
             /* the log on disk reaches the checkpoint a resumed run appends to */
             if (tr_report_flush(&rep)) {
@@ -1016,6 +1246,8 @@ int main(int argc, char **argv)
     }
     if (save(&o, &to.optim, t, model, step, step / bpe, !o.no_state))
         goto done;
+    if (dist.comm && cli_verbose > 0)
+        comm_summary(t);
     rc = 0;
 done:
     /* after another failure the log is kept as far as it got */
@@ -1031,5 +1263,7 @@ done:
      * stderr fails the run, silently since nothing can be said */
     if (fflush(stderr) != 0 || ferror(stderr))
         rc = 1;
+    train_dist_free(&dist);
+    train_mpi_close(dist.comm, rc != 0 && !dist.all_failed);
     return rc;
 }

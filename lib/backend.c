@@ -43,6 +43,7 @@ static void build_ref(void)
     mge_ref_register_gnorm(&ref_be);
     mge_ref_register_sort(&ref_be);
     mge_ref_register_attn(&ref_be);
+    mge_ref_register_comm(&ref_be);
 }
 
 static void build_cpu(void)
@@ -78,6 +79,7 @@ static void build_cpu(void)
     mge_cpu_register_grad_layernorm(&cpu_be);
     mge_cpu_register_attn(&cpu_be);
     mge_cpu_register_loss(&cpu_be);
+    mge_cpu_register_comm(&cpu_be);
 }
 
 const mge_backend *mge_backend_ref(void)

@@ -93,6 +93,7 @@ struct mge_exec {
     char *preq;                /* per value: pret[v].q.scale is ours to free */
     mge_exec_hook hook;
     void *hook_ud;
+    const mge_kcomm *comm;     /* distributed training: what allreduce kernels call */
 };
 
 /* ---------------------------------------------------------------- devices */
@@ -978,6 +979,7 @@ static mge_status run_node(mge_exec *e, const mge_plan *p, int i, mge_error *err
     ctx.rng = &e->rng;
     ctx.prepared = e->prep ? e->prep[i] : NULL;
     ctx.opname = oi->name;
+    ctx.comm = e->comm;
     mge_status s = d ? e->dc->be->launch(e->dc->dev, k, &ctx, n, in, out, err)
                      : e->hif->launch(e->host, k, &ctx, n, in, out, err);
     if (!d)
@@ -1171,4 +1173,9 @@ mge_status mge_exec_run(mge_exec *e, const mge_tensor *const *inputs, mge_error 
     if (s)
         return s;
     return set_results(e, p, err);
+}
+
+void mge_exec_set_comm(mge_exec *e, const mge_kcomm *c)
+{
+    e->comm = c;
 }

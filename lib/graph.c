@@ -622,3 +622,36 @@ void mge_graph_param_stats(const mge_graph *g, int64_t *count, int64_t *bytes)
     if (bytes)
         *bytes = b;
 }
+
+mge_status mge_graph_reorder_nodes(mge_graph *g, const int *order, mge_error *err)
+{
+    mge_node *nn = malloc(sizeof *nn * (size_t)(g->nnodes ? g->nnodes : 1));
+    char *seen = calloc((size_t)(g->nnodes ? g->nnodes : 1), 1);
+    if (!nn || !seen) {
+        free(nn);
+        free(seen);
+        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < g->nnodes; i++) {
+        if (order[i] < 0 || order[i] >= g->nnodes || seen[order[i]]) {
+            free(nn);
+            free(seen);
+            return mge_error_set(err, MGE_ERR_INVALID, "node order: not a permutation at %d", i);
+        }
+        seen[order[i]] = 1;
+        nn[i] = g->nodes[order[i]];
+    }
+    memcpy(g->nodes, nn, sizeof *nn * (size_t)g->nnodes);
+    free(nn);
+    free(seen);
+    for (int i = 0; i < g->nnodes; i++)
+        for (int k = 0; k < g->nodes[i].nout; k++)
+            g->values[g->nodes[i].out[k]].producer = i;
+    names *nm = g->names;
+    if (nm) {   /* the node index is rebuilt on the next lookup */
+        free(nm->nslot);
+        nm->nslot = NULL;
+        nm->ncap = nm->nindexed = 0;
+    }
+    return MGE_OK;
+}

@@ -69,6 +69,7 @@ MGE_FAMILY_DECL(pad)
 MGE_FAMILY_DECL(gnorm)
 MGE_FAMILY_DECL(sort)
 MGE_FAMILY_DECL(attn)
+MGE_FAMILY_DECL(comm)
 /* kernels/kshared.h (header only, shared with the kernels): mge_axis,
  * mge_conv_out_dim, mge_op_flags (ops.def's traits), mge_op_alpha_only,
  * mge_fused_act_ok / unary_ok / binary_ok,
@@ -139,6 +140,7 @@ MGE_GRAD_DECL(pad)
 MGE_GRAD_DECL(gnorm)
 MGE_GRAD_DECL(sort)
 MGE_GRAD_DECL(attn)
+MGE_GRAD_DECL(comm)
 mge_grad_fn mge_op_grad_fn(int op);
 /* mge_grad_build with the gradient of `out` (any shape) given as the value
  * dout (its dtype and shape) instead of 1 for a scalar loss; dout < 0 means 1.
@@ -218,6 +220,18 @@ void mge_pool_set_hook(mge_pool *p, mge_exec_task_hook fn, void *ud);
 
 /* ---------------------------------------------------------------- kernels */
 
+/* What the allreduce ops' kernels call (lib/dist.c): put hands gradient
+ * bytes to bucket b at element offset off (the bucket starts its sum when
+ * its last gradient arrives); wait gives back the summed ones. */
+typedef struct mge_kcomm {
+    void *ud;
+    mge_status (*put)(void *ud, int64_t b, int64_t off, const float *x, int64_t n, mge_error *err);
+    mge_status (*wait)(void *ud, int64_t b, int64_t off, float *y, int64_t n, mge_error *err);
+    /* blocking sum of n doubles over the ranks, in place (sync_batchnorm) */
+    mge_status (*sum)(void *ud, double *v, int64_t n, mge_error *err);
+    double (*share)(void *ud);   /* this rank's samples over the global batch's */
+} mge_kcomm;
+
 typedef struct mge_kctx {
     mge_pool *pool;          /* may be NULL (serial) */
     int threads;             /* size of pool, >= 1 */
@@ -227,6 +241,7 @@ typedef struct mge_kctx {
     mge_rng *rng;            /* dropout in training */
     void *prepared;          /* what the device's prepare() made for this node, or NULL */
     const char *opname;      /* the node's op ("conv2d"), static, for messages; NULL: unknown */
+    const mge_kcomm *comm;   /* distributed training's buckets, or NULL */
 } mge_kctx;
 
 /* The name a kernel's messages give: kernels see the kernel context and
@@ -330,6 +345,9 @@ void mge_cpu_register_grad_layernorm(mge_backend *b);   /* layernorm_grad (cpu_g
 void mge_ref_register_attn(mge_backend *b);   /* embedding, scaled_dot_product_attention (+ grad) */
 void mge_cpu_register_attn(mge_backend *b);
 void mge_cpu_register_loss(mge_backend *b);   /* cross_entropy (+ grad); after grad_elem's */
+/* distributed: allreduce, allreduce_wait (ref_comm.c) */
+void mge_ref_register_comm(mge_backend *b);
+void mge_cpu_register_comm(mge_backend *b);   /* sync_batchnorm on the pool (cpu_comm.c) */
 
 /* kernels/cpu/cpu_isa.c: the vector ISA kernels and passes may use (cpuid, capped by
  * MGE_CPU_ISA=baseline|avx2|avx2-vnni|avx512), and the int8 kernels' own
@@ -394,6 +412,25 @@ char *mge_strdup(const char *s);
  * params its training executor updates on the device. */
 mge_status mge_exec_create_shared(const mge_graph *g, const mge_exec_opts *o, mge_exec *with, mge_exec **out,
                                   mge_error *err);
+/* The communicator the allreduce kernels of e reach (NULL: none). */
+void mge_exec_set_comm(mge_exec *e, const mge_kcomm *c);
+/* lib/dist.c: the trainer's data-parallel part. mge_dist_insert puts an
+ * allreduce (after the gradient's producer) and an allreduce_wait (before
+ * the update) on each of the ngrads gradients, in buckets of bucket_bytes
+ * in the order the backward pass makes them, and replaces grads[i] by the
+ * summed ones; *dist gets the runtime the kernels call. */
+typedef struct mge_dist mge_dist;
+mge_status mge_dist_insert(mge_graph *g, mge_comm *comm, double bucket_bytes, int ngrads, int *grads,
+                           mge_dist **dist, mge_error *err);
+const mge_kcomm *mge_dist_kcomm(mge_dist *d);
+void mge_dist_set_share(mge_dist *d, double share);
+/* After a step: a failed one leaves buckets started; this waits them out. */
+mge_status mge_dist_end_step(mge_dist *d, mge_error *err);
+int mge_dist_stats(const mge_dist *d, mge_comm_stats *st);
+void mge_dist_free(mge_dist *d);
+/* Moves nodes of g into order[] (a permutation of 0..nnodes-1); the node
+ * name index is rebuilt. Topological order is the caller's duty. */
+mge_status mge_graph_reorder_nodes(mge_graph *g, const int *order, mge_error *err);
 /* FNV-1a of a C string: name lookup and per-name RNG streams. */
 uint64_t mge_hash_str(const char *s);
 char *mge_strndup(const char *s, size_t n);

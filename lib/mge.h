@@ -918,6 +918,30 @@ double mge_sched_lr(const mge_sched *s, int64_t step);
 
 typedef struct mge_trainer mge_trainer;
 
+/* ---- distributed training: a communicator is a table of collective
+ * operations over the ranks of one job (rank 0..size-1), implemented by a
+ * tool over an existing engine (MPI: cmd/train_mpi.c) or by a backend
+ * (NCCL under CUDA); libmge only calls through it and never links one.
+ * Every operation is collective: all ranks call it in the same order.
+ * Operations that wait give up with MGE_ERR_IO (naming the wait) after the
+ * implementation's timeout, so a dead rank cannot hang the others. */
+typedef struct mge_comm mge_comm;
+struct mge_comm {
+    int rank, size;
+    void *ud;                /* the implementation's */
+    /* start the sum over the ranks of buf[0..n) in place; *req for test/wait */
+    mge_status (*iallreduce)(mge_comm *c, float *buf, int64_t n, void **req, mge_error *err);
+    /* *done = 1 when req completed (req is then released); progresses it */
+    mge_status (*test)(mge_comm *c, void *req, int *done, mge_error *err);
+    mge_status (*wait)(mge_comm *c, void *req, mge_error *err);
+    /* blocking sum of n doubles in place (statistics, counts) */
+    mge_status (*allreduce_f64)(mge_comm *c, double *buf, int64_t n, mge_error *err);
+    /* root's buf[0..n) to every rank */
+    mge_status (*bcast)(mge_comm *c, void *buf, size_t n, int root, mge_error *err);
+    /* all[r * k + j] = rank r's mine[j] */
+    mge_status (*allgather_u64)(mge_comm *c, const uint64_t *mine, int k, uint64_t *all, mge_error *err);
+};
+
 typedef struct mge_train_opts {
     mge_optim_opts optim;
     int threads;             /* 0 = 1 */
@@ -926,6 +950,13 @@ typedef struct mge_train_opts {
     uint64_t seed;           /* training-mode randomness (dropout): reseeded from (seed, step) every step */
     int guard;               /* keep only finite steps: see mge_trainer_step */
     int64_t guard_every;     /* guard: snapshot every that many steps (0: spaced by time, see mge_trainer_step) */
+    /* data parallel (comm with size > 1): the gradients are summed over the
+     * ranks (each weighted by mge_trainer_set_share) in buckets of about
+     * bucket_mb MiB (0: 25), each started as soon as its gradients exist;
+     * the cpu device only */
+    mge_comm *comm;
+    double bucket_mb;
+    int sync_bn;             /* batchnorm statistics over all ranks (sync_batchnorm in the training graph) */
 } mge_train_opts;
 
 typedef struct mge_train_result {
@@ -985,6 +1016,30 @@ const mge_graph *mge_trainer_graph(const mge_trainer *t);
  * MGE_ERR_NONFINITE naming it (nothing is exported). */
 mge_status mge_trainer_export(const mge_trainer *t, const mge_graph *model, int with_opt, mge_graph **out,
                               mge_error *err);
+/* Distributed training (opts.comm): this rank's weight in the gradient sum
+ * of the next steps, its samples over the global batch's (default 1/size). */
+void mge_trainer_set_share(mge_trainer *t, double share);
+/* Every param and state value (optimizer moments too) from rank root. */
+mge_status mge_trainer_bcast(mge_trainer *t, int root, mge_error *err);
+/* The state other than the optimizer's (batchnorm running statistics) from
+ * rank root: per-rank statistics stay rank root's on every rank (PyTorch
+ * DDP's broadcast_buffers). Nothing to do without such state. */
+mge_status mge_trainer_bcast_stats(mge_trainer *t, int root, mge_error *err);
+/* A 64-bit hash of the bytes of every param and state value, in graph
+ * order (ranks compare it: they must hold the same bits). */
+mge_status mge_trainer_hash(mge_trainer *t, uint64_t *h, mge_error *err);
+/* Communication so far: per bucket, its bytes, the seconds from its start
+ * to its completion and the seconds the step waited for it (the part the
+ * backward pass did not hide). n: buckets; arrays of at least n. */
+typedef struct mge_comm_stats {
+    int nbuckets;
+    int64_t steps;
+    const int64_t *bytes;
+    const double *comm_s, *wait_s;
+    const int *members;      /* gradients per bucket */
+} mge_comm_stats;
+int mge_trainer_comm_stats(const mge_trainer *t, mge_comm_stats *st);   /* 0: not distributed */
+
 /* Rows of f32 logits [N,C] whose argmax (first on ties) equals the i32/i64
  * label [N]; -1 when the shapes or dtypes do not fit. */
 int64_t mge_count_correct(const mge_tensor *logits, const mge_tensor *labels);

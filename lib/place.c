@@ -37,6 +37,7 @@ int mge_place_updates_input(int op, int k, int training)
     case MGE_OP_SGD: return k == 0 || k == 2;
     case MGE_OP_ADAM: return k == 0 || k == 2 || k == 3;
     case MGE_OP_BATCHNORM: return training && k >= 3;
+    case MGE_OP_SYNC_BATCHNORM: return training && k >= 3;
     default: return 0;
     }
 }

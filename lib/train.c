@@ -48,6 +48,9 @@ struct mge_trainer {
     int64_t snap_step, since;/* steps kept since the snapshot */
     double t_copy, t_since;  /* seconds: the last snapshot's copy, the steps kept since */
     int nscan, *scan_v;      /* guard: state values scanned after each step (not the moments) */
+    mge_comm *comm;          /* data parallel: the ranks (size > 1), else NULL */
+    mge_dist *dist;          /* its gradient buckets (lib/dist.c) */
+    int nscan_stats;         /* state values other than the optimizer's (running statistics) */
 };
 
 void mge_trainer_free(mge_trainer *t)
@@ -57,6 +60,7 @@ void mge_trainer_free(mge_trainer *t)
     mge_exec_free(t->eval);   /* it shares the training executor's device */
     mge_exec_free(t->train);
     mge_graph_free(t->g);
+    mge_dist_free(t->dist);
     free(t->ins);
     free(t->tr_map);
     free(t->ev_map);
@@ -317,6 +321,10 @@ mge_status mge_trainer_create(const mge_graph *model, const mge_train_opts *o, m
             t->logits = g->nodes[i].in[0];
             t->labels = g->nodes[i].in[1];
         }
+    if (o->comm && o->comm->size > 1 && o->sync_bn)
+        for (int i = 0; i < g->nnodes; i++)
+            if (g->nodes[i].op == MGE_OP_BATCHNORM)
+                g->nodes[i].op = MGE_OP_SYNC_BATCHNORM;   /* same inputs and attributes */
     int np = 0;
     for (int v = 0; v < g->nvalues; v++)
         if (g->values[v].kind == MGE_VAL_PARAM && mge_dtype_is_float(g->values[v].dtype))
@@ -337,6 +345,18 @@ mge_status mge_trainer_create(const mge_graph *model, const mge_train_opts *o, m
     if (nu == 0) {
         s = mge_error_set(err, MGE_ERR_INVALID, "no parameter influences the loss '%s'", g->values[t->loss].name);
         goto fail;
+    }
+    if (o->comm && o->comm->size > 1) {
+        /* the gradients are summed over the ranks before the update sees them */
+        if (o->device && strcmp(o->device, "cpu") != 0 && strncmp(o->device, "cpu:", 4) != 0) {
+            s = mge_error_set(err, MGE_ERR_UNSUPPORTED, "distributed training runs on the cpu device, not %s",
+                              o->device);
+            goto fail;
+        }
+        t->comm = o->comm;
+        double mb = o->bucket_mb > 0 ? o->bucket_mb : 25;
+        if ((s = mge_dist_insert(g, o->comm, mb * 1048576.0, nu, grads, &t->dist, err)))
+            goto fail;
     }
     if ((s = mge_optim_build(g, &o->optim, nu, params, grads, updates, &t->hyper, err)))
         goto fail;
@@ -367,6 +387,11 @@ mge_status mge_trainer_create(const mge_graph *model, const mge_train_opts *o, m
     /* on a device, eval reads the params training keeps there */
     if ((s = mge_exec_create_shared(g, &eo, t->train, &t->eval, err)))
         goto fail;
+    if (t->dist)
+        mge_exec_set_comm(t->train, mge_dist_kcomm(t->dist));
+    for (int v = 0; v < g->nvalues; v++)
+        t->nscan_stats += g->values[v].kind == MGE_VAL_STATE && !mge_value_is_opt_state(&g->values[v]) &&
+                          g->values[v].data;
     if ((s = map_inputs(t, t->train, &t->tr_map, err)) || (s = map_inputs(t, t->eval, &t->ev_map, err)))
         goto fail;
     if (t->guard && (s = guard_init(t, err)))
@@ -467,6 +492,13 @@ mge_status mge_trainer_step(mge_trainer *t, const mge_tensor *const *batch, doub
     uint64_t mix = t->seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(step + 1));
     mge_exec_set_seed(t->train, mix);
     s = run(t, t->train, t->tr_map, batch, err);
+    if (t->dist) {
+        mge_error e2;
+        mge_error_clear(&e2);
+        mge_status s2 = mge_dist_end_step(t->dist, s ? &e2 : err);
+        if (!s)
+            s = s2;
+    }
     if (!s)
         s = collect(t, t->train, t->tr_logits, batch, r, err);
     if (!t->guard)
@@ -558,4 +590,68 @@ mge_status mge_trainer_export(const mge_trainer *t, const mge_graph *model, int 
     }
     *out = c;
     return MGE_OK;
+}
+
+/* ---------------------------------------------------------------- distributed */
+
+void mge_trainer_set_share(mge_trainer *t, double share)
+{
+    if (t->dist)
+        mge_dist_set_share(t->dist, share);
+}
+
+static int is_kept(const mge_value *v)
+{
+    return (v->kind == MGE_VAL_PARAM || v->kind == MGE_VAL_STATE) && v->data && v->data->data;
+}
+
+static mge_status bcast(mge_trainer *t, int root, int stats_only, mge_error *err)
+{
+    if (!t->comm)
+        return MGE_OK;
+    mge_status s = mge_exec_sync_params(t->train, err);
+    for (int v = 0; v < t->g->nvalues && !s; v++) {
+        mge_value *val = &t->g->values[v];
+        if (!is_kept(val) || !val->data->nbytes ||
+            (stats_only && (val->kind != MGE_VAL_STATE || mge_value_is_opt_state(val))))
+            continue;
+        if ((s = t->comm->bcast(t->comm, val->data->data, val->data->nbytes, root, err)))
+            break;
+        mge_exec_mark_changed(t->train, v);
+    }
+    return s;
+}
+
+mge_status mge_trainer_bcast(mge_trainer *t, int root, mge_error *err)
+{
+    return bcast(t, root, 0, err);
+}
+
+mge_status mge_trainer_bcast_stats(mge_trainer *t, int root, mge_error *err)
+{
+    return t->nscan_stats ? bcast(t, root, 1, err) : MGE_OK;
+}
+
+mge_status mge_trainer_hash(mge_trainer *t, uint64_t *h, mge_error *err)
+{
+    mge_status s = mge_exec_sync_params(t->train, err);
+    if (s)
+        return s;
+    uint64_t x = 0xcbf29ce484222325ull;
+    for (int v = 0; v < t->g->nvalues; v++) {
+        const mge_value *val = &t->g->values[v];
+        if (!is_kept(val))
+            continue;
+        x ^= mge_hash_str(val->name);
+        const unsigned char *p = val->data->data;
+        for (size_t i = 0; i < val->data->nbytes; i++)
+            x = (x ^ p[i]) * 0x100000001b3ull;
+    }
+    *h = x;
+    return MGE_OK;
+}
+
+int mge_trainer_comm_stats(const mge_trainer *t, mge_comm_stats *st)
+{
+    return mge_dist_stats(t->dist, st);
 }

@@ -408,6 +408,12 @@ static const struct {
     {MGE_OP_CROSS_ENTROPY_GRAD, MGE_BF16, "unreachable: dy is always f32"},
     {MGE_OP_MSE_GRAD, MGE_F16, "unreachable: dy is always f32"},
     {MGE_OP_MSE_GRAD, MGE_BF16, "unreachable: dy is always f32"},
+    /* distributed: they need the ranks of a job (a communicator); the
+     * parity is with one process, checked by tests/cli/train_mpi.bats */
+    {MGE_OP_ALLREDUCE, -1, "needs a communicator: tests/cli/train_mpi.bats"},
+    {MGE_OP_ALLREDUCE_WAIT, -1, "needs a communicator: tests/cli/train_mpi.bats"},
+    {MGE_OP_SYNC_BATCHNORM, -1, "needs a communicator: tests/cli/train_mpi.bats"},
+    {MGE_OP_SYNC_BATCHNORM_GRAD, -1, "needs a communicator: tests/cli/train_mpi.bats"},
     {-1, -1, NULL},
 };
 
