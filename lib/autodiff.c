@@ -237,6 +237,11 @@ mge_status mge_grad_build_from(mge_graph *g, int loss, int dloss, int nwrt, cons
             int same = a->dtype == b->dtype && a->ndim == b->ndim;
             for (int d = 0; same && d < a->ndim; d++)
                 same = a->dims[d] == b->dims[d];
+            if (!same && a->dtype == b->dtype && a->ndim == b->ndim && mge_graph_probes_agree(g, in[k], dx[k])) {
+                /* equal wherever the graph is valid: keep the input's spelling */
+                memcpy(g->values[dx[k]].dims, a->dims, sizeof(int64_t) * (size_t)a->ndim);
+                same = 1;
+            }
             if (!same) {
                 char ba[96], bb[96];
                 s = mge_error_set(err, MGE_ERR_SHAPE,

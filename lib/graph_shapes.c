@@ -656,6 +656,20 @@ mge_status mge_graph_probe_desc(mge_graph *g, int v, int p, mge_tdesc *d, mge_er
     return r ? (err ? err->code : MGE_ERR_SHAPE) : MGE_OK;
 }
 
+int mge_graph_probes_agree(mge_graph *g, int a, int b)
+{
+    for (int p = 0; p < NPROBE; p++) {
+        mge_tdesc da, db;
+        if (mge_graph_probe_desc(g, a, p, &da, NULL) || mge_graph_probe_desc(g, b, p, &db, NULL) ||
+            da.ndim != db.ndim)
+            return 0;
+        for (int d = 0; d < da.ndim; d++)
+            if (da.dims[d] != db.dims[d])
+                return 0;
+    }
+    return 1;
+}
+
 mge_status mge_graph_friendly_desc(mge_graph *g, int v, mge_tdesc *d, mge_error *err)
 {
     mge_binding b;

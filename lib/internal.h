@@ -171,6 +171,10 @@ mge_status mge_graph_probes_commit(mge_graph *g, const mge_node *n, mge_tdesc *p
 void mge_graph_probes_free(mge_graph *g);
 /* Value v's concrete desc at probe p (0..4) of the graph's probe bindings. */
 mge_status mge_graph_probe_desc(mge_graph *g, int v, int p, mge_tdesc *d, mge_error *err);
+/* 1 when values a and b have the same concrete shape at every probe: two
+ * templates that differ as expressions but agree wherever the graph is
+ * valid (2*(H/4) and H/2 in a net that needs H divisible by 4). */
+int mge_graph_probes_agree(mge_graph *g, int a, int b);
 /* A binding of all the graph's symbols for planning without a run (N = 1). */
 void mge_graph_probe_binding(const mge_graph *g, mge_binding *b);
 /* A dim as passes that choose by size see it: a number as is; a symbolic
