@@ -41,17 +41,16 @@ static void gn_task(void *a, int64_t r0, int64_t r1, int thread)
         float *y = j->y + r * j->M;
         double mean, inv;
         moments(x, j->M, j->eps, &mean, &inv);
+        /* (x - mean) first: x * scale + shift would cancel where the
+         * variance is small against the mean */
+        float m = (float)mean;
         for (int64_t k = 0; k < cg; k++) {
             int64_t c = (r % j->G) * cg + k;
-            float sc = (float)inv, sh = (float)(-mean * inv);
-            if (j->w) {
-                sc = (float)(inv * j->w[c]);
-                sh = (float)(j->b[c] - mean * inv * j->w[c]);
-            }
+            float sc = (float)(j->w ? inv * j->w[c] : inv), sh = j->w ? j->b[c] : 0.0f;
             const float *xs = x + k * j->S;
             float *ys = y + k * j->S;
             for (int64_t s = 0; s < j->S; s++)
-                ys[s] = xs[s] * sc + sh;
+                ys[s] = (xs[s] - m) * sc + sh;
         }
     }
 }
