@@ -432,11 +432,13 @@ int cli_write_buf(const char *path, const mge_buf *b, int binary, int force)
 
 int cli_stdout_flush(void)
 {
+    /* a printf that failed earlier (output longer than the buffer) left its
+     * errno and the error flag, and may have left nothing to flush */
+    int early = ferror(stdout) ? errno : 0;
     errno = 0;
-    /* ferror too: a printf that failed earlier may have left nothing to flush */
     if (fflush(stdout) == 0 && !ferror(stdout))
         return 0;
-    int e = errno ? errno : EIO;
+    int e = errno ? errno : early ? early : EIO;
     cli_error("<stdout>", "write failed: %s", strerror(e));
     return -1;
 }

@@ -637,6 +637,8 @@ static int validate(mge_trainer *t, const mge_dataset *val, const opts *o, tr_ep
     if (n > 0) {
         es->has_val = 1;
         es->val_loss = lsum / (double)n;
+        if (isnan(es->val_loss))
+            es->val_loss = NAN;   /* one spelling in every log: a kernel's NaN may carry a sign */
         es->val_acc = have_acc ? (double)correct / (double)n : -1;
     }
     /* the data is finite (checked at load): the model overflows on it.

@@ -187,10 +187,12 @@ int tr_report_epoch(tr_report *r, const tr_epoch *e)
         snprintf(tacc, sizeof tacc, " acc %.4f", e->train_acc);
     /* a non-finite validation loss prints as nan or inf, not as no validation */
     if (e->has_val) {
+        /* NaN's sign bit depends on the kernel that made it: print one "nan" */
+        double vl = isnan(e->val_loss) ? NAN : e->val_loss;
         if (e->val_acc >= 0)
-            snprintf(val, sizeof val, " | val loss %.4f acc %.4f", e->val_loss, e->val_acc);
+            snprintf(val, sizeof val, " | val loss %.4f acc %.4f", vl, e->val_acc);
         else
-            snprintf(val, sizeof val, " | val loss %.4f", e->val_loss);
+            snprintf(val, sizeof val, " | val loss %.4f", vl);
     }
     fprintf(stderr, "%s: epoch %lld/%lld: train loss %.4f%s%s | %.1f s\n", cli_prog, (long long)e->epoch,
             (long long)e->epochs, e->train_loss, tacc, val, e->seconds);

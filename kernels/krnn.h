@@ -67,4 +67,22 @@ static inline int64_t krnn_in(const krnn *r, int64_t l, int64_t I)
     return l == 0 ? I : r->D * r->H;
 }
 
+/* PyTorch's name of param k (weight_ih, weight_hh, bias_ih, bias_hh) of
+ * layer l, direction d ("weight_hh_l1_reverse"), with static storage
+ * (mge_param_spec keeps the pointer); "?" out of range. */
+#define KRNN_DIR(l, s) "weight_ih_l" #l s, "weight_hh_l" #l s, "bias_ih_l" #l s, "bias_hh_l" #l s
+#define KRNN_LAYER(l) KRNN_DIR(l, ""), KRNN_DIR(l, "_reverse")
+static inline const char *krnn_param_name(int64_t l, int64_t d, int k)
+{
+    static const char *const names[KRNN_MAX_LD * 8] = {
+        KRNN_LAYER(0), KRNN_LAYER(1), KRNN_LAYER(2),  KRNN_LAYER(3),  KRNN_LAYER(4),  KRNN_LAYER(5),  KRNN_LAYER(6),
+        KRNN_LAYER(7), KRNN_LAYER(8), KRNN_LAYER(9), KRNN_LAYER(10), KRNN_LAYER(11), KRNN_LAYER(12), KRNN_LAYER(13),
+    };
+    if (l < 0 || l >= KRNN_MAX_LD || d < 0 || d > 1 || k < 0 || k > 3)
+        return "?";
+    return names[l * 8 + d * 4 + k];
+}
+#undef KRNN_LAYER
+#undef KRNN_DIR
+
 #endif

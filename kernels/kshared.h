@@ -14,6 +14,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 /* Normalizes a possibly negative axis; -1 when out of range. */
 static inline int mge_axis(int64_t axis, int ndim)
@@ -197,7 +198,10 @@ enum { MGE_MODE_NEAREST, MGE_MODE_BILINEAR, MGE_MODE_CONSTANT, MGE_MODE_REFLECT,
 static inline double mge_resize_factor(const mge_node *n, int k)
 {
     const mge_attr *a = mge_node_attr(n, MGE_KEY_scales);
-    return a && k < a->n ? mge_attr_float_at(a, k) : 0;
+    double v = 0;   /* mge_attr_float_at's decoding: kernels do not call into lib */
+    if (a && k >= 0 && k < a->n && k < MGE_MAX_DIMS)
+        memcpy(&v, &a->i[k], sizeof v);
+    return v;
 }
 
 /* The source coordinate step along a dim of in -> out elements, in float

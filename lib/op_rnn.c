@@ -19,20 +19,9 @@ static const char *opname(const mge_node *n)
     return mge_op_info(n->op)->name;
 }
 
-/* Parameter suffixes with static storage (mge_param_spec keeps the pointer):
- * per layer l < KRNN_MAX_LD, the four of direction 0 then of direction 1. */
-#define RNN_DIR(l, s) "weight_ih_l" #l s, "weight_hh_l" #l s, "bias_ih_l" #l s, "bias_hh_l" #l s
-#define RNN_LAYER(l) RNN_DIR(l, ""), RNN_DIR(l, "_reverse")
-static const char *const rnn_names[KRNN_MAX_LD * 8] = {
-    RNN_LAYER(0), RNN_LAYER(1), RNN_LAYER(2),  RNN_LAYER(3),  RNN_LAYER(4),  RNN_LAYER(5),  RNN_LAYER(6),
-    RNN_LAYER(7), RNN_LAYER(8), RNN_LAYER(9), RNN_LAYER(10), RNN_LAYER(11), RNN_LAYER(12), RNN_LAYER(13),
-};
-
 const char *mge_rnn_param_name(int64_t l, int64_t d, int k)
 {
-    if (l < 0 || l >= KRNN_MAX_LD || d < 0 || d > 1 || k < 0 || k > 3)
-        return "?";
-    return rnn_names[l * 8 + d * 4 + k];
+    return krnn_param_name(l, d, k);
 }
 
 /* The shape param k of layer l, direction d must have (in: x's last dim). */

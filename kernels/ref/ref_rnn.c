@@ -92,7 +92,7 @@ static mge_status ctx_init(const mge_kctx *ctx, const mge_node *n, mge_tensor *c
         for (int64_t d = 0; d < r->D; d++)
             for (int k = 0; k < r->np; k++) {
                 int64_t pd[2] = {r->G * H, k == 0 ? krnn_in(r, l, I) : H};
-                if ((s = ref_check(ctx, n, mge_rnn_param_name(l, d, k), in[krnn_param(r, l, d, k)], c->dt,
+                if ((s = ref_check(ctx, n, krnn_param_name(l, d, k), in[krnn_param(r, l, d, k)], c->dt,
                                    k < 2 ? 2 : 1, pd, err)))
                     return s;
             }
