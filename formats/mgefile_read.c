@@ -281,10 +281,15 @@ typedef struct nrec {
     mge_attr attrs[MGEF_MAX_NODE_ATTRS];
 } nrec;
 
+/* data: each value's tensor, read before the graph is rebuilt so that a node
+ * whose shape depends on a const's value (range, reshape) infers on replay */
 typedef struct gtab {
     uint32_t nv, nn;
     vrec *v;
     nrec *nd;
+    mge_tensor **data;
+    uint32_t nin, nout, loss;
+    int *in, *out;
 } gtab;
 
 static void gtab_free(gtab *t)
@@ -297,8 +302,16 @@ static void gtab_free(gtab *t)
         free(t->nd[i].name);
         free(t->nd[i].in);
     }
+    for (uint32_t i = 0; t->data && i < t->nv; i++)
+        if (t->data[i]) {
+            mge_tensor_free(t->data[i]);
+            free(t->data[i]);
+        }
     free(t->v);
     free(t->nd);
+    free(t->data);
+    free(t->in);
+    free(t->out);
 }
 
 static int read_value(rd *r, vrec *v)
@@ -521,6 +534,8 @@ static int replay(rd *r, const gtab *t, mge_graph *g)
                 return bad(r, "value '%s' lands at index %d, not %u", vr->name, idx, (unsigned)v);
             if (vr->init[0] && !(g->values[idx].init = mge_strdup(vr->init)))
                 return mge_error_set(r->err, MGE_ERR_NOMEM, "out of memory"), 0;
+            g->values[idx].data = t->data[v]; /* from here on the graph frees it */
+            t->data[v] = NULL;
             v++;
             continue;
         }
@@ -566,10 +581,18 @@ static int replay(rd *r, const gtab *t, mge_graph *g)
     }
     if (next != t->nn)
         return bad(r, "node '%s' has no outputs in the value table", t->nd[next].name);
+    for (uint32_t i = 0; i < t->nin; i++)
+        g->inputs[i] = t->in[i];
+    for (uint32_t i = 0; i < t->nout; i++)
+        if (mge_graph_add_output(g, t->out[i], &e))
+            return api_bad(r, &e, "output %s", t->v[t->out[i]].name);
+    g->loss = t->loss == UINT32_MAX ? -1 : (int)t->loss;
     return 1;
 }
 
-static int read_graph(rd *r, gtab *t, mge_graph *g)
+/* Reads the graph section into t; replay() rebuilds the graph once the
+ * tensors are read too. */
+static int read_graph(rd *r, gtab *t)
 {
     if (!open_section(r, MGEF_TAG_GRAPH, "graph section"))
         return 0;
@@ -615,15 +638,20 @@ static int read_graph(rd *r, gtab *t, mge_graph *g)
     for (uint32_t i = 0; i < t->nn; i++)
         if (!read_node(r, t, &t->nd[i]))
             return 0;
-    if (!replay(r, t, g))
-        return 0;
 
     /* graph inputs: a permutation of the input values, in declaration order */
-    uint32_t cnt, idx;
+    uint32_t cnt, idx, ninputs = 0;
+    for (uint32_t v = 0; v < t->nv; v++)
+        ninputs += t->v[v].kind == MGE_VAL_INPUT;
     if (!get_count(r, 4, "inputs", &cnt))
         return 0;
-    if ((int)cnt != g->ninputs)
-        return bad(r, "%u graph inputs listed, %d input values declared", (unsigned)cnt, g->ninputs);
+    if (cnt != ninputs)
+        return bad(r, "%u graph inputs listed, %u input values declared", (unsigned)cnt, (unsigned)ninputs);
+    t->in = calloc(cnt ? cnt : 1, sizeof *t->in);
+    t->data = calloc(t->nv ? t->nv : 1, sizeof *t->data);
+    if (!t->in || !t->data)
+        return mge_error_set(r->err, MGE_ERR_NOMEM, "out of memory"), 0;
+    t->nin = cnt;
     char *seen = calloc(t->nv ? t->nv : 1, 1);
     if (!seen)
         return mge_error_set(r->err, MGE_ERR_NOMEM, "out of memory"), 0;
@@ -635,27 +663,27 @@ static int read_graph(rd *r, gtab *t, mge_graph *g)
             ok = bad(r, "graph input %u refers to value %u, which is no input or is listed twice", (unsigned)i,
                      (unsigned)idx);
         else
-            seen[idx] = 1, g->inputs[i] = (int)idx;
+            seen[idx] = 1, t->in[i] = (int)idx;
     }
     free(seen);
     if (!ok)
         return 0;
     if (!get_count(r, 4, "outputs", &cnt))
         return 0;
+    if (!(t->out = calloc(cnt ? cnt : 1, sizeof *t->out)))
+        return mge_error_set(r->err, MGE_ERR_NOMEM, "out of memory"), 0;
     for (uint32_t i = 0; i < cnt; i++) {
-        mge_error e;
         if (!get_u32(r, &idx))
             return 0;
         if (idx >= t->nv)
             return bad(r, "graph output %u refers to value %u of %u", (unsigned)i, (unsigned)idx, (unsigned)t->nv);
-        if (mge_graph_add_output(g, (int)idx, &e))
-            return api_bad(r, &e, "output %s", t->v[idx].name);
+        t->out[t->nout++] = (int)idx;
     }
     if (!get_u32(r, &idx))
         return 0;
     if (idx != UINT32_MAX && idx >= t->nv)
         return bad(r, "loss refers to value %u of %u", (unsigned)idx, (unsigned)t->nv);
-    g->loss = idx == UINT32_MAX ? -1 : (int)idx;
+    t->loss = idx;
     return close_section(r);
 }
 
@@ -726,11 +754,11 @@ static int read_tdir_entry(rd *r, const gtab *t, uint32_t prev, trec *e)
     return 1;
 }
 
-static int read_tensor(rd *r, const trec *e, int borrow, mge_value *val)
+static int read_tensor(rd *r, const trec *e, int borrow, const char *name, mge_tensor **slot)
 {
     const unsigned char *src = r->p + e->offset;
     if (CRC_BAD(mge_file_crc32(src, (size_t)e->stored), e->crc)) {
-        mge_error_set(r->err, MGE_ERR_FORMAT, "checksum mismatch in tensor '%s'", val->name);
+        mge_error_set(r->err, MGE_ERR_FORMAT, "checksum mismatch in tensor '%s'", name);
         return 0;
     }
     mge_tensor *t = calloc(1, sizeof *t);
@@ -740,7 +768,7 @@ static int read_tensor(rd *r, const trec *e, int borrow, mge_value *val)
         free(t);
         return 0;
     }
-    val->data = t; /* from here on the graph frees it */
+    *slot = t; /* from here on gtab_free or the graph frees it */
     t->layout = (mge_layout)e->layout;
     t->q.axis = e->axis;
     t->q.zero = e->zero;
@@ -762,7 +790,7 @@ static int read_tensor(rd *r, const trec *e, int borrow, mge_value *val)
     t->data = mge_aligned_alloc((size_t)e->raw);
     if (!t->data)
         return mge_error_set(r->err, MGE_ERR_NOMEM, "cannot allocate %llu bytes for '%s'",
-                             (unsigned long long)e->raw, val->name), 0;
+                             (unsigned long long)e->raw, name), 0;
     t->flags |= MGE_TENSOR_OWNED;
     if (e->comp == MGEF_COMP_NONE) {
         if (e->raw)
@@ -774,8 +802,8 @@ static int read_tensor(rd *r, const trec *e, int borrow, mge_value *val)
     int zr = uncompress2(t->data, &dlen, src, &slen);
     if (zr != Z_OK || dlen != e->raw || slen != e->stored) {
         if (zr == Z_MEM_ERROR)
-            return mge_error_set(r->err, MGE_ERR_NOMEM, "out of memory decompressing '%s'", val->name), 0;
-        mge_error_set(r->err, MGE_ERR_FORMAT, "malformed tensor '%s': bad compressed data (%s)", val->name,
+            return mge_error_set(r->err, MGE_ERR_NOMEM, "out of memory decompressing '%s'", name), 0;
+        mge_error_set(r->err, MGE_ERR_FORMAT, "malformed tensor '%s': bad compressed data (%s)", name,
                       zr != Z_OK ? (zr == Z_BUF_ERROR ? "more data than its size says" : "zlib stream is corrupt")
                                  : "sizes disagree");
         return 0;
@@ -783,7 +811,7 @@ static int read_tensor(rd *r, const trec *e, int borrow, mge_value *val)
     return 1;
 }
 
-static int read_tensors(rd *r, const gtab *t, mge_graph *g, int borrow, size_t data_off)
+static int read_tensors(rd *r, gtab *t, int borrow, size_t data_off)
 {
     uint32_t cnt;
     if (!open_section(r, MGEF_TAG_TDIR, "tensor directory"))
@@ -834,7 +862,7 @@ static int read_tensors(rd *r, const gtab *t, mge_graph *g, int borrow, size_t d
                       nm, (unsigned long long)e->stored, at, r->n);
             break;
         }
-        ok = zero_pad(r, end, at) && read_tensor(r, e, borrow, &g->values[e->value]);
+        ok = zero_pad(r, end, at) && read_tensor(r, e, borrow, nm, &t->data[e->value]);
         end = at + (size_t)e->stored;
     }
     if (ok && end != r->n)
@@ -908,7 +936,11 @@ mge_status mge_file_read(const void *buf, size_t n, int borrow, mge_graph **out,
     if (!g)
         return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
     gtab t = {0};
-    int ok = read_meta(&r, g) && read_graph(&r, &t, g) && read_tensors(&r, &t, g, borrow, data_off);
+    int ok = read_meta(&r, g) && read_graph(&r, &t) && read_tensors(&r, &t, borrow, data_off);
+    if (ok) {
+        r.what = "graph section";
+        ok = replay(&r, &t, g);
+    }
     gtab_free(&t);
     if (ok) {
         mge_error e;

@@ -102,7 +102,7 @@ static inline mge_status kattn_setup(const char *op, const mge_node *n, mge_tens
     a->causal = (int)mge_node_int(n, MGE_KEY_causal, 0);
     const mge_attr *sa = mge_node_attr(n, MGE_KEY_scale);
     a->scale = sa ? sa->f : 1.0 / sqrt((double)(a->D > 0 ? a->D : 1));
-    a->p = training && !grad ? mge_node_float(n, MGE_KEY_dropout, 0) : 0;
+    a->p = training ? mge_node_float(n, MGE_KEY_dropout, 0) : 0;
     if (!(a->p >= 0 && a->p < 1))
         return mge_error_set(err, MGE_ERR_INVALID, "%s: dropout=%g: expected a probability in [0, 1)", op, a->p);
     a->seed = 0;
@@ -145,6 +145,27 @@ static inline mge_status kattn_mask_nan(const char *op, const mge_tensor *m, mge
         }
     }
     return MGE_OK;
+}
+
+/* FNV-1a of a node name: the key of its dropout draws. */
+static inline uint64_t kattn_name_key(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; s && *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
+/* The dropout seed of a run: the run's seed (mge_kctx.seed) mixed with the
+ * forward node's key, so the gradient node (drop_key = that key) draws the
+ * same weights as its forward did in the same run, and two attention nodes
+ * draw different ones. */
+static inline uint64_t kattn_seed(const mge_kctx *ctx, const mge_node *n, int grad)
+{
+    uint64_t key = grad ? (uint64_t)mge_node_int(n, MGE_KEY_drop_key, (int64_t)kattn_name_key(n->name))
+                        : kattn_name_key(n->name);
+    uint64_t z = ctx->seed ^ (key * 0xbf58476d1ce4e5b9ull);
+    return z ^ (z >> 29);
 }
 
 /* Whether dropout keeps the weight at flat score position i (b*Sq + row)*Sk + col. */

@@ -65,6 +65,8 @@ struct mge_exec {
     int threads;
     int training;
     mge_rng rng;
+    mge_rng srng;             /* the per-run seed of mge_kctx.seed */
+    uint64_t step_seed;
     int nout, *outs;         /* outs: values of g holding the results (on the host) */
     int *api_outs;           /* the requested values, as the caller numbered them */
     int nin, *ins;             /* needed graph inputs, value indices */
@@ -373,6 +375,7 @@ static mge_status exec_create(const mge_graph *g, const mge_exec_opts *o, mge_ex
         return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
     }
     mge_rng_seed(&e->rng, seed_of(g));
+    mge_rng_seed(&e->srng, ~seed_of(g));
     size_t nv = (size_t)(g->nvalues ? g->nvalues : 1), nn = (size_t)(g->nnodes ? g->nnodes : 1);
     size_t ni = (size_t)(g->ninputs ? g->ninputs : 1);
     char *in_need = calloc(ni, 1);
@@ -542,6 +545,7 @@ void mge_exec_set_task_hook(mge_exec *e, mge_exec_task_hook fn, void *ud)
 void mge_exec_set_seed(mge_exec *e, uint64_t seed)
 {
     mge_rng_seed(&e->rng, seed);
+    mge_rng_seed(&e->srng, ~seed);
 }
 
 void mge_exec_mark_changed(mge_exec *e, int value)
@@ -977,6 +981,7 @@ static mge_status run_node(mge_exec *e, const mge_plan *p, int i, mge_error *err
     ctx.ws_size = p->ws[i];
     ctx.training = e->training;
     ctx.rng = &e->rng;
+    ctx.seed = e->step_seed;
     ctx.prepared = e->prep ? e->prep[i] : NULL;
     ctx.opname = oi->name;
     ctx.comm = e->comm;
@@ -1153,6 +1158,9 @@ mge_status mge_exec_run(mge_exec *e, const mge_tensor *const *inputs, mge_error 
         return s;
     e->last_bind = b;
     e->ran = 1;
+    /* its own generator, so dropout's sequence does not depend on it */
+    if (e->training)
+        e->step_seed = mge_rng_next(&e->srng);
     if (e->hif->begin)
         e->hif->begin(e->host);
     if (e->dc && e->dc->be->begin)

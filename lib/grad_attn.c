@@ -7,9 +7,10 @@
  *   scaled_dot_product_attention_grad(dy, q, k, v[, mask]) node giving dq,
  *   dk and dv; it recomputes the softmax rather than taking it from the
  *   forward, so the forward stays one output and inference graphs carry
- *   nothing for training. No gradient into the mask, nor with attention
- *   dropout (the backward would need the forward's dropout mask): both
- *   fail naming the node. */
+ *   nothing for training. With attention dropout the grad node replays the
+ *   forward's draws: its drop_key is the forward name's key (kattn_seed),
+ *   and both hash it with the run's seed. No gradient into the mask: that
+ *   fails naming the node. */
 #include "internal.h"
 
 #include <stdio.h>
@@ -28,7 +29,7 @@ mge_status mge_attn_grad(mge_graph *g, int node, const int *dy, const char *want
     int op = n->op, nin = n->nin, in[5] = {-1, -1, -1, -1, -1};
     for (int i = 0; i < nin && i < 4; i++)
         in[i] = n->in[i];
-    mge_attr at[8];
+    mge_attr at[9];
     int nat = mge_grad_attrs(n, MGE_OP_SDPA_GRAD, at);
     double p = mge_node_float(n, MGE_KEY_dropout, 0);
     if (dy[0] < 0)
@@ -47,11 +48,13 @@ mge_status mge_attn_grad(mge_graph *g, int node, const int *dy, const char *want
                                  "%s: scaled_dot_product_attention has no gradient for its mask (input 4)", base);
         if (!want[0] && !want[1] && !want[2])
             return MGE_OK;
-        if (p > 0)
-            return mge_error_set(err, MGE_ERR_UNSUPPORTED,
-                                 "%s: scaled_dot_product_attention has no gradient with dropout=%g (use dropout=0, "
-                                 "or dropout on its output)",
-                                 base, p);
+        if (p > 0) {
+            /* FNV-1a of the forward's name, as kattn_name_key computes it */
+            uint64_t h = 0xcbf29ce484222325ull;
+            for (const char *s = base; *s; s++)
+                h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+            at[nat++] = (mge_attr){.key = MGE_KEY_drop_key, .n = 1, .i = {(int64_t)h}};
+        }
         int a[5] = {dy[0], in[0], in[1], in[2], in[3]}, outs[3];
         int r = mge_grad_emit(g, base, MGE_OP_SDPA_GRAD, nin + 1, a, nat, at, 3, outs, err);
         if (r < 0)

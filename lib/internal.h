@@ -243,6 +243,8 @@ typedef struct mge_kctx {
     size_t ws_size;
     int training;
     mge_rng *rng;            /* dropout in training */
+    uint64_t seed;           /* one per run in training: draws a backward node replays (attention
+                                dropout) hash it with a key naming the forward node */
     void *prepared;          /* what the device's prepare() made for this node, or NULL */
     const char *opname;      /* the node's op ("conv2d"), static, for messages; NULL: unknown */
     const mge_kcomm *comm;   /* distributed training's buckets, or NULL */

@@ -107,9 +107,6 @@ mge_status mge_attn_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out
     mge_status s = sdpa_check(n, f, n->nin - grad, err);
     if (s)
         return s;
-    if (grad && mge_node_float(n, MGE_KEY_dropout, 0) != 0)
-        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: dropout=%g: the gradient takes dropout=0 only", opname(n),
-                             mge_node_float(n, MGE_KEY_dropout, 0));
     int r = f[0].ndim;
     mge_tdesc y = f[0];
     y.known = 0;

@@ -240,7 +240,7 @@ static mge_status cpu_sdpa(const mge_kctx *ctx, const mge_node *n, mge_tensor *c
     if (j.a.p > 0) {
         if (!ctx->rng)
             return mge_error_set(err, MGE_ERR_INVALID, "%s: dropout in training needs a random generator", op);
-        j.a.seed = mge_rng_next(ctx->rng);
+        j.a.seed = kattn_seed(ctx, n, 0);
     }
     j.q = in[0]->data, j.k = in[1]->data, j.v = in[2]->data, j.mask = n->nin > 3 ? in[3]->data : NULL;
     j.y = out[0]->data, j.ws = ctx->ws;
@@ -282,7 +282,8 @@ static void at_bwd_task(void *p, int64_t b0, int64_t b1, int thread)
             int64_t br = a->Sq - i0 < AT_BR ? a->Sq - i0 : AT_BR;
             const float *q = j->q + (b * a->Sq + i0) * a->D, *dy = j->dy + (b * a->Sq + i0) * a->Dv;
             float *dq = j->dq + (b * a->Sq + i0) * a->D;
-            at_forward_tile(j, b, i0, br, S, O, m, l, 0);
+            /* O with the forward's dropout: delta = rowsum(P dP) is dy . y either way */
+            at_forward_tile(j, b, i0, br, S, O, m, l, a->p > 0);
             for (int64_t r = 0; r < br; r++) {
                 double acc = 0;
                 for (int64_t e = 0; e < a->Dv; e++)
@@ -297,7 +298,11 @@ static void at_bwd_task(void *p, int64_t b0, int64_t b1, int thread)
                 mge_sgemm(NULL, 0, 1, br, bc, a->D, (float)a->scale, q, a->D, k, a->D, 0.0f, S, AT_BC);
                 at_mask_tile(j, b, i0, j0, br, bc, S);
                 mge_sgemm(NULL, 0, 1, br, bc, a->Dv, 1.0f, dy, a->Dv, v, a->Dv, 0.0f, dP, AT_BC);
+                if (a->p > 0)
+                    at_dropout(a, b, i0, j0, br, bc, dP);   /* dP = (dy v^T) D */
                 at_bwd_ds(S, dP, br, bc, m, l, delta, (float)a->scale);
+                if (a->p > 0)
+                    at_dropout(a, b, i0, j0, br, bc, S);    /* P D, for dv */
                 mge_sgemm(NULL, 1, 0, bc, a->Dv, br, 1.0f, S, AT_BC, dy, a->Dv, 1.0f, dv + j0 * a->Dv, a->Dv);
                 mge_sgemm(NULL, 0, 0, br, a->D, bc, 1.0f, dP, AT_BC, k, a->D, 1.0f, dq, a->D);
                 mge_sgemm(NULL, 1, 0, bc, a->D, br, 1.0f, dP, AT_BC, q, a->D, 1.0f, dk + j0 * a->D, a->D);
@@ -314,9 +319,11 @@ static mge_status cpu_sdpa_grad(const mge_kctx *ctx, const mge_node *n, mge_tens
         return cpu_fallback(ctx, n, in, out, err);
     at_job j;
     memset(&j, 0, sizeof j);
-    mge_status st = kattn_setup(op, n, in + 1, n->nin - 1, out, 1, 0, &j.a, err);
+    mge_status st = kattn_setup(op, n, in + 1, n->nin - 1, out, 1, ctx->training, &j.a, err);
     if (st || (st = kattn_mask_nan(op, n->nin > 4 ? in[4] : NULL, err)))
         return st;
+    if (j.a.p > 0)
+        j.a.seed = kattn_seed(ctx, n, 1);
     const mge_tensor *dy = in[0];
     int ok = dy->dtype == MGE_F32 && dy->ndim == in[1]->ndim && dy->data &&
              mge_tensor_numel(dy) == j.a.lead * j.a.Sq * j.a.Dv && dy->dims[dy->ndim - 1] == j.a.Dv;

@@ -73,7 +73,7 @@ static mge_status sdpa_ref(const mge_kctx *ctx, const mge_node *n, mge_tensor *c
     if (a.p > 0) {
         if (!ctx->rng)
             return mge_error_set(err, MGE_ERR_INVALID, "%s: dropout in training needs a random generator", op);
-        a.seed = mge_rng_next(ctx->rng);
+        a.seed = kattn_seed(ctx, n, 0);
     }
     mge_dtype dt = q->dtype;
     double *s = malloc(sizeof(double) * (size_t)(a.Sk + a.Dv + 1));
@@ -100,16 +100,20 @@ static mge_status sdpa_ref(const mge_kctx *ctx, const mge_node *n, mge_tensor *c
 }
 
 /* dq, dk, dv with P the softmax weights: dv = P^T dy, dP = dy v^T,
- * dS = P (dP - rowsum(P dP)), dq = scale dS k, dk = scale dS^T q. */
+ * dS = P (dP - rowsum(P dP)), dq = scale dS k, dk = scale dS^T q; with
+ * dropout P D stands for P in dv and dP is dy v^T D (D the forward's
+ * draws, replayed). */
 static mge_status sdpa_grad_ref(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
                                 mge_tensor *const *out, mge_error *err)
 {
     const char *op = ref_opname(ctx, n);
     kattn a;
-    mge_status st = kattn_setup(op, n, in + 1, n->nin - 1, out, 1, 0, &a, err);
+    mge_status st = kattn_setup(op, n, in + 1, n->nin - 1, out, 1, ctx && ctx->training, &a, err);
     const mge_tensor *dy = in[0], *q = in[1], *k = in[2], *v = in[3], *m = n->nin > 4 ? in[4] : NULL;
     if (st || (st = kattn_mask_nan(op, m, err)))
         return st;
+    if (a.p > 0)
+        a.seed = kattn_seed(ctx, n, 1);
     int64_t yd[MGE_MAX_DIMS];
     for (int d = 0; d < q->ndim; d++)
         yd[d] = q->dims[d];
@@ -132,14 +136,18 @@ static mge_status sdpa_grad_ref(const mge_kctx *ctx, const mge_node *n, mge_tens
             const int64_t yo = (b * a.Sq + i) * a.Dv, qo = (b * a.Sq + i) * a.D;
             double delta = 0;
             for (int64_t j = 0; j < a.Sk; j++) {
+                /* dropout: the weights are p D with D = keep / (1 - p) */
+                double dj = 1;
+                if (a.p > 0)
+                    dj = kattn_keep(a.seed, (uint64_t)((b * a.Sq + i) * a.Sk + j), a.p) ? 1 / (1 - a.p) : 0;
                 double acc = 0;
                 for (int64_t e = 0; e < a.Dv; e++) {
                     double g = ref_ld(dt, dy->data, yo + e);
                     acc += g * ref_ld(dt, v->data, (b * a.Sk + j) * a.Dv + e);
-                    dv[j * a.Dv + e] += p[j] * g;
+                    dv[j * a.Dv + e] += p[j] * dj * g;
                 }
-                dp[j] = acc;
-                delta += p[j] * acc;
+                dp[j] = acc * dj;
+                delta += p[j] * dp[j];
             }
             for (int64_t d = 0; d < a.D; d++)
                 dq[d] = 0;

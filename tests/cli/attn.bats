@@ -151,3 +151,32 @@ np.savez(sys.argv[2], tokens=t, label=l)
     assert_failure 1
     [[ "$stderr" == *"labels for 'label' range over [-100, 5]: the model has 3 classes (0..2)"* ]] || { echo "$stderr"; return 1; }
 }
+
+@test "mge-train: attention with dropout trains (its gradient replays the forward's draws), reproducibly per seed" {
+    MGE_TRAIN="$MGE_BIN/mge-train"
+    need_numpy
+    cat > "$T/att.mgt" <<'NET'
+input x : f32[N,6,8]
+input label : i64[N]
+q = linear(x, out=8)
+a = scaled_dot_product_attention(q, x, x, dropout=0.3)
+f = flatten(a)
+fc = linear(f, out=3)
+loss = cross_entropy(fc, label)
+output fc
+minimize loss
+NET
+    py '
+rng = np.random.default_rng(2)
+np.savez(sys.argv[1], x=rng.standard_normal((16, 6, 8)).astype(np.float32), label=rng.integers(0, 3, 16))
+' "$T/d.npz"
+    run --separate-stderr "$MGE_TRAIN" "$T/att.mgt" --data "$T/d.npz" --batch 8 --steps 4 --seed 5 -q -o "$T/a1.mge"
+    assert_success
+    run --separate-stderr "$MGE_TRAIN" "$T/att.mgt" --data "$T/d.npz" --batch 8 --steps 4 --seed 5 -q -o "$T/a2.mge"
+    assert_success
+    cmp "$T/a1.mge" "$T/a2.mge"
+    # inference (no dropout) from the trained file runs and gives finite values
+    py 'np.save(sys.argv[1], np.random.default_rng(3).standard_normal((2, 6, 8)).astype(np.float32))' "$T/x.npy"
+    run -0 "$MGE_RUN" "$T/a1.mge" -i "$T/x.npy" -o "$T/y.npy"
+    run -0 py 'y = np.load(sys.argv[1]); assert y.shape == (2, 3) and np.isfinite(y).all(), y; print("ok")' "$T/y.npy"
+}

@@ -2041,12 +2041,18 @@ static int gen_sdpa(pcase *c)
             }
         nin = 4;
     }
-    mge_attr at[2];
+    mge_attr at[3];
     int na = 0;
     if (pr(c, 0, 1))
         at[na++] = A(MGE_KEY_causal, 1);
     if (pr(c, 0, 2) == 0)
         at[na++] = A_f(MGE_KEY_scale, pu(c, 0.05, 0.6));
+    /* every fourth variant in training with dropout: forward and grad
+     * draw the same weights on every backend (one seed per run) */
+    if (c->variant % 4 == 1) {
+        c->training = 1;
+        at[na++] = A_f(MGE_KEY_dropout, pu(c, 0.1, 0.5));
+    }
     return pc_out(c, pc_node(c, MGE_OP_SDPA, nin, in, na, at));
 }
 

@@ -454,15 +454,185 @@ static void test_grads(void)
         CHECK_MSG(w <= 1e-2, "case %zu: worst %g", k, w);
         mge_graph_free(g);
     }
-    /* no gradient with attention dropout, nor into the mask: said by name */
-    mge_graph *g = ug_parse("input q : f32[2,3]\ninput k : f32[2,3]\ninput v : f32[2,3]\n"
-                            "y = scaled_dot_product_attention(q, k, v, dropout=0.1)\noutput y\n");
-    if (g) {
-        int q = mge_graph_find(g, "q"), gq = -1;
-        CHECK(mge_grad_build_from(g, mge_graph_find(g, "y"), mge_graph_find(g, "dy"), 1, &q, &gq, &err) == MGE_ERR_UNSUPPORTED);
-        CHECK_MSG(strstr(err.msg, "no gradient with dropout=0.1"), "%s", err.msg);
+}
+
+/* Attention dropout in training: the grad node replays the forward's draws
+ * (same run seed, drop_key naming the forward), so with the seed fixed the
+ * forward is a function of q, k, v whose finite differences the gradient
+ * matches, on ref and cpu alike (gc_check reseeds each run). */
+static void test_dropout_grads(void)
+{
+    static const char *srcs[] = {
+        "input q : f32[2,5,4]\ninput k : f32[2,7,4]\ninput v : f32[2,7,3]\n"
+        "y = scaled_dot_product_attention(q, k, v, dropout=0.3)\noutput y\n",
+        "input q : f32[2,3,6,4]\ninput k : f32[2,3,6,4]\ninput v : f32[2,3,6,5]\n"
+        "y = scaled_dot_product_attention(q, k, v, causal=true, scale=0.7, dropout=0.5)\noutput y\n",
+        "input q : f32[2,4,3]\ninput k : f32[2,5,3]\ninput v : f32[2,5,3]\n"
+        "const m : f32[2,1,5] = [0, -1, 0.5, -inf, 2, 1, 0, -inf, 0, -0.5]\n"
+        "y = scaled_dot_product_attention(q, k, v, m, causal=true, dropout=0.2)\noutput y\n",
+        /* several tiles of the fused cpu kernel, and two attention nodes that
+         * must draw apart yet each replay its own */
+        "input q : f32[1,40,4]\ninput k : f32[1,70,4]\ninput v : f32[1,70,3]\n"
+        "a = scaled_dot_product_attention(q, k, v, dropout=0.25)\n"
+        "b = scaled_dot_product_attention(q, k, v, dropout=0.25)\ny = sub(a, b)\noutput y\n",
+    };
+    for (size_t k = 0; k < sizeof srcs / sizeof srcs[0]; k++) {
+        mge_graph *g = ug_parse(srcs[k]);
+        if (!g)
+            continue;
+        double w = gc_check(g, mge_graph_find(g, "y"), NULL, 1e-2, 1);
+        CHECK_MSG(w <= 1e-2, "case %zu: worst %g", k, w);
         mge_graph_free(g);
     }
+}
+
+/* The explicit mask: with v the identity the training forward gives its
+ * dropped weights W = P D; the same run seed and node name with another v
+ * give W v (the draws depend only on position), on ref and cpu. */
+static void test_dropout_explicit(void)
+{
+    const char *src = "input q : f32[2,5,4]\ninput k : f32[2,7,4]\ninput v : f32[2,7,%d]\n"
+                      "y = scaled_dot_product_attention(q, k, v, dropout=0.4)\noutput y\n";
+    char s1[300], s2[300];
+    snprintf(s1, sizeof s1, src, 7);
+    snprintf(s2, sizeof s2, src, 3);
+    mge_graph *gi = ug_parse(s1), *gv = ug_parse(s2);
+    if (!gi || !gv)
+        return;
+    mge_rng r;
+    mge_rng_seed(&r, 9);
+    mge_tensor q, k, eye, v;
+    CHECK_OK(mge_tensor_alloc(&q, MGE_F32, 3, (int64_t[]){2, 5, 4}, &err), err);
+    CHECK_OK(mge_tensor_alloc(&k, MGE_F32, 3, (int64_t[]){2, 7, 4}, &err), err);
+    CHECK_OK(mge_tensor_alloc(&eye, MGE_F32, 3, (int64_t[]){2, 7, 7}, &err), err);
+    CHECK_OK(mge_tensor_alloc(&v, MGE_F32, 3, (int64_t[]){2, 7, 3}, &err), err);
+    ug_uniform(&q, &r, -1, 1);
+    ug_uniform(&k, &r, -1, 1);
+    ug_uniform(&v, &r, -1, 1);
+    for (int64_t i = 0; i < 2 * 7 * 7; i++)
+        ((float *)eye.data)[i] = i % 7 == i / 7 % 7;
+    static const char *bes[] = {"ref", "cpu"};
+    for (int bi = 0; bi < 2; bi++) {
+        ug_outs w = {0}, y = {0};
+        const mge_tensor *ia[3] = {&q, &k, &eye}, *ib[3] = {&q, &k, &v};
+        CHECK_OK(run_on(gi, bes[bi], 1, ia, &w), err);
+        CHECK_OK(run_on(gv, bes[bi], 1, ib, &y), err);
+        if (w.n == 1 && y.n == 1) {
+            const float *W = w.t[0].data, *Y = y.t[0].data, *V = v.data;
+            double worst = 0;
+            int zeros = 0;
+            for (int b = 0; b < 2; b++)
+                for (int i = 0; i < 5; i++) {
+                    for (int j = 0; j < 7; j++)
+                        zeros += W[(b * 5 + i) * 7 + j] == 0;
+                    for (int e = 0; e < 3; e++) {
+                        double acc = 0;
+                        for (int j = 0; j < 7; j++)
+                            acc += (double)W[(b * 5 + i) * 7 + j] * V[(b * 7 + j) * 3 + e];
+                        worst = fmax(worst, fabs(acc - Y[(b * 5 + i) * 3 + e]));
+                    }
+                }
+            CHECK_MSG(worst < 1e-5, "%s: y differs from W v by %g", bes[bi], worst);
+            CHECK_MSG(zeros > 0 && zeros < 70, "%s: %d of 70 weights dropped", bes[bi], zeros);
+        }
+        ug_outs_free(&w);
+        ug_outs_free(&y);
+    }
+    mge_tensor_free(&q);
+    mge_tensor_free(&k);
+    mge_tensor_free(&eye);
+    mge_tensor_free(&v);
+    mge_graph_free(gi);
+    mge_graph_free(gv);
+}
+
+/* The gradient against the explicit mask: one training run gives the
+ * dropped weights W = P D (v the identity), P (no dropout) and the grad
+ * node's dq, dv for another v with drop_key naming the forward "w"; they
+ * equal the formulas over that explicit D (ref and cpu). */
+static void test_dropout_grad_explicit(void)
+{
+    uint64_t h = 0xcbf29ce484222325ull;   /* FNV-1a of "w", the forward's name */
+    h = (h ^ (unsigned char)'w') * 0x100000001b3ull;
+    char src[800];
+    snprintf(src, sizeof src,
+             "input q : f32[2,5,4]\ninput k : f32[2,7,4]\ninput eye : f32[2,7,7]\ninput v : f32[2,7,3]\n"
+             "input dy : f32[2,5,3]\n"
+             "w = scaled_dot_product_attention(q, k, eye, dropout=0.4)\n"
+             "p = scaled_dot_product_attention(q, k, eye)\n"
+             "dq, dk, dv = scaled_dot_product_attention_grad(dy, q, k, v, dropout=0.4, drop_key=%lld)\n"
+             "output w\noutput p\noutput dq\noutput dv\n",
+             (long long)(int64_t)h);
+    mge_graph *g = ug_parse(src);
+    if (!g)
+        return;
+    mge_rng r;
+    mge_rng_seed(&r, 11);
+    mge_tensor q, k, eye, v, dy;
+    CHECK_OK(mge_tensor_alloc(&q, MGE_F32, 3, (int64_t[]){2, 5, 4}, &err), err);
+    CHECK_OK(mge_tensor_alloc(&k, MGE_F32, 3, (int64_t[]){2, 7, 4}, &err), err);
+    CHECK_OK(mge_tensor_alloc(&eye, MGE_F32, 3, (int64_t[]){2, 7, 7}, &err), err);
+    CHECK_OK(mge_tensor_alloc(&v, MGE_F32, 3, (int64_t[]){2, 7, 3}, &err), err);
+    CHECK_OK(mge_tensor_alloc(&dy, MGE_F32, 3, (int64_t[]){2, 5, 3}, &err), err);
+    ug_uniform(&q, &r, -1, 1);
+    ug_uniform(&k, &r, -1, 1);
+    ug_uniform(&v, &r, -1, 1);
+    ug_uniform(&dy, &r, -1, 1);
+    for (int64_t i = 0; i < 2 * 7 * 7; i++)
+        ((float *)eye.data)[i] = i % 7 == i / 7 % 7;
+    static const char *bes[] = {"ref", "cpu"};
+    const double scale = 0.5;   /* 1/sqrt(4) */
+    for (int bi = 0; bi < 2; bi++) {
+        ug_outs o = {0};
+        const mge_tensor *ins[5] = {&q, &k, &eye, &v, &dy};
+        CHECK_OK(run_on(g, bes[bi], 1, ins, &o), err);
+        if (o.n != 4) {
+            ug_outs_free(&o);
+            continue;
+        }
+        const float *W = o.t[0].data, *P = o.t[1].data, *DQ = o.t[2].data, *DV = o.t[3].data;
+        const float *K = k.data, *V = v.data, *G = dy.data;
+        double wq = 0, wv = 0;
+        int dropped = 0;
+        for (int b = 0; b < 2; b++) {
+            double dvx[7][3] = {{0}};
+            for (int i = 0; i < 5; i++) {
+                double ds[7], dp[7], delta = 0;
+                for (int j = 0; j < 7; j++) {
+                    double pw = P[(b * 5 + i) * 7 + j], ww = W[(b * 5 + i) * 7 + j];
+                    double d = pw > 0 ? ww / pw : 0;   /* the explicit mask: 0 or 1/(1-p) */
+                    dropped += ww == 0;
+                    double acc = 0;
+                    for (int e = 0; e < 3; e++) {
+                        acc += (double)G[(b * 5 + i) * 3 + e] * V[(b * 7 + j) * 3 + e];
+                        dvx[j][e] += ww * G[(b * 5 + i) * 3 + e];
+                    }
+                    dp[j] = acc * d;
+                    delta += pw * dp[j];
+                }
+                for (int j = 0; j < 7; j++)
+                    ds[j] = P[(b * 5 + i) * 7 + j] * (dp[j] - delta) * scale;
+                for (int d = 0; d < 4; d++) {
+                    double acc = 0;
+                    for (int j = 0; j < 7; j++)
+                        acc += ds[j] * K[(b * 7 + j) * 4 + d];
+                    wq = fmax(wq, fabs(acc - DQ[(b * 5 + i) * 4 + d]));
+                }
+            }
+            for (int j = 0; j < 7; j++)
+                for (int e = 0; e < 3; e++)
+                    wv = fmax(wv, fabs(dvx[j][e] - DV[(b * 7 + j) * 3 + e]));
+        }
+        CHECK_MSG(wq < 1e-5 && wv < 1e-5, "%s: dq off by %g, dv by %g from the explicit mask", bes[bi], wq, wv);
+        CHECK_MSG(dropped > 0 && dropped < 70, "%s: %d of 70 weights dropped", bes[bi], dropped);
+        ug_outs_free(&o);
+    }
+    mge_tensor_free(&q);
+    mge_tensor_free(&k);
+    mge_tensor_free(&eye);
+    mge_tensor_free(&v);
+    mge_tensor_free(&dy);
+    mge_graph_free(g);
 }
 
 int main(void)
@@ -474,5 +644,8 @@ int main(void)
     RUN(test_ce_values);
     RUN(test_dropout);
     RUN(test_grads);
+    RUN(test_dropout_grads);
+    RUN(test_dropout_explicit);
+    RUN(test_dropout_grad_explicit);
     return unit_done();
 }

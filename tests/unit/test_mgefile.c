@@ -1203,6 +1203,38 @@ static void write_seeds(void)
     mge_graph_free(e);
 }
 
+/* Consts whose values shape a node at plan time (range's bounds, reshape's
+ * shape) are bound before the nodes are rebuilt, so such a model reloads. */
+static void test_const_shaped_nodes(void)
+{
+    mge_graph *g = ug_parse("input x : f32[N,4]\n"
+                            "const zero : i64[] = [0]\n"
+                            "const lim : i64[] = [4]\n"
+                            "const one : i64[] = [1]\n"
+                            "const sh : i64[3] = [-1, 2, 2]\n"
+                            "r = range(zero, lim, one)\n"
+                            "rf = cast(r, dtype=f32)\n"
+                            "y = add(x, rf)\n"
+                            "z = reshape(y, sh)\n"
+                            "output z\n");
+    if (!g)
+        return;
+    mge_buf b;
+    if (write_graph(g, 0, 0, &b)) {
+        mge_graph *g2 = NULL;
+        CHECK_OK(read_copy(b.p, b.n, &g2, &err), err);
+        if (g2) {
+            same_graph(g, g2, 1);
+            int r = mge_graph_find(g2, "r"), z = mge_graph_find(g2, "z");
+            CHECK(r >= 0 && g2->values[r].ndim == 1 && g2->values[r].dims[0] == 4);
+            CHECK(z >= 0 && g2->values[z].ndim == 3 && g2->values[z].dims[1] == 2 && g2->values[z].dims[2] == 2);
+        }
+        mge_graph_free(g2);
+        mge_buf_free(&b);
+    }
+    mge_graph_free(g);
+}
+
 int main(void)
 {
     RUN(test_lenet_roundtrip);
@@ -1221,6 +1253,7 @@ int main(void)
     RUN(test_borrow);
     RUN(test_model_load);
     RUN(test_write_errors);
+    RUN(test_const_shaped_nodes);
     RUN(write_seeds);
     return unit_done();
 }
