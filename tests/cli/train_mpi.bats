@@ -339,3 +339,37 @@ AGENT
     echo "$output"
     assert_success
 }
+
+@test "mge-prof --train under mpirun: rank 0 reports each allreduce bucket and the overlap" {
+    MGE_PROF="$MGE_BIN/mge-prof"
+    ldd "$MGE_PROF" | grep -q libmpi || skip "mge-prof built without MPI"
+    run "${MPIRUN[@]}" -np 2 "$MGE_PROF" "$SAMPLES/lenet.mgt" --train --batch 4 --iters 2 --threads 1 --top 3
+    assert_success
+    # one report (rank 0), its bucket table and the overlap line
+    [ "$(grep -c '^allreduce over 2 ranks, per step' <<< "$output")" -eq 1 ]
+    assert_line --regexp '^ +0 +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+$'
+    assert_line --regexp '^ +total +[0-9]+ +[0-9.]+ +[0-9.]+$'
+    assert_line --regexp '^overlapped with the backward pass: [0-9.]+% of the communication time$'
+    # 3 warm-up steps, then 2 unprofiled and 2 profiled ones
+    run --separate-stderr "${MPIRUN[@]}" -np 2 "$MGE_PROF" "$SAMPLES/lenet.mgt" --train --batch 4 --iters 2 --threads 1 --json
+    assert_success
+    # rank 0 only: one JSON document; the buckets add up to the total and
+    # every gradient of the model is in one bucket
+    py 'import json
+d = json.loads(sys.stdin.read()); c = d["comm"]
+assert c["ranks"] == 2 and c["steps"] == 7, c
+assert c["buckets"] and sum(b["bytes"] for b in c["buckets"]) == c["bytes"] > 0, c
+assert abs(sum(b["waited_ms"] for b in c["buckets"]) - c["waited_ms"]) < 1e-3, c
+assert 0 <= c["overlap"] <= 1 and c["in_flight_ms"] >= c["waited_ms"] >= 0, c
+assert sum(b["gradients"] for b in c["buckets"]) == 12, c
+assert sum(r["op"] == "allreduce" for r in d["nodes"]) == 12, [r["op"] for r in d["nodes"]]' <<< "$output"
+}
+
+@test "mge-prof --train as one process: no communication section" {
+    run "$MGE_BIN/mge-prof" "$SAMPLES/lenet.mgt" --train --batch 4 --iters 2 --threads 1
+    assert_success
+    refute_line --partial "allreduce"
+    run --separate-stderr "$MGE_BIN/mge-prof" "$SAMPLES/lenet.mgt" --train --batch 4 --iters 2 --threads 1 --json
+    assert_success
+    py 'import json; d = json.loads(sys.stdin.read()); assert "comm" not in d, d.keys()' <<< "$output"
+}
