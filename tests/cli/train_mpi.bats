@@ -82,6 +82,32 @@ ddp() {
     assert_line "meta train.batch = 32"
 }
 
+@test "an uncompressed NPY file (read per sample by each rank), uneven last batch: one process's weights (1e-6)" {
+    need_numpy
+    # 1000 = 15 * 64 + 40 samples: the last global batch splits 20 + 20
+    py 'r = np.random.default_rng(3)
+with open(sys.argv[1], "wb") as f:
+    np.save(f, r.random((1000, 1, 28, 28), dtype=np.float32))
+    np.save(f, r.integers(0, 10, 1000).astype(np.int32))' "$T/d.npy"
+    run "${MPIRUN[@]}" -np 2 "$MGE_TRAIN" "$SAMPLES/mlp.mgt" --data "$T/d.npy" --batch 32 --epochs 1 --threads 1 \
+        --momentum 0.9 --check-sync -o "$T/ddp.mge"
+    assert_success
+    "$MGE_TRAIN" "$SAMPLES/mlp.mgt" --data "$T/d.npy" --batch 64 --epochs 1 --threads 1 --momentum 0.9 -o "$T/one.mge"
+    run close "$T/one.mge" "$T/ddp.mge" max 1e-6
+    echo "$output"
+    assert_success
+    # a different file of the same shape is refused at start
+    py 'r = np.random.default_rng(4)
+with open(sys.argv[1], "wb") as f:
+    np.save(f, r.random((1000, 1, 28, 28), dtype=np.float32))
+    np.save(f, r.integers(0, 10, 1000).astype(np.int32))' "$T/e.npy"
+    local args=(--steps 2 --threads 1 -o "$T/x.mge")
+    run "${MPIRUN[@]}" -np 1 "$MGE_TRAIN" "$SAMPLES/mlp.mgt" --data "$T/d.npy" "${args[@]}" : \
+        -np 1 "$MGE_TRAIN" "$SAMPLES/mlp.mgt" --data "$T/e.npy" "${args[@]}"
+    assert_failure
+    assert_output --partial "rank 1 differs from rank 0 in the training data (--data)"
+}
+
 # Adam at eps 1e-4, as tests/oracle/test_train_step.py: at the default 1e-8
 # the update lr * m / (sqrt(v) + eps) of a weight whose gradient is near 0
 # (the MLP's weights of always-black border pixels) is its rounding noise
