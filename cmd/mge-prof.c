@@ -73,7 +73,10 @@ static void help(void)
            "      --seed S           seed of the random inputs and of parameters\n"
            "                         without values (default 0)\n"
            "      --iters N          profiled runs (default 20), after %d warm-up runs\n"
-           "      --train            profile a training step (forward, backward, SGD update)\n"
+           "      --train            profile a training step (forward, backward, SGD update); under\n"
+           "                         mpirun, a data-parallel one: rank 0 adds the allreduce buckets\n"
+           "                         (bytes, time in flight, time waited) and the share overlapped\n"
+           "                         with the backward pass\n"
            "      --by-op            aggregate the nodes by op\n"
            "      --top N            show the first N rows only\n"
            "      --sort KEY         time (default), flops or name\n"
@@ -92,7 +95,8 @@ static void help(void)
            "Examples:\n"
            "  mge-prof net.mge --batch 8                    # time per node, GFLOP/s, bytes moved\n"
            "  mge-prof net.mge --batch 8 --by-op --top 5    # the five most expensive ops\n"
-           "  mge-prof net.mge --batch 8 --train --trace step.json   # a training step, for ui.perfetto.dev\n",
+           "  mge-prof net.mge --batch 8 --train --trace step.json   # a training step, for ui.perfetto.dev\n"
+           "  mpirun -np 2 mge-prof net.mgt --batch 8 --train      # its communication over 2 ranks\n",
            cli_prog, WARMUP);
 }
 

@@ -64,6 +64,8 @@ static void help(void)
            "      --comm-timeout S  a rank that waits S seconds for the others fails (default 300)\n"
            "      --check-sync      compare a hash of the parameters across ranks after every step\n"
            "      --sync-bn         batchnorm statistics over the global batch (default: per rank)\n"
+           "  each rank gathers only its rows of a global batch, and reads only those of an\n"
+           "  uncompressed .npy --data (other formats are read whole)\n"
            "  -h, --help            show this help and exit\n"
            "      --version         show the version and exit\n"
            "\n"
