@@ -97,6 +97,10 @@ $(BINDIR)/%: $(B)/cmd/%.o $(CLI_OBJ) $(B)/libmge.a
 $(BINDIR)/mge-train: $(B)/cmd/train_mpi.o
 $(BINDIR)/mge-train: TOOL_EXTRA = $(B)/cmd/train_mpi.o
 $(BINDIR)/mge-train: TOOL_LIBS = $(if $(MPI_FOUND),$(MPI_LIBS))
+# mge-prof --train under a launcher profiles a data-parallel step the same way
+$(BINDIR)/mge-prof: $(B)/cmd/train_mpi.o
+$(BINDIR)/mge-prof: TOOL_EXTRA = $(B)/cmd/train_mpi.o
+$(BINDIR)/mge-prof: TOOL_LIBS = $(if $(MPI_FOUND),$(MPI_LIBS))
 $(B)/cmd/train_mpi.o: ALLCFLAGS += $(if $(MPI_FOUND),-DMGE_HAVE_MPI $(MPI_CFLAGS))
 $(B)/cmd/train_mpi.o: $(B)/mpi.stamp
 # records whether MPI was found, so a change rebuilds train_mpi.o

@@ -11,12 +11,50 @@
 #include "prof_flops.h"
 #include "prof_peak.h"
 #include "prof_trace.h"
+#include "train_dist.h"
 
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define WARMUP 3
+
+/* --train under an MPI launcher: the gradient buckets' communication (the
+ * figures lib/dist.c keeps, as mge-train -v prints them), per step over all
+ * steps run (warm-up included). Text, or JSON members appended to o. */
+static void comm_report(const mge_trainer *tr, int ranks, int json, mge_buf *o)
+{
+    mge_comm_stats st;
+    if (!tr || !mge_trainer_comm_stats(tr, &st) || st.steps <= 0)
+        return;
+    double c = 0, w = 0, n = (double)st.steps;
+    int64_t bytes = 0;
+    for (int i = 0; i < st.nbuckets; i++) {
+        c += st.comm_s[i];
+        w += st.wait_s[i];
+        bytes += st.bytes[i];
+    }
+    /* hidden: the part of the time in flight the step did not wait for */
+    double overlap = c > 0 ? 1 - w / c : 0;
+    if (json) {
+        mge_buf_printf(o, ", \"comm\": {\"ranks\": %d, \"steps\": %lld, \"bytes\": %lld, \"in_flight_ms\": %.6f, "
+                       "\"waited_ms\": %.6f, \"overlap\": %.6f, \"buckets\": [", ranks, (long long)st.steps,
+                       (long long)bytes, 1e3 * c / n, 1e3 * w / n, overlap);
+        for (int i = 0; i < st.nbuckets; i++)
+            mge_buf_printf(o, "%s{\"bucket\": %d, \"gradients\": %d, \"bytes\": %lld, \"in_flight_ms\": %.6f, "
+                           "\"waited_ms\": %.6f}", i ? ", " : "", i, st.members[i], (long long)st.bytes[i],
+                           1e3 * st.comm_s[i] / n, 1e3 * st.wait_s[i] / n);
+        mge_buf_printf(o, "]}");
+        return;
+    }
+    printf("\nallreduce over %d ranks, per step (%lld steps):\n", ranks, (long long)st.steps);
+    printf("%8s %10s %14s %14s %12s\n", "bucket", "gradients", "bytes", "in flight ms", "waited ms");
+    for (int i = 0; i < st.nbuckets; i++)
+        printf("%8d %10d %14lld %14.3f %12.3f\n", i, st.members[i], (long long)st.bytes[i], 1e3 * st.comm_s[i] / n,
+               1e3 * st.wait_s[i] / n);
+    printf("%8s %10s %14lld %14.3f %12.3f\n", "total", "", (long long)bytes, 1e3 * c / n, 1e3 * w / n);
+    printf("overlapped with the backward pass: %.1f%% of the communication time\n", 100.0 * overlap);
+}
 
 static void help(void)
 {
@@ -35,7 +73,10 @@ static void help(void)
            "      --seed S           seed of the random inputs and of parameters\n"
            "                         without values (default 0)\n"
            "      --iters N          profiled runs (default 20), after %d warm-up runs\n"
-           "      --train            profile a training step (forward, backward, SGD update)\n"
+           "      --train            profile a training step (forward, backward, SGD update); under\n"
+           "                         mpirun, a data-parallel one: rank 0 adds the allreduce buckets\n"
+           "                         (bytes, time in flight, time waited) and the share overlapped\n"
+           "                         with the backward pass\n"
            "      --by-op            aggregate the nodes by op\n"
            "      --top N            show the first N rows only\n"
            "      --sort KEY         time (default), flops or name\n"
@@ -54,7 +95,8 @@ static void help(void)
            "Examples:\n"
            "  mge-prof net.mge --batch 8                    # time per node, GFLOP/s, bytes moved\n"
            "  mge-prof net.mge --batch 8 --by-op --top 5    # the five most expensive ops\n"
-           "  mge-prof net.mge --batch 8 --train --trace step.json   # a training step, for ui.perfetto.dev\n",
+           "  mge-prof net.mge --batch 8 --train --trace step.json   # a training step, for ui.perfetto.dev\n"
+           "  mpirun -np 2 mge-prof net.mgt --batch 8 --train      # its communication over 2 ranks\n",
            cli_prog, WARMUP);
 }
 
@@ -453,6 +495,25 @@ int main(int argc, char **argv)
         cli_usage("--trace: empty file name");
     const char *model = argv[optind];
     const char *where = cli_name(model);
+    /* under an MPI launcher, --train profiles a data-parallel step: every
+     * rank steps on its own inputs, rank 0 reports */
+    mge_comm *comm = NULL;
+    if (train && train_mpi_open(&argc, &argv, 300, &comm))
+        return 1;
+    if (!train && train_mpi_launched() > 1)
+        cli_warn(NULL, "started as one of %d ranks without --train: each rank profiles on its own",
+                 train_mpi_launched());
+    if (comm) {
+        static char prog[48];
+        setvbuf(stderr, NULL, _IOLBF, 1 << 12);
+        if (comm->rank > 0) {
+            snprintf(prog, sizeof prog, "mge-prof: rank %d", comm->rank);
+            cli_prog = prog;
+            cli_verbose = -1;
+            json = 0;
+            trace = NULL;
+        }
+    }
     if (input && strcmp(input, "-") == 0 && strcmp(model, "-") == 0)
         cli_usage("the model and --input cannot both come from stdin");
 
@@ -489,6 +550,16 @@ int main(int argc, char **argv)
         to.threads = threads;
         to.device = co.device;
         to.seed = seed;
+        to.comm = comm;
+        if (comm && !co.threads) {
+            /* the ranks on this machine share its CPUs (as mge-train) */
+            const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+            if (!ls)
+                ls = getenv("MPI_LOCALNRANKS");
+            long local = ls ? strtol(ls, NULL, 10) : 1;
+            if (local > 1)
+                to.threads = threads = threads / (int)local > 1 ? threads / (int)local : 1;
+        }
         if (mge_trainer_create(g, &to, &tr, &err)) {
             cli_mge_error(where, &err);
             goto done;
@@ -724,6 +795,13 @@ int main(int argc, char **argv)
                     break;
             mge_buf_printf(&out, ",\"bindings\":[%.*s]}\n", (int)more.n, more.p);
         }
+        if (comm) {
+            while (out.n && (out.p[out.n - 1] == '\n' || out.p[out.n - 1] == '}'))
+                if (out.p[--out.n] == '}')
+                    break;
+            comm_report(tr, comm->size, 1, &out);
+            mge_buf_printf(&out, "}\n");
+        }
         if (cli_write_buf(NULL, &out, 0, 1))
             goto done;
     } else if (cli_verbose >= 0) {
@@ -731,6 +809,8 @@ int main(int argc, char **argv)
         print_text(&r, rows, nrows, &tot);
         if (more.n)
             fwrite(more.p, 1, more.n, stdout);
+        if (comm)
+            comm_report(tr, comm->size, 0, NULL);
         if (cli_stdout_flush())
             goto done;
     }
@@ -757,5 +837,6 @@ done:
     else
         mge_exec_free(e);
     mge_graph_free(g);
+    train_mpi_close(comm, rc != 0);
     return rc;
 }

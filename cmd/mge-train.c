@@ -64,6 +64,8 @@ static void help(void)
            "      --comm-timeout S  a rank that waits S seconds for the others fails (default 300)\n"
            "      --check-sync      compare a hash of the parameters across ranks after every step\n"
            "      --sync-bn         batchnorm statistics over the global batch (default: per rank)\n"
+           "  each rank gathers only its rows of a global batch, and reads only those of an\n"
+           "  uncompressed .npy --data (other formats are read whole)\n"
            "  -h, --help            show this help and exit\n"
            "      --version         show the version and exit\n"
            "\n"
@@ -705,9 +707,11 @@ static void log_failed(const opts *o, tr_report *rep, int64_t step, int64_t star
 
 /* One step on this rank's share of the global batch; under MPI the loss
  * and accuracy come back summed over the ranks (the global batch's). */
-static mge_status train_step(mge_trainer *t, const mge_tensor *const *batch, double lr, int64_t step,
-                             mge_train_result *r, mge_error *err)
+static mge_status train_step(mge_trainer *t, const mge_loader *l, const mge_tensor *const *batch, double lr,
+                             int64_t step, mge_train_result *r, mge_error *err)
 {
+    /* under MPI the loader gathered only this rank's rows of the batch */
+    dist.whole = dist.comm ? mge_loader_batch_rows(l) : 0;
     const mge_tensor *const *mine;
     int64_t rows;
     double share;
@@ -742,7 +746,7 @@ static mge_status replay(mge_trainer *t, mge_loader *loader, const mge_sched *sc
         mge_train_result r;
         if ((s = mge_loader_next(loader, &batch, err)) == MGE_ERR_EOF)
             s = mge_loader_start(loader, ++epoch, 0, err);
-        else if (!s && !(s = train_step(t, batch, mge_sched_lr(sched, st), st, &r, err)))
+        else if (!s && !(s = train_step(t, loader, batch, mge_sched_lr(sched, st), st, &r, err)))
             st++;
     }
     return s;
@@ -1095,7 +1099,9 @@ int main(int argc, char **argv)
             drop_last = 1;
         }
     }
-    if (mge_loader_create(&train, gbatch, o.shuffle, drop_last, o.seed, o.prefetch, &loader, &err)) {
+    /* each rank gathers (and, from an uncompressed NPY file, reads) only its rows */
+    if (mge_loader_create(&train, gbatch, o.shuffle, drop_last, o.seed, o.prefetch, &loader, &err) ||
+        (dist.comm && mge_loader_set_part(loader, dist.rank, dist.size, &err))) {
         cli_mge_error(cli_name(o.data), &err);
         goto done;
     }
@@ -1189,7 +1195,7 @@ int main(int argc, char **argv)
         step++;
         double lr = mge_sched_lr(&sched, step);
         mge_train_result r;
-        if ((s = train_step(t, batch, lr, step, &r, &err))) {
+        if ((s = train_step(t, loader, batch, lr, step, &r, &err))) {
             tr_report_clear(&rep);
             if (s == MGE_ERR_NONFINITE)
                 diverged(&o, &to.optim, t, model, &rep, loader, &sched, &err, step, start_step, last_ckpt, bpe);

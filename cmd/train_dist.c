@@ -18,6 +18,12 @@ mge_status train_dist_shard(train_dist *d, const mge_tensor *const *batch, int n
         *out = batch;
         return MGE_OK;
     }
+    if (d->whole > 0) {
+        *rows = d->whole;
+        *share = (double)m / (double)d->whole;
+        *out = batch;
+        return MGE_OK;
+    }
     if (!d->view || d->nin != nin) {
         free(d->view);
         free(d->vp);
@@ -134,8 +140,15 @@ uint64_t train_hash_dataset(const mge_dataset *ds)
         const mge_tensor *t = &ds->t[a];
         h = train_hash_bytes(h, &t->dtype, sizeof t->dtype);
         h = train_hash_bytes(h, t->dims, sizeof(int64_t) * (size_t)t->ndim);
-        if (t->data)
+        if (t->data && !(t->flags & MGE_TENSOR_OWNED) && ds->map && t->nbytes && ds->count > 64) {
+            /* borrowed from the mapped file: hashing it all would read the
+             * whole file on every rank; 64 spread samples catch a different file */
+            size_t row = t->nbytes / (size_t)ds->count;
+            for (int64_t k = 0; k < 64; k++)
+                h = train_hash_bytes(h, (const char *)t->data + row * (size_t)(k * (ds->count - 1) / 63), row);
+        } else if (t->data) {
             h = train_hash_bytes(h, t->data, t->nbytes);
+        }
     }
     return h;
 }

@@ -28,6 +28,8 @@ typedef struct train_dist {
     int sync_bn;             /* --sync-bn (else rank 0's running statistics go to all after each step) */
     int all_failed;          /* the failure is known to every rank (no abort needed) */
     int nin;
+    int64_t whole;           /* > 0: the batch handed to train_dist_shard is already this rank's
+                              * rows of a global batch of that many */
     mge_tensor *view;        /* per input: this rank's rows of the global batch */
     const mge_tensor **vp;
 } train_dist;

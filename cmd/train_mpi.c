@@ -1,7 +1,7 @@
-/* train_mpi.c — mge_comm over MPI for mge-train (compiled with MGE_HAVE_MPI
+/* train_mpi.c — mge_comm over MPI for mge-train and mge-prof --train (compiled with MGE_HAVE_MPI
  * when the Makefile finds mpicc or pkg-config's ompi-c; without it, the
  * stubs at the end refuse a distributed launch clearly). Only this file
- * includes mpi.h, and only mge-train links it.
+ * includes mpi.h, and only those two link it.
  *
  * Every wait is MPI_Test in a loop with a deadline, so a rank that died (or
  * never called the collective) makes the others fail with a message after
@@ -199,8 +199,8 @@ int train_mpi_open(int *argc, char ***argv, double timeout_s, mge_comm **out)
     int n = train_mpi_launched();
     if (n <= 1)
         return 0;
-    cli_error(NULL, "started by an MPI launcher as one of %d ranks, but this mge-train was built without MPI "
-              "(install libopenmpi-dev, rebuild with make)", n);
+    cli_error(NULL, "started by an MPI launcher as one of %d ranks, but this %s was built without MPI "
+              "(install libopenmpi-dev, rebuild with make)", n, cli_prog);
     return -1;
 }
 

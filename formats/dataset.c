@@ -3,6 +3,7 @@
  * dataset_archive.c), binding arrays to model inputs, validation splits.
  * The loader (batches, shuffling, prefetch) is lib/loader.c. */
 #include "internal.h"
+
 #include "unpack.h"
 
 #include <dirent.h>
@@ -10,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 /* Where the Debian package dataset-fashion-mnist installs the files. */
@@ -29,6 +31,7 @@ void mge_dataset_free(mge_dataset *ds)
     free(ds->names);
     free(ds->t);
     free(ds->source);
+    mge_file_unslurp(ds->map, ds->map_n, 1);
     memset(ds, 0, sizeof *ds);
 }
 
@@ -294,13 +297,16 @@ static mge_status load_dir(const char *dir, const char *split, const char *want,
 
 /* ---------------------------------------------------------------- single files */
 
-static mge_status load_stream(const unsigned char *p, size_t n, const char *what, mge_dataset *ds, mge_error *err)
+/* borrow: the records may keep pointing into p (a mapped file) */
+static mge_status load_stream(const unsigned char *p, size_t n, int borrow, const char *what, mge_dataset *ds,
+                              mge_error *err)
 {
     size_t off = 0;
     while (off < n) {
         mge_tensor t;
         size_t used = 0;
-        mge_status s = mge_npy_read_mem(p + off, n - off, &used, &t, err);
+        mge_status s = borrow ? mge_npy_view_mem(p + off, n - off, &used, &t, err)
+                              : mge_npy_read_mem(p + off, n - off, &used, &t, err);
         if (!s)
             s = ds_add(ds, NULL, &t, err);
         mge_tensor_free(&t);
@@ -316,8 +322,8 @@ static mge_status load_stream(const unsigned char *p, size_t n, const char *what
 }
 
 /* packed: the file's size before a gzip layer was undone (unpack.h's limit is relative to it) */
-static mge_status load_content(const char *path, const unsigned char *p, size_t n, uint64_t packed, const char *what,
-                               mge_dataset *ds, mge_error *err)
+static mge_status load_content(const char *path, const unsigned char *p, size_t n, uint64_t packed, int borrow,
+                               const char *what, mge_dataset *ds, mge_error *err)
 {
     mge_status s;
     if (n == 0)
@@ -338,7 +344,7 @@ static mge_status load_content(const char *path, const unsigned char *p, size_t 
         return s ? s : mge_dataset_check(ds, what, err);
     }
     if (mge_npy_is_npy(p, n))
-        return load_stream(p, n, what, ds, err);
+        return load_stream(p, n, borrow, what, ds, err);
     if (mge_npz_is_zip(p, n) && ends_with(path, ".npz")) {
         mge_tlist l = {0};
         s = mge_npz_read_packed(p, n, packed, &l, err);
@@ -375,8 +381,18 @@ static mge_status load_file(const char *path, mge_dataset *ds, mge_error *err)
         char *inner = NULL;
         if (raw && ends_with(path, ".gz"))
             inner = mge_strndup(path, strlen(path) - 3);
-        s = load_content(inner ? inner : path, p, n, fn, what, ds, err);
+        /* an uncompressed NPY file stays mapped: each process of a
+         * data-parallel job then reads only the samples its batches use */
+        int borrow = mapped && !raw && mge_npy_is_npy(p, n);
+        s = load_content(inner ? inner : path, p, n, fn, borrow, what, ds, err);
         free(inner);
+        if (!s && borrow) {
+            /* samples are read in shuffled order: readahead would read other ranks' */
+            madvise(buf, fn, MADV_RANDOM);
+            ds->map = buf;
+            ds->map_n = fn;
+            buf = NULL;
+        }
     }
     free(raw);
     mge_file_unslurp(buf, fn, mapped);
@@ -810,12 +826,23 @@ mge_status mge_dataset_bind(mge_dataset *ds, const mge_graph *g, int nin, const 
                     }
                 dims[i] = ds->t[src[j * per]].dims[i];
             }
-        if ((s = mge_tensor_alloc(&nt[j], v->dtype, v->ndim, dims, err))) {
-            mge_error_prefix(err, "%s: input '%s'", what, v->name);
-            goto fail;
-        }
         if (!(nn[j] = mge_strdup(v->name))) {
             s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+        const mge_tensor *t0 = &ds->t[src[j * per]];
+        if (per == 1 && t0->dtype == v->dtype && !(t0->flags & MGE_TENSOR_OWNED) && t0->data) {
+            /* borrowed from the mapped file and already the input's dtype:
+             * keep borrowing, so only the rows a batch gathers are read */
+            if ((s = mge_tensor_init(&nt[j], v->dtype, v->ndim, dims, err))) {
+                mge_error_prefix(err, "%s: input '%s'", what, v->name);
+                goto fail;
+            }
+            nt[j].data = t0->data;
+            continue;
+        }
+        if ((s = mge_tensor_alloc(&nt[j], v->dtype, v->ndim, dims, err))) {
+            mge_error_prefix(err, "%s: input '%s'", what, v->name);
             goto fail;
         }
         size_t off = 0, es = mge_dtype_size(v->dtype);

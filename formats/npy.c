@@ -396,7 +396,19 @@ static void clear(mge_tensor *t)
     t->q.axis = -1;
 }
 
+static mge_status read_mem(const void *buf, size_t n, size_t *used, mge_tensor *t, int borrow, mge_error *err);
+
 mge_status mge_npy_read_mem(const void *buf, size_t n, size_t *used, mge_tensor *t, mge_error *err)
+{
+    return read_mem(buf, n, used, t, 0, err);
+}
+
+mge_status mge_npy_view_mem(const void *buf, size_t n, size_t *used, mge_tensor *t, mge_error *err)
+{
+    return read_mem(buf, n, used, t, 1, err);
+}
+
+static mge_status read_mem(const void *buf, size_t n, size_t *used, mge_tensor *t, int borrow, mge_error *err)
 {
     const unsigned char *p = buf;
     int lb;
@@ -427,6 +439,17 @@ mge_status mge_npy_read_mem(const void *buf, size_t n, size_t *used, mge_tensor 
     if (n - off < h.nbytes)
         return mge_error_set(err, MGE_ERR_FORMAT, "stream ends inside a record: got %zu of %zu data bytes",
                              n - off, h.nbytes);
+    size_t isz = mge_dtype_size(h.dtype);
+    if (borrow && !h.swap && h.dtype != MGE_BOOL && !(h.fortran && h.ndim > 1) && isz &&
+        (uintptr_t)(p + off) % isz == 0) {
+        /* the bytes as they are in buf: nothing is read until used */
+        if ((s = mge_tensor_init(t, h.dtype, h.ndim, h.dims, err)))
+            return s;
+        t->data = (void *)(p + off);
+        if (used)
+            *used = off + h.nbytes;
+        return MGE_OK;
+    }
     unsigned char *data = mge_aligned_alloc(h.nbytes);
     if (!data)
         return mge_error_set(err, MGE_ERR_NOMEM, "cannot allocate %zu bytes", h.nbytes);

@@ -34,6 +34,8 @@ struct mge_loader {
     int job_slot;
     int64_t ready_batch;       /* batch sitting complete in ready_slot, or -1 */
     int ready_slot;
+    int part, parts;           /* gather only part's rows of each batch (1 part: all) */
+    int64_t last_rows;         /* rows of the whole batch next() handed out last */
 };
 
 static int64_t rows_of(const mge_loader *l, int64_t b)
@@ -46,6 +48,9 @@ static void gather(mge_loader *l, int64_t b, int slot)
 {
     int64_t lo = b * l->batch, rows = rows_of(l, b), longest = 0;
     const mge_dataset *ds = l->ds;
+    /* a part: rows [M*part/parts, M*(part+1)/parts) of the batch's M, the
+     * only ones read; the padded length stays the whole batch's */
+    int64_t plo = rows * l->part / l->parts, phi = rows * (l->part + 1) / l->parts;
     if (ds->lengths) /* variable-length sequences: the batch is as long as its longest */
         for (int64_t i = 0; i < rows; i++) {
             int64_t x = ((const int64_t *)ds->t[ds->n - 1].data)[l->perm[lo + i]];
@@ -61,10 +66,10 @@ static void gather(mge_loader *l, int64_t b, int slot)
             cut = row / (size_t)ds->t[a].dims[1] * (size_t)longest;
             t->dims[1] = longest;
         }
-        for (int64_t i = 0; i < rows; i++)
-            memcpy(dst + (size_t)i * cut, src + (size_t)l->perm[lo + i] * row, cut);
-        t->dims[0] = rows;
-        t->nbytes = (size_t)rows * cut;
+        for (int64_t i = plo; i < phi; i++)
+            memcpy(dst + (size_t)(i - plo) * cut, src + (size_t)l->perm[lo + i] * row, cut);
+        t->dims[0] = phi - plo;
+        t->nbytes = (size_t)(phi - plo) * cut;
     }
 }
 
@@ -132,6 +137,7 @@ mge_status mge_loader_create(const mge_dataset *ds, int64_t batch, int shuffle, 
     l->prefetch = prefetch;
     l->seed = seed;
     l->ready_batch = -1;
+    l->parts = 1;
     mge_status s = MGE_OK;
     l->perm = malloc(sizeof *l->perm * (size_t)ds->count);
     l->row = calloc((size_t)ds->n, sizeof *l->row);
@@ -229,6 +235,7 @@ mge_status mge_loader_next(mge_loader *l, const mge_tensor *const **batch, mge_e
     if (l->next >= l->nbatches)
         return mge_error_set(err, MGE_ERR_EOF, "end of epoch");
     int64_t b = l->next++;
+    l->last_rows = rows_of(l, b);
     if (!l->have_thread) {
         gather(l, b, 0);
         *batch = l->view[0];
@@ -245,6 +252,22 @@ mge_status mge_loader_next(mge_loader *l, const mge_tensor *const **batch, mge_e
     pthread_mutex_unlock(&l->mu);
     *batch = l->view[l->cur];
     return MGE_OK;
+}
+
+mge_status mge_loader_set_part(mge_loader *l, int part, int parts, mge_error *err)
+{
+    if (parts < 1 || part < 0 || part >= parts)
+        return mge_error_set(err, MGE_ERR_INVALID, "loader part %d of %d", part, parts);
+    if (l->started)
+        return mge_error_set(err, MGE_ERR_INVALID, "loader part: set before the first start or next");
+    l->part = part;
+    l->parts = parts;
+    return MGE_OK;
+}
+
+int64_t mge_loader_batch_rows(const mge_loader *l)
+{
+    return l->last_rows;
 }
 
 void mge_loader_free(mge_loader *l)

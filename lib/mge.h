@@ -429,6 +429,10 @@ mge_status mge_model_load_mem(const void *buf, size_t n, const char *base_dir, m
  * records are converted to native C order. */
 mge_status mge_npy_read(FILE *f, mge_tensor *t, mge_error *err);
 mge_status mge_npy_read_mem(const void *buf, size_t n, size_t *used, mge_tensor *t, mge_error *err);
+/* The same, but t borrows buf's bytes (not owned; buf must outlive it) when
+ * they need no change (host byte order, C order, aligned, not bool): a
+ * mapped file is then read only where t is used. Otherwise as read_mem. */
+mge_status mge_npy_view_mem(const void *buf, size_t n, size_t *used, mge_tensor *t, mge_error *err);
 mge_status mge_npy_write(FILE *f, const mge_tensor *t, mge_error *err);
 mge_status mge_npy_write_buf(mge_buf *b, const mge_tensor *t, mge_error *err);
 int mge_npy_is_npy(const void *buf, size_t n);
@@ -692,6 +696,9 @@ typedef struct mge_dataset {
                          * from an array named "lengths"): variable-length sequences */
     unsigned trim;      /* after bind, with lengths: bit j set when input j's dim 1 is a symbol;
                          * the loader cuts that dim to the longest sample of each batch */
+    void *map;          /* an uncompressed NPY file, mapped: arrays may borrow from it, so a
+                         * sample's bytes are read from the file only when a batch uses it */
+    size_t map_n;
 } mge_dataset;
 
 /* Loads a dataset. spec is one of:
@@ -796,6 +803,13 @@ mge_status mge_loader_start(mge_loader *l, int64_t epoch, int64_t first_batch, m
  * next, start or free. MGE_ERR_EOF at the end of the epoch (and after). */
 mge_status mge_loader_next(mge_loader *l, const mge_tensor *const **batch, mge_error *err);
 void mge_loader_free(mge_loader *l);                      /* joins the thread; NULL is fine */
+/* Data parallel: next() hands out only rows [M*part/parts, M*(part+1)/parts)
+ * of each batch of M rows (the same batches and order as one part), and
+ * gathers only those, so with a dataset that borrows from its file (see
+ * mge_dataset) a process reads only its own samples. Before the first
+ * start or next. mge_loader_batch_rows: M of the batch next() handed last. */
+mge_status mge_loader_set_part(mge_loader *l, int part, int parts, mge_error *err);
+int64_t mge_loader_batch_rows(const mge_loader *l);
 
 /* ---------------------------------------------------------------- readers the loader uses */
 

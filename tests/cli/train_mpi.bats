@@ -82,6 +82,32 @@ ddp() {
     assert_line "meta train.batch = 32"
 }
 
+@test "an uncompressed NPY file (read per sample by each rank), uneven last batch: one process's weights (1e-6)" {
+    need_numpy
+    # 1000 = 15 * 64 + 40 samples: the last global batch splits 20 + 20
+    py 'r = np.random.default_rng(3)
+with open(sys.argv[1], "wb") as f:
+    np.save(f, r.random((1000, 1, 28, 28), dtype=np.float32))
+    np.save(f, r.integers(0, 10, 1000).astype(np.int32))' "$T/d.npy"
+    run "${MPIRUN[@]}" -np 2 "$MGE_TRAIN" "$SAMPLES/mlp.mgt" --data "$T/d.npy" --batch 32 --epochs 1 --threads 1 \
+        --momentum 0.9 --check-sync -o "$T/ddp.mge"
+    assert_success
+    "$MGE_TRAIN" "$SAMPLES/mlp.mgt" --data "$T/d.npy" --batch 64 --epochs 1 --threads 1 --momentum 0.9 -o "$T/one.mge"
+    run close "$T/one.mge" "$T/ddp.mge" max 1e-6
+    echo "$output"
+    assert_success
+    # a different file of the same shape is refused at start
+    py 'r = np.random.default_rng(4)
+with open(sys.argv[1], "wb") as f:
+    np.save(f, r.random((1000, 1, 28, 28), dtype=np.float32))
+    np.save(f, r.integers(0, 10, 1000).astype(np.int32))' "$T/e.npy"
+    local args=(--steps 2 --threads 1 -o "$T/x.mge")
+    run "${MPIRUN[@]}" -np 1 "$MGE_TRAIN" "$SAMPLES/mlp.mgt" --data "$T/d.npy" "${args[@]}" : \
+        -np 1 "$MGE_TRAIN" "$SAMPLES/mlp.mgt" --data "$T/e.npy" "${args[@]}"
+    assert_failure
+    assert_output --partial "rank 1 differs from rank 0 in the training data (--data)"
+}
+
 # Adam at eps 1e-4, as tests/oracle/test_train_step.py: at the default 1e-8
 # the update lr * m / (sqrt(v) + eps) of a weight whose gradient is near 0
 # (the MLP's weights of always-black border pixels) is its rounding noise
@@ -338,4 +364,38 @@ AGENT
     run close "$T/one.mge" "$T/ddp.mge" max 1e-6
     echo "$output"
     assert_success
+}
+
+@test "mge-prof --train under mpirun: rank 0 reports each allreduce bucket and the overlap" {
+    MGE_PROF="$MGE_BIN/mge-prof"
+    ldd "$MGE_PROF" | grep -q libmpi || skip "mge-prof built without MPI"
+    run "${MPIRUN[@]}" -np 2 "$MGE_PROF" "$SAMPLES/lenet.mgt" --train --batch 4 --iters 2 --threads 1 --top 3
+    assert_success
+    # one report (rank 0), its bucket table and the overlap line
+    [ "$(grep -c '^allreduce over 2 ranks, per step' <<< "$output")" -eq 1 ]
+    assert_line --regexp '^ +0 +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+$'
+    assert_line --regexp '^ +total +[0-9]+ +[0-9.]+ +[0-9.]+$'
+    assert_line --regexp '^overlapped with the backward pass: [0-9.]+% of the communication time$'
+    # 3 warm-up steps, then 2 unprofiled and 2 profiled ones
+    run --separate-stderr "${MPIRUN[@]}" -np 2 "$MGE_PROF" "$SAMPLES/lenet.mgt" --train --batch 4 --iters 2 --threads 1 --json
+    assert_success
+    # rank 0 only: one JSON document; the buckets add up to the total and
+    # every gradient of the model is in one bucket
+    py 'import json
+d = json.loads(sys.stdin.read()); c = d["comm"]
+assert c["ranks"] == 2 and c["steps"] == 7, c
+assert c["buckets"] and sum(b["bytes"] for b in c["buckets"]) == c["bytes"] > 0, c
+assert abs(sum(b["waited_ms"] for b in c["buckets"]) - c["waited_ms"]) < 1e-3, c
+assert 0 <= c["overlap"] <= 1 and c["in_flight_ms"] >= c["waited_ms"] >= 0, c
+assert sum(b["gradients"] for b in c["buckets"]) == 12, c
+assert sum(r["op"] == "allreduce" for r in d["nodes"]) == 12, [r["op"] for r in d["nodes"]]' <<< "$output"
+}
+
+@test "mge-prof --train as one process: no communication section" {
+    run "$MGE_BIN/mge-prof" "$SAMPLES/lenet.mgt" --train --batch 4 --iters 2 --threads 1
+    assert_success
+    refute_line --partial "allreduce"
+    run --separate-stderr "$MGE_BIN/mge-prof" "$SAMPLES/lenet.mgt" --train --batch 4 --iters 2 --threads 1 --json
+    assert_success
+    py 'import json; d = json.loads(sys.stdin.read()); assert "comm" not in d, d.keys()' <<< "$output"
 }
