@@ -23,13 +23,29 @@ typedef struct ce2_job {
 
 /* Max (NaN wins, as in ref), sum of exp(x - max) and sum of x over a row. */
 CPU_MULTI(ce2_row, (const float *x, int64_t C, float *mx, double *sum, double *tot), (x, C, mx, sum, tot), {
-    float m = -INFINITY;
-    for (int64_t j = 0; j < C; j++) {
-        float v = x[j];
-        m = v > m || v != v ? v : m;
-    }
-    float acc[16] = {0}, t[16] = {0};
+    /* 16 lanes of max and a NaN flag: the compiler vectorizes these, not
+     * the one-accumulator "NaN wins" select */
+    float mk[16], m = -INFINITY;
+    int nk[16] = {0}, nan = 0;
+    for (int k = 0; k < 16; k++)
+        mk[k] = -INFINITY;
     int64_t j = 0;
+    for (; j + 16 <= C; j += 16)
+        for (int k = 0; k < 16; k++) {
+            float v = x[j + k];
+            mk[k] = v > mk[k] ? v : mk[k];
+            nk[k] |= v != v;
+        }
+    for (int k = 0; k < 16; k++)
+        m = mk[k] > m ? mk[k] : m, nan |= nk[k];
+    for (; j < C; j++) {
+        float v = x[j];
+        m = v > m ? v : m;
+        nan |= v != v;
+    }
+    m = nan ? NAN : m;
+    float acc[16] = {0}, t[16] = {0};
+    j = 0;
     for (; j + 16 <= C; j += 16)
         for (int k = 0; k < 16; k++) {
             acc[k] += cpu_expf(x[j + k] - m);
