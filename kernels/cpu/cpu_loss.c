@@ -23,27 +23,19 @@ typedef struct ce2_job {
 
 /* Max (NaN wins, as in ref), sum of exp(x - max) and sum of x over a row. */
 CPU_MULTI(ce2_row, (const float *x, int64_t C, float *mx, double *sum, double *tot), (x, C, mx, sum, tot), {
-    /* 16 lanes of max and a NaN flag: the compiler vectorizes these, not
-     * the one-accumulator "NaN wins" select */
+    /* 16 lanes of max (vmaxps); a NaN among the x makes the sums below NaN
+     * (cpu_expf keeps it), and m is set NaN from them, as "NaN wins" in ref */
     float mk[16], m = -INFINITY;
-    int nk[16] = {0}, nan = 0;
     for (int k = 0; k < 16; k++)
         mk[k] = -INFINITY;
     int64_t j = 0;
     for (; j + 16 <= C; j += 16)
-        for (int k = 0; k < 16; k++) {
-            float v = x[j + k];
-            mk[k] = v > mk[k] ? v : mk[k];
-            nk[k] |= v != v;
-        }
+        for (int k = 0; k < 16; k++)
+            mk[k] = x[j + k] > mk[k] ? x[j + k] : mk[k];
     for (int k = 0; k < 16; k++)
-        m = mk[k] > m ? mk[k] : m, nan |= nk[k];
-    for (; j < C; j++) {
-        float v = x[j];
-        m = v > m ? v : m;
-        nan |= v != v;
-    }
-    m = nan ? NAN : m;
+        m = mk[k] > m ? mk[k] : m;
+    for (; j < C; j++)
+        m = x[j] > m ? x[j] : m;
     float acc[16] = {0}, t[16] = {0};
     j = 0;
     for (; j + 16 <= C; j += 16)
@@ -56,7 +48,7 @@ CPU_MULTI(ce2_row, (const float *x, int64_t C, float *mx, double *sum, double *t
         s += acc[k], tt += t[k];
     for (; j < C; j++)
         s += (double)cpu_expf(x[j] - m), tt += x[j];
-    *mx = m;
+    *mx = s != s ? NAN : m;
     *sum = s;
     *tot = tt;
 })
