@@ -584,6 +584,27 @@ static void test_cpu_ce_nonfinite(void)
     }
 }
 
+/* The planner sizes workspaces before any data is bound: cross_entropy's
+ * cpu kernel must ask for its per-position losses from the shapes alone,
+ * or every planned forward falls back to ref. */
+static void test_cpu_ce_ws_unbound(void)
+{
+    int64_t dims[2] = {64, 10};
+    mge_tensor *x = ranged(2, dims, -1, 1, NULL, 0), *lab = labels(MGE_I32, 64, 10);
+    mge_tensor *in[2] = {x, lab};
+    kcase kc;
+    if (!kcase_make(&kc, MGE_OP_CROSS_ENTROPY, 2, in, 1, 0, NULL))
+        return;
+    const mge_kernel *k = mge_backend_kernel(mge_backend_cpu(), MGE_OP_CROSS_ENTROPY, MGE_F32);
+    mge_tensor ux = *x, ul = *lab, uo = *kc.out[0];
+    ux.data = NULL, ul.data = NULL, uo.data = NULL;
+    mge_tensor *uin[2] = {&ux, &ul}, *uout[1] = {&uo};
+    size_t ws = k && k->ws ? k->ws(&kc.g->nodes[kc.node], uin, uout, 1) : 0;
+    CHECK_MSG(ws >= sizeof(double) * 64, "cross_entropy cpu workspace without data: %zu bytes, want >= %zu", ws,
+              sizeof(double) * 64);
+    kcase_free(&kc);
+}
+
 static void test_cpu_losses(void)
 {
     static const int64_t shapes[][2] = {{1, 1}, {7, 10}, {64, 10}, {300, 1000}, {5, 3}};
@@ -717,6 +738,7 @@ int main(int argc, char **argv)
     RUN(test_cpu_sum_to);
     RUN(test_cpu_losses);
     RUN(test_cpu_ce_nonfinite);
+    RUN(test_cpu_ce_ws_unbound);
     RUN(test_minmax_ties);
     RUN(test_bad_label);
     RUN(test_infer_errors);
