@@ -16,8 +16,8 @@
  *   KA KB KTH KLO KHI   the parameters: alpha, beta, threshold, min, max
  * No commas inside an expression (they are macro arguments); no function
  * of two arguments. Every expression is branch-free, so the cpu loops
- * vectorize (the libm calls stay scalar: tanh, erf, expm1, log1p, log,
- * sin, cos; the hot ones use cpu_expf). The cpu expressions of the older
+ * vectorize (the libm calls stay scalar: log1p, log, sin, cos; exp,
+ * expm1, tanh and erf are cpu_act.h's polynomials). The cpu expressions of the older
  * activations are the exact ones their loops had, so results keep their
  * bits and speed.
  *

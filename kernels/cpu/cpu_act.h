@@ -11,8 +11,9 @@
  * fused node computes the same bits as its unfused chain of conv2d, add
  * and the activation on the same cpu kernels. Vectorized like cpu.h's hot
  * loops: an AVX2+FMA and a baseline copy, picked at run time; exp and
- * expm1 are the branch-free polynomials below (elu, selu, mish, sigmoid
- * and silu vectorize), tanh, erf, log1p, log, sin and cos call libm. */
+ * expm1, erf and tanh are the branch-free approximations below (elu,
+ * selu, mish, sigmoid, silu, gelu, tanh and erf vectorize); log1p, log,
+ * sin and cos call libm. */
 #ifndef MGE_CPU_ACT_H
 #define MGE_CPU_ACT_H
 
@@ -33,14 +34,54 @@ static inline CPU_BASE float cpu_expm1f(float x)
     return fabsf(x) < 0.5f ? p : e;
 }
 
+/* erf for vectorized loops (gelu, gelu_grad, erf): x P(x^2) for |x| < 1,
+ * else 1 - exp(-x^2) Q(1 / (1 + |x|/2)) with the sign put back (least-
+ * squares fits in double: 4e-8 and 4e-11 absolute; past |x| = 3.92 erf is
+ * 1 in float, so |x| is clamped at 4 to keep every lane finite). Max error
+ * against libm's double erf: test_act_approx. Branch-free; keeps -0 and
+ * NaN, gives +-1 at +-inf. */
+static inline CPU_BASE float cpu_erff(float x)
+{
+    float a = fabsf(x), s = x * x;
+    float p = x * (1.12837915f + s * (-0.376124147f + s * (0.112807889f + s * (-0.0267269875f +
+              s * (0.00493451669f + s * -0.000569670552f)))));
+    float z = a < 4.0f ? a : 4.0f;
+    float t = 1.0f / (1.0f + 0.5f * z);
+    float q = 0.00183919502f + t * (0.259557286f + t * (0.397292168f + t * (-0.0652959766f +
+              t * (0.637389837f + t * -0.231042242f))));
+    float r = 1.0f - cpu_expf(-z * z) * q;
+    r = x < 0.0f ? -r : r;
+    r = a < 1.0f ? p : r;
+    return x != x ? x : r;
+}
+
+/* tanh for vectorized loops (tanh, the RNN gates, mish's derivative):
+ * x + x^3 P(x^2) for |x| < 0.625 (a least-squares fit, 2e-10 relative),
+ * else 1 - 2 / (exp(2|x|) + 1) with the sign put back; |x| is clamped at
+ * 10, where tanh is already 1 in float. Exact sign, saturates to +-1,
+ * keeps -0 and NaN. */
+static inline CPU_BASE float cpu_tanhf(float x)
+{
+    float a = fabsf(x), s = x * x;
+    float p = x + x * s * (-0.333332852f + s * (0.133315127f + s * (-0.0537446636f + s * (0.0206531408f +
+              s * -0.00571897886f))));
+    float z = a < 10.0f ? a : 10.0f;
+    float r = 1.0f - 2.0f / (cpu_expf(2.0f * z) + 1.0f);
+    r = x < 0.0f ? -r : r;
+    r = a < 0.625f ? p : r;
+    /* tanh(x) is x in float below 2^-12; this also keeps -0 (p gives +0) */
+    r = a < 0x1p-12f ? x : r;
+    return x != x ? x : r;
+}
+
 /* kact.h's names in float (the parameters from KACT_CPU_BEGIN's locals) */
 #define KC(c) ((float)(c))
 #define KEXP cpu_expf
 #define KEXPM1 cpu_expm1f
 #define KLOG logf
 #define KLOG1P log1pf
-#define KTANH tanhf
-#define KERF erff
+#define KTANH cpu_tanhf
+#define KERF cpu_erff
 #define KSQRT sqrtf
 #define KFABS fabsf
 #define KFLOOR floorf

@@ -23,13 +23,21 @@ typedef struct ce2_job {
 
 /* Max (NaN wins, as in ref), sum of exp(x - max) and sum of x over a row. */
 CPU_MULTI(ce2_row, (const float *x, int64_t C, float *mx, double *sum, double *tot), (x, C, mx, sum, tot), {
-    float m = -INFINITY;
-    for (int64_t j = 0; j < C; j++) {
-        float v = x[j];
-        m = v > m || v != v ? v : m;
-    }
-    float acc[16] = {0}, t[16] = {0};
+    /* 16 lanes of max (vmaxps); a NaN among the x makes the sums below NaN
+     * (cpu_expf keeps it), and m is set NaN from them, as "NaN wins" in ref */
+    float mk[16], m = -INFINITY;
+    for (int k = 0; k < 16; k++)
+        mk[k] = -INFINITY;
     int64_t j = 0;
+    for (; j + 16 <= C; j += 16)
+        for (int k = 0; k < 16; k++)
+            mk[k] = x[j + k] > mk[k] ? x[j + k] : mk[k];
+    for (int k = 0; k < 16; k++)
+        m = mk[k] > m ? mk[k] : m;
+    for (; j < C; j++)
+        m = x[j] > m ? x[j] : m;
+    float acc[16] = {0}, t[16] = {0};
+    j = 0;
     for (; j + 16 <= C; j += 16)
         for (int k = 0; k < 16; k++) {
             acc[k] += cpu_expf(x[j + k] - m);
@@ -40,7 +48,7 @@ CPU_MULTI(ce2_row, (const float *x, int64_t C, float *mx, double *sum, double *t
         s += acc[k], tt += t[k];
     for (; j < C; j++)
         s += (double)cpu_expf(x[j] - m), tt += x[j];
-    *mx = m;
+    *mx = s != s ? NAN : m;
     *sum = s;
     *tot = tt;
 })
@@ -162,11 +170,18 @@ static void ce2_setup(const mge_node *n, const mge_tensor *x, const mge_tensor *
     j->eps = mge_node_float(n, MGE_KEY_label_smoothing, 0);
 }
 
+/* From the shapes alone: the planner asks before any data is bound (a
+ * data check here sent every forward to ref for want of workspace). */
 static size_t ce2_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int threads)
 {
-    int64_t np;
-    if (ce2_fits(in[0], in[1], &np))
-        return sizeof(double) * (size_t)(np > 0 ? np : 1);
+    const mge_tensor *x = in[0], *lab = in[1];
+    int ok = x->dtype == MGE_F32 && x->ndim >= 2 && (lab->dtype == MGE_I32 || lab->dtype == MGE_I64) &&
+             lab->ndim == x->ndim - 1;
+    if (ok) {
+        int64_t np = mge_tensor_numel(lab);
+        size_t want = sizeof(double) * (size_t)(np > 0 ? np : 1), ref = cpu_ref_ws(n, in, out, threads);
+        return want > ref ? want : ref;
+    }
     return cpu_ref_ws(n, in, out, threads);
 }
 

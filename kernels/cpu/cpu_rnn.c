@@ -297,7 +297,7 @@ static void bwd_dir(void *arg, int64_t d, int thread)
                 float dhv = dhb[j] + dy[j];
                 if (!r->gru) {
                     float ig = g[j], fg = g[H + j], gg = g[2 * H + j], og = g[3 * H + j];
-                    float tc = tanhf(ct[j]);
+                    float tc = cpu_tanhf(ct[j]);
                     float dct = dcb[j] + dhv * og * (1.0f - tc * tc);
                     da[j] = dct * gg * ig * (1.0f - ig);
                     da[H + j] = dct * cp[j] * fg * (1.0f - fg);

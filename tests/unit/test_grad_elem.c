@@ -540,6 +540,71 @@ static void ce_check(int op, int nin, mge_tensor **in, int64_t N, int64_t C, mge
     kcase_free(&kc);
 }
 
+/* cross_entropy rows holding NaN (past the first 16 lanes), +inf, or only
+ * -inf, and a clean row: the cpu kernels give NaN exactly where ref does
+ * (the loss; each gradient element) and agree elsewhere. */
+static void test_cpu_ce_nonfinite(void)
+{
+    int64_t dims[2] = {4, 37};
+    for (int grad = 0; grad < 2; grad++) {
+        mge_tensor *x = ranged(2, dims, -5, 5, NULL, 0), *lab = labels(MGE_I32, 4, 37);
+        float *xv = x->data;
+        xv[0 * 37 + 20] = NAN;
+        xv[1 * 37 + 3] = INFINITY;
+        for (int c = 0; c < 37; c++)
+            xv[2 * 37 + c] = -INFINITY;
+        mge_tensor *dy = new_tensor(MGE_F32, 0, NULL);
+        *(float *)dy->data = 1.0f;
+        mge_tensor *in3[3] = {dy, x, lab};
+        kcase kc;
+        int ok = grad ? kcase_make(&kc, MGE_OP_CROSS_ENTROPY_GRAD, 3, in3, 1, 0, NULL)
+                      : kcase_make(&kc, MGE_OP_CROSS_ENTROPY, 2, in3 + 1, 1, 0, NULL);
+        if (!grad)
+            free_tensor(dy);
+        if (!ok)
+            continue;
+        mge_tensor *want = new_tensor(kc.out[0]->dtype, kc.out[0]->ndim, kc.out[0]->dims);
+        mge_tensor *got = new_tensor(kc.out[0]->dtype, kc.out[0]->ndim, kc.out[0]->dims);
+        mge_error err = {0};
+        CHECK_OK(krun(mge_backend_ref(), NULL, 0, &kc, kc.in, &want, &err), err);
+        CHECK_OK(krun(mge_backend_cpu(), NULL, 0, &kc, kc.in, &got, &err), err);
+        const float *w = want->data, *g = got->data;
+        int64_t n = mge_tensor_numel(want), bad = 0, nans = 0;
+        for (int64_t i = 0; i < n; i++) {
+            nans += isnan(w[i]) != 0;
+            if (isnan(w[i]) != isnan(g[i]) || (!isnan(w[i]) && fabs((double)w[i] - g[i]) > 1e-5 * (1 + fabs(w[i]))))
+                bad++;
+        }
+        CHECK_MSG(nans > 0, "cross_entropy%s: ref gives no NaN", grad ? "_grad" : "");
+        CHECK_MSG(bad == 0, "cross_entropy%s with NaN/inf logits: %lld of %lld elements differ from ref",
+                  grad ? "_grad" : "", (long long)bad, (long long)n);
+        free_tensor(want);
+        free_tensor(got);
+        kcase_free(&kc);
+    }
+}
+
+/* The planner sizes workspaces before any data is bound: cross_entropy's
+ * cpu kernel must ask for its per-position losses from the shapes alone,
+ * or every planned forward falls back to ref. */
+static void test_cpu_ce_ws_unbound(void)
+{
+    int64_t dims[2] = {64, 10};
+    mge_tensor *x = ranged(2, dims, -1, 1, NULL, 0), *lab = labels(MGE_I32, 64, 10);
+    mge_tensor *in[2] = {x, lab};
+    kcase kc;
+    if (!kcase_make(&kc, MGE_OP_CROSS_ENTROPY, 2, in, 1, 0, NULL))
+        return;
+    const mge_kernel *k = mge_backend_kernel(mge_backend_cpu(), MGE_OP_CROSS_ENTROPY, MGE_F32);
+    mge_tensor ux = *x, ul = *lab, uo = *kc.out[0];
+    ux.data = NULL, ul.data = NULL, uo.data = NULL;
+    mge_tensor *uin[2] = {&ux, &ul}, *uout[1] = {&uo};
+    size_t ws = k && k->ws ? k->ws(&kc.g->nodes[kc.node], uin, uout, 1) : 0;
+    CHECK_MSG(ws >= sizeof(double) * 64, "cross_entropy cpu workspace without data: %zu bytes, want >= %zu", ws,
+              sizeof(double) * 64);
+    kcase_free(&kc);
+}
+
 static void test_cpu_losses(void)
 {
     static const int64_t shapes[][2] = {{1, 1}, {7, 10}, {64, 10}, {300, 1000}, {5, 3}};
@@ -672,6 +737,8 @@ int main(int argc, char **argv)
     RUN(test_cpu_act_grads);
     RUN(test_cpu_sum_to);
     RUN(test_cpu_losses);
+    RUN(test_cpu_ce_nonfinite);
+    RUN(test_cpu_ce_ws_unbound);
     RUN(test_minmax_ties);
     RUN(test_bad_label);
     RUN(test_infer_errors);
