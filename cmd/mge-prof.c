@@ -95,8 +95,7 @@ static void help(void)
            "Examples:\n"
            "  mge-prof net.mge --batch 8                    # time per node, GFLOP/s, bytes moved\n"
            "  mge-prof net.mge --batch 8 --by-op --top 5    # the five most expensive ops\n"
-           "  mge-prof net.mge --batch 8 --train --trace step.json   # a training step, for ui.perfetto.dev\n"
-           "  mpirun -np 2 mge-prof net.mgt --batch 8 --train      # its communication over 2 ranks\n",
+           "  mge-prof net.mge --batch 8 --train --trace step.json   # a training step, for ui.perfetto.dev\n",
            cli_prog, WARMUP);
 }
 
