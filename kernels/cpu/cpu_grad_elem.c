@@ -1,5 +1,5 @@
 /* cpu_grad_elem.c — fast f32 kernels of the elementwise and loss gradient
- * ops, and of the cross_entropy forward:
+ * ops (cross_entropy's forward and gradient are in cpu_loss.c):
  *   - the activation grads and dropout_grad: one vectorized loop (cpu.h's
  *     CPU_MULTI: AVX2+FMA or baseline), split over the pool by elements;
  *     each element is independent, so any split gives the same bits;
@@ -7,8 +7,6 @@
  *     [N,C] -> [C], conv bias [N,C,H,W] -> [C,1,1], a scalar, ...): partial
  *     sums over blocks whose bounds depend on the shapes only, combined in a
  *     fixed order, so the result does not depend on the thread count;
- *   - cross_entropy and cross_entropy_grad on [N,C] logits: rows in
- *     parallel, the forward's per-row losses summed in row order;
  *   - mse_grad.
  * Other shapes and dtypes fall back to the ref kernels. */
 #include "cpu.h"
@@ -310,147 +308,6 @@ static mge_status cpu_sum_to(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     return MGE_OK;
 }
 
-/* ---------------------------------------------------------------- cross_entropy */
-
-/* Labels checked up front, with the ref kernels' message. */
-static mge_status ce_labels(const mge_kctx *ctx, const mge_node *n, const mge_tensor *lab, int64_t N, int64_t C,
-                            mge_error *err)
-{
-    for (int64_t i = 0; i < N; i++) {
-        int64_t c = lab->dtype == MGE_I32 ? ((const int32_t *)lab->data)[i] : ((const int64_t *)lab->data)[i];
-        if (c < 0 || c >= C)
-            return mge_error_set(err, MGE_ERR_INVALID, "%s: label[%lld] = %lld is outside the classes [0, %lld)",
-                                 mge_kctx_opname(ctx, n), (long long)i, (long long)c, (long long)C);
-    }
-    return MGE_OK;
-}
-
-/* f32 [N,C] logits with i32/i64 [N] labels; 0 sends the case to ref. */
-static int ce_fits(const mge_tensor *x, const mge_tensor *lab)
-{
-    return x->dtype == MGE_F32 && x->ndim == 2 && x->dims[1] >= 1 && (lab->dtype == MGE_I32 || lab->dtype == MGE_I64) &&
-           lab->ndim == 1 && lab->dims[0] == x->dims[0];
-}
-
-/* Row max (NaN wins, as in ref) and sum of exp(x - max) in double.
- * When e is not NULL, it receives exp(x - max). */
-CPU_MULTI(ce_row, (const float *x, int64_t C, float *e, float *mx, double *sum), (x, C, e, mx, sum), {
-    float m = -INFINITY;
-    for (int64_t j = 0; j < C; j++) {
-        float v = x[j];
-        m = v > m || v != v ? v : m;
-    }
-    double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int64_t j = 0;
-    if (e) {
-        for (int64_t k = 0; k < C; k++)
-            e[k] = cpu_expf(x[k] - m);
-        for (; j + 8 <= C; j += 8)
-            for (int k = 0; k < 8; k++)
-                acc[k] += (double)e[j + k];
-    } else {
-        for (; j + 8 <= C; j += 8)
-            for (int k = 0; k < 8; k++)
-                acc[k] += (double)cpu_expf(x[j + k] - m);
-    }
-    double s = 0;
-    for (int k = 0; k < 8; k++)
-        s += acc[k];
-    for (; j < C; j++)
-        s += (double)(e ? e[j] : cpu_expf(x[j] - m));
-    *mx = m;
-    *sum = s;
-})
-
-CPU_MULTI(ce_scale, (float *y, int64_t C, float s), (y, C, s), {
-    for (int64_t j = 0; j < C; j++)
-        y[j] *= s;
-})
-
-typedef struct ce_job {
-    const float *x;
-    const void *lab;
-    int lab64;
-    int64_t C;
-    double *loss;   /* forward: per-row losses */
-    float *y;       /* grad: output */
-    double scale;   /* grad: dy / N */
-} ce_job;
-
-static int64_t ce_label(const ce_job *j, int64_t i)
-{
-    return j->lab64 ? ((const int64_t *)j->lab)[i] : ((const int32_t *)j->lab)[i];
-}
-
-static void ce_fwd_task(void *a, int64_t r0, int64_t r1, int thread)
-{
-    const ce_job *j = a;
-    for (int64_t i = r0; i < r1; i++) {
-        const float *x = j->x + i * j->C;
-        float m;
-        double s;
-        ce_row(x, j->C, NULL, &m, &s);
-        j->loss[i] = -((double)x[ce_label(j, i)] - (double)m - log(s));
-    }
-}
-
-static void ce_grad_task(void *a, int64_t r0, int64_t r1, int thread)
-{
-    const ce_job *j = a;
-    for (int64_t i = r0; i < r1; i++) {
-        float *y = j->y + i * j->C, m;
-        double s;
-        ce_row(j->x + i * j->C, j->C, y, &m, &s);
-        ce_scale(y, j->C, (float)(j->scale / s));
-        y[ce_label(j, i)] -= (float)j->scale;
-    }
-}
-
-static size_t cpu_ce_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int threads)
-{
-    if (ce_fits(in[0], in[1]))
-        return sizeof(double) * (size_t)in[0]->dims[0];
-    return cpu_ref_ws(n, in, out, threads);
-}
-
-static mge_status cpu_ce(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
-                         mge_error *err)
-{
-    const mge_tensor *x = in[0], *lab = in[1];
-    int64_t N = x->ndim == 2 ? x->dims[0] : 0;
-    if (!ce_fits(x, lab) || out[0]->dtype != MGE_F32 || mge_tensor_numel(out[0]) != 1 ||
-        ctx->ws_size < sizeof(double) * (size_t)N)
-        return cpu_fallback(ctx, n, in, out, err);
-    int64_t C = x->dims[1];
-    mge_status st = ce_labels(ctx, n, lab, N, C, err);
-    if (st)
-        return st;
-    ce_job j = {x->data, lab->data, lab->dtype == MGE_I64, C, ctx->ws, NULL, 0};
-    cpu_parallel(ctx, N, C >= CPU_GRAIN / 8 ? 1 : CPU_GRAIN / 8 / C, ce_fwd_task, &j);
-    double total = 0;
-    for (int64_t i = 0; i < N; i++)
-        total += j.loss[i];
-    ((float *)out[0]->data)[0] = (float)(N ? total / (double)N : NAN);
-    return MGE_OK;
-}
-
-static mge_status cpu_ce_grad(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
-                              mge_tensor *const *out, mge_error *err)
-{
-    const mge_tensor *dy = in[0], *x = in[1], *lab = in[2];
-    if (!ce_fits(x, lab) || dy->dtype != MGE_F32 || mge_tensor_numel(dy) != 1 || out[0]->dtype != MGE_F32 ||
-        !mge_tensor_same_shape(out[0], x))
-        return cpu_fallback(ctx, n, in, out, err);
-    int64_t N = x->dims[0], C = x->dims[1];
-    mge_status st = ce_labels(ctx, n, lab, N, C, err);
-    if (st)
-        return st;
-    ce_job j = {x->data, lab->data, lab->dtype == MGE_I64, C, NULL, out[0]->data, 0};
-    j.scale = N ? (double)((const float *)dy->data)[0] / (double)N : 0;
-    cpu_parallel(ctx, N, C >= CPU_GRAIN / 8 ? 1 : CPU_GRAIN / 8 / C, ce_grad_task, &j);
-    return MGE_OK;
-}
-
 /* ---------------------------------------------------------------- mse_grad */
 
 CPU_MULTI(mse_loop, (const float *a, const float *b, float s, float *y, int64_t n), (a, b, s, y, n), {
@@ -492,7 +349,5 @@ void mge_cpu_register_grad_elem(mge_backend *b)
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
         b->k[acts[i]][MGE_F32] = (mge_kernel){cpu_act_grad, cpu_ref_ws};
     b->k[MGE_OP_SUM_TO][MGE_F32] = (mge_kernel){cpu_sum_to, cpu_sum_to_ws};
-    b->k[MGE_OP_CROSS_ENTROPY][MGE_F32] = (mge_kernel){cpu_ce, cpu_ce_ws};
-    b->k[MGE_OP_CROSS_ENTROPY_GRAD][MGE_F32] = (mge_kernel){cpu_ce_grad, cpu_ref_ws};
     b->k[MGE_OP_MSE_GRAD][MGE_F32] = (mge_kernel){cpu_mse_grad, cpu_ref_ws};
 }
