@@ -20,9 +20,9 @@ CFLAGS   ?= $(OPT) -g
 WARN     := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes
 # images: libpng and libjpeg(-turbo), found with pkg-config (formats/image.c)
 IMG_PKGS := libpng libjpeg
-BASEFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -pthread -Ilib -Ikernels -Iformats \
+BASEFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -pthread -Ilib -Ikernels -Iformats -Ibuild/gen \
              -I/usr/include/x86_64-linux-gnu/openblas-pthread $(shell pkg-config --cflags $(IMG_PKGS))
-LDLIBS   := -lopenblas -larchive -lz $(shell pkg-config --libs $(IMG_PKGS)) -lm -ldl -pthread
+LDLIBS   := -lprotobuf-c -lopenblas -larchive -lz $(shell pkg-config --libs $(IMG_PKGS)) -lm -ldl -pthread
 
 # MPI (mge-train's data-parallel mode): found with mpicc or pkg-config's
 # ompi-c; MPI=0 builds without it. Only cmd/train_mpi.c includes mpi.h and
@@ -51,7 +51,11 @@ endif
 ALLCFLAGS := $(BASEFLAGS) $(WARN) $(CFLAGS) $(SANFLAGS)
 ALLLDFLAGS := $(SANFLAGS) $(LDFLAGS)
 
-LIB_SRC  := $(sort $(wildcard lib/*.c formats/*.c kernels/ref/*.c kernels/cpu/*.c kernels/sim/*.c))
+# ONNX (formats/onnx*.c): Debian's schema (libonnx-dev) compiled by
+# protoc-c (protobuf-c-compiler) at build time, never committed
+ONNX_PROTO ?= /usr/include/onnx/onnx.proto
+GEN_SRC  := build/gen/onnx.pb-c.c
+LIB_SRC  := $(sort $(wildcard lib/*.c formats/*.c kernels/ref/*.c kernels/cpu/*.c kernels/sim/*.c)) $(GEN_SRC)
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o)
 TOOLS    := mge-run mge-dump mge-opt mge-train mge-quant mge-bench mge-prof
 TOOL_SRC := $(filter $(TOOLS:%=cmd/%.c),$(wildcard cmd/*.c))
@@ -68,6 +72,13 @@ all: $(B)/libmge.a $(if $(SANITIZE),,$(B)/libmge.so) $(TOOL_BIN)
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALLCFLAGS) -MMD -MP -c $< -o $@
+
+build/gen/onnx.pb-c.c build/gen/onnx.pb-c.h &: $(ONNX_PROTO)
+	@mkdir -p build/gen
+	protoc-c --c_out=build/gen -I$(dir $(ONNX_PROTO)) $(ONNX_PROTO)
+# every ONNX file includes the generated header
+$(patsubst %.c,$(B)/%.o,$(wildcard formats/onnx*.c)): | build/gen/onnx.pb-c.h
+$(patsubst %.c,build/fuzz/%.o,$(wildcard formats/onnx*.c)): | build/gen/onnx.pb-c.h
 
 # The fast kernels never read errno: without this GCC keeps a sqrtf call
 # per element (errno for negative inputs) and cannot vectorize sqrt loops;
@@ -198,8 +209,8 @@ COMPLETIONS := $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 # libarchive. libxml-2.0 is named because libarchive.pc lists -lxml2 but
 # not what libxml2.a needs in turn (ICU), and -lstdc++ because ICU is C++
 # and icu-uc.pc does not say so. Evaluated by install only.
-PC_LIBS_PRIVATE = $(shell pkg-config --static --libs openblas libarchive libxml-2.0 zlib libpng libjpeg 2>/dev/null || \
-                    echo -lopenblas -larchive -lz -lpng16 -ljpeg) -lstdc++ -lm -ldl -pthread
+PC_LIBS_PRIVATE = $(shell pkg-config --static --libs libprotobuf-c openblas libarchive libxml-2.0 zlib libpng libjpeg 2>/dev/null || \
+                    echo -lprotobuf-c -lopenblas -larchive -lz -lpng16 -ljpeg) -lstdc++ -lm -ldl -pthread
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/mge \
 	  $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man3 $(DESTDIR)$(PREFIX)/share/man/man5 \

@@ -489,6 +489,7 @@ int cli_model_load_printed(const char *path, mge_graph **g, int *printed)
         cli_mge_error(cli_name(path), &err);
         return -1;
     }
+    cli_import_warnings(cli_name(path), *g);
     if ((*g)->nvalues == 0) {
         cli_error(cli_name(path), "no model here (the input is empty)");
         mge_graph_free(*g);
@@ -496,6 +497,27 @@ int cli_model_load_printed(const char *path, mge_graph **g, int *printed)
         return -1;
     }
     return 0;
+}
+
+void cli_import_warnings(const char *where, mge_graph *g)
+{
+    for (int i = 0; i < g->nmeta; i++) {
+        if (strcmp(g->meta[i].key, "onnx.warnings") != 0)
+            continue;
+        const char *p = g->meta[i].value;
+        while (p && *p) {
+            const char *e = strchr(p, '\n');
+            int len = e ? (int)(e - p) : (int)strlen(p);
+            if (len)
+                cli_warn(where, "%.*s", len, p);
+            p += len + (e ? 1 : 0);
+        }
+        free(g->meta[i].key);
+        free(g->meta[i].value);
+        memmove(&g->meta[i], &g->meta[i + 1], sizeof *g->meta * (size_t)(g->nmeta - i - 1));
+        g->nmeta--;
+        return;
+    }
 }
 
 int cli_model_load(const char *path, mge_graph **g)

@@ -100,6 +100,10 @@ int cli_model_load_printed(const char *path, mge_graph **g, int *printed);
 /* The warning for such a text whose uninit parameters were just
  * initialized at random: trained weights are easy to lose this way. */
 void cli_warn_printed(const char *where, int uninit, uint64_t seed);
+/* Prints the warnings an import left in the metadata (onnx.warnings: an
+ * ONNX output whose declared shape disagrees, ...) and drops the key, so
+ * they are said once and not written into the models made from it. */
+void cli_import_warnings(const char *where, mge_graph *g);
 /* Before reading path "-": stdin on a terminal would wait silently for
  * typed bytes, so it is refused, saying so and how to give the input
  * (hint; NULL: "give a FILE or redirect stdin"); after -f it is read, with

@@ -744,7 +744,7 @@ int main(int argc, char **argv)
 
     mge_file_kind kind = mge_sniff_kind(buf, n < MGE_SNIFF_BYTES ? n : MGE_SNIFF_BYTES);
     if (kind != MGE_KIND_UNKNOWN && kind != MGE_KIND_EMPTY && kind != MGE_KIND_MGE && kind != MGE_KIND_NPY &&
-        kind != MGE_KIND_NPZ && kind != MGE_KIND_ZIP) {
+        kind != MGE_KIND_NPZ && kind != MGE_KIND_ZIP && kind != MGE_KIND_ONNX) {
         /* what it is and how to get something mge-dump reads: weights files
          * get the .npz recipe, the rest the model advice */
         int weights = kind == MGE_KIND_TORCH || kind == MGE_KIND_PICKLE || kind == MGE_KIND_SAFETENSORS;
@@ -802,6 +802,7 @@ int main(int argc, char **argv)
         cli_mge_error(where, &err);
         goto done;
     }
+    cli_import_warnings(where, g);
     model_info mi = {0};
     {
         int64_t syms[MGE_MAX_SYMS];

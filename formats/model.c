@@ -125,6 +125,8 @@ static mge_status load_mem(const void *buf, size_t n, const char *base_dir, int 
     *g = NULL;
     if (mge_file_is_mge(buf, n))
         return mge_file_read(buf, n, borrow, g, err);
+    if (mge_sniff_kind(buf, n) == MGE_KIND_ONNX)
+        return mge_onnx_read(buf, n, base_dir, g, err);
     /* bytes that are clearly some other kind of file get a message saying
      * so instead of a text-form syntax error about their first byte */
     mge_status s = mge_sniff_check(buf, n, MGE_SNIFF_MODEL, name, err);
@@ -157,7 +159,8 @@ mge_status mge_model_load(const char *path, mge_graph **g, mge_error *err)
             return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
         }
     }
-    s = load_mem(buf, n, dir ? dir : ".", mapped, path, g, err);
+    /* stdin: an ONNX model's external data has no folder to come from */
+    s = load_mem(buf, n, strcmp(path, "-") == 0 ? NULL : dir ? dir : ".", mapped, path, g, err);
     free(dir);
     if (s == MGE_OK && mapped && mge_file_is_mge(buf, n)) {
         /* the weights may point into it */

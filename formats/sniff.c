@@ -177,8 +177,7 @@ static mge_status refuse_model(mge_file_kind k, const char *f, mge_error *err)
         return mge_error_set(err, MGE_ERR_UNSUPPORTED, "this is %s, not a model: mge reads no pickles; "
                              "save the weights with numpy, " TORCH_TO_NPZ ", then " TEXT_THEN_BIND, what, f);
     case MGE_KIND_ONNX:
-        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "this looks like an ONNX model: mge cannot import ONNX yet; "
-                             "meanwhile save its weights with numpy, " ONNX_TO_NPZ ", then " TEXT_THEN_BIND, f);
+        return MGE_OK; /* every model reader takes ONNX (formats/onnx_read.c) */
     case MGE_KIND_SAFETENSORS:
         return mge_error_set(err, MGE_ERR_UNSUPPORTED, "this looks like a safetensors file (weights, not a model): "
                              "save them as .npz, " ST_TO_NPZ ", then " TEXT_THEN_BIND, f);
@@ -215,8 +214,8 @@ static mge_status refuse_weights(mge_file_kind k, const char *f, mge_error *err)
         return mge_error_set(err, MGE_ERR_UNSUPPORTED, "this is %s, not an .npz: mge reads no pickles; save the "
                              "state_dict with numpy instead: " TORCH_TO_NPZ, what, f);
     case MGE_KIND_ONNX:
-        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "this looks like an ONNX model, not an .npz: mge cannot "
-                             "import ONNX yet; save its weights with numpy: " ONNX_TO_NPZ, f);
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "this looks like an ONNX model, not an .npz: use the model "
+                             "itself (every mge tool reads .onnx), or save its weights with numpy: " ONNX_TO_NPZ, f);
     case MGE_KIND_SAFETENSORS:
         return mge_error_set(err, MGE_ERR_UNSUPPORTED, "this looks like a safetensors file, not an .npz: "
                              "convert it with numpy: " ST_TO_NPZ, f);

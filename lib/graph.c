@@ -64,7 +64,7 @@ static int nodes_index(mge_graph *g)
         nm->nslot = NULL;
         nm->ncap = nm->nindexed = 0;
     }
-    if (g->nnodes * 2 > nm->ncap) {
+    if (g->nnodes * 2 > nm->ncap || !nm->nslot) { /* also before the first node */
         int cap = nm->ncap ? nm->ncap : 64;
         while (g->nnodes * 2 > cap)
             cap *= 2;

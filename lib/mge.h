@@ -415,6 +415,11 @@ mge_status mge_file_read(const void *buf, size_t n, int borrow, mge_graph **g, m
 int mge_file_is_mge(const void *buf, size_t n);   /* signature check */
 
 /* Text form (man/man5/mge-text.5). base_dir resolves `weights "FILE"`. */
+/* ONNX (formats/onnx_read.c, onnx_write.c): a ModelProto into a graph
+ * (dir: where external data lives, NULL refuses it; import warnings land in
+ * the metadata key onnx.warnings), and an inference graph as ONNX. */
+mge_status mge_onnx_read(const void *buf, size_t n, const char *dir, mge_graph **g, mge_error *err);
+mge_status mge_onnx_write(const mge_graph *g, mge_buf *out, mge_error *err);
 mge_status mge_text_parse(const char *src, size_t n, const char *base_dir, mge_graph **g, mge_error *err);
 mge_status mge_text_print(const mge_graph *g, mge_buf *out, mge_error *err);
 

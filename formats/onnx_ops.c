@@ -1,0 +1,16 @@
+/* onnx_ops.c — which converter an ONNX op_type has: the tables of the
+ * onnx_ops_<group>.c files, searched in order (core, shape, nn, math). */
+#include "onnx.h"
+
+#include <string.h>
+
+mge_onnx_conv_fn mge_onnx_find_op(const char *type)
+{
+    static const mge_onnx_op *const tables[] = {mge_onnx_ops_core, mge_onnx_ops_shape, mge_onnx_ops_nn,
+                                                mge_onnx_ops_math};
+    for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
+        for (const mge_onnx_op *o = tables[t]; o->type; o++)
+            if (strcmp(o->type, type) == 0)
+                return o->fn;
+    return NULL;
+}

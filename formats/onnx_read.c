@@ -1,0 +1,685 @@
+/* onnx_read.c — an ONNX ModelProto into an mge graph.
+ *
+ * protobuf-c decodes the bytes (wire types, truncation and declared sizes
+ * are its checks); this file checks what the schema cannot: the opset,
+ * unique names, definition before use, tensor sizes against shapes. Graph
+ * inputs become mge inputs (dim_param names become symbols; the first
+ * symbolic dim 0 becomes the batch N), initializers become params (float
+ * weights) or consts, created when a node first reads them so unused ones
+ * cost nothing. Nodes go through the converters of onnx_ops*.c in order;
+ * nodes without one, or with attributes mge cannot express, are collected
+ * and reported together, and nothing is returned. Names the text form cannot
+ * spell are changed ("/conv1/Conv_output_0" -> "conv1_Conv_output_0"); for
+ * inputs, outputs and initializers the original is kept in the metadata
+ * (onnx.name.NEW = "OLD"), which mge-dump prints.
+ *
+ * The unpacked message stays alive as the graph's host buffer: the
+ * initializers' raw_data, allocated 64-byte aligned by the allocator below,
+ * is borrowed by the tensors instead of being copied a second time. */
+#include "onnx.h"
+#include "text.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- allocator */
+
+static void *al_alloc(void *ud, size_t n)
+{
+    (void)ud;
+    size_t m = (n + 63) & ~(size_t)63;
+    return aligned_alloc(64, m ? m : 64);
+}
+
+static void al_free(void *ud, void *p)
+{
+    (void)ud;
+    free(p);
+}
+
+static ProtobufCAllocator allocator = {al_alloc, al_free, NULL};
+
+static void release_message(mge_hostbuf *b)
+{
+    onnx__model_proto__free_unpacked(b->p, &allocator);
+    free(b);
+}
+
+/* ---------------------------------------------------------------- the name map */
+
+enum { NM_DEF = 0, NM_INIT, NM_POISON, NM_LATER };
+
+typedef struct nm_ent {
+    const char *name;              /* in the message (outlives the map) */
+    int v;                         /* value index (NM_DEF) */
+    int state;
+    const Onnx__TensorProto *init; /* NM_INIT: made a value on first use */
+} nm_ent;
+
+typedef struct namemap {
+    nm_ent *e;
+    size_t cap, n;
+} namemap;
+
+static uint64_t hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    while (*s)
+        h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+    return h;
+}
+
+static nm_ent *nm_find(namemap *m, const char *name)
+{
+    if (!m->cap)
+        return NULL;
+    for (size_t i = hash(name) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+        if (!m->e[i].name)
+            return NULL;
+        if (strcmp(m->e[i].name, name) == 0)
+            return &m->e[i];
+    }
+}
+
+/* The entry for name, made (state NM_LATER) when new; NULL on OOM. */
+static nm_ent *nm_get(namemap *m, const char *name)
+{
+    nm_ent *e = nm_find(m, name);
+    if (e)
+        return e;
+    if ((m->n + 1) * 2 > m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 256;
+        nm_ent *ne = calloc(cap, sizeof *ne);
+        if (!ne)
+            return NULL;
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->e[i].name) {
+                size_t j = hash(m->e[i].name) & (cap - 1);
+                while (ne[j].name)
+                    j = (j + 1) & (cap - 1);
+                ne[j] = m->e[i];
+            }
+        free(m->e);
+        m->e = ne;
+        m->cap = cap;
+    }
+    size_t i = hash(name) & (m->cap - 1);
+    while (m->e[i].name)
+        i = (i + 1) & (m->cap - 1);
+    m->e[i].name = name;
+    m->e[i].v = -1;
+    m->e[i].state = NM_LATER;
+    m->n++;
+    return &m->e[i];
+}
+
+/* ---------------------------------------------------------------- names */
+
+/* name with every character the text form cannot spell made '_', starting
+ * with a letter or '_'. */
+static void sanitize(const char *name, char *out, size_t n)
+{
+    size_t k = 0;
+    const char *p = name;
+    while (*p == '/' || *p == ':')
+        p++; /* "/layer1/Conv" -> "layer1_Conv" */
+    if (!*p || !((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || *p == '_'))
+        out[k++] = 'v';
+    for (; *p && k + 1 < n; p++) {
+        char ch = *p;
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' ||
+                 ch == '.';
+        out[k++] = ok ? ch : '_';
+    }
+    out[k] = 0;
+}
+
+mge_status mge_onnx_fresh_name(mge_onnx_ctx *c, const char *base, char *out, size_t n)
+{
+    char b[256];
+    sanitize(base, b, sizeof b - 16);
+    if (mge_graph_find(c->g, b) < 0 && mge_graph_find_node(c->g, b) < 0) {
+        snprintf(out, n, "%s", b);
+        return MGE_OK;
+    }
+    for (int k = 2;; k++) {
+        snprintf(out, n, "%s_%d", b, k);
+        if (mge_graph_find(c->g, out) < 0 && mge_graph_find_node(c->g, out) < 0)
+            return MGE_OK;
+    }
+}
+
+/* Keeps the ONNX name of an interface value whose mge name differs. */
+static mge_status keep_name(mge_onnx_ctx *c, const char *onnx, int v)
+{
+    const char *mine = c->g->values[v].name;
+    if (strcmp(mine, onnx) == 0)
+        return MGE_OK;
+    char key[300];
+    snprintf(key, sizeof key, "onnx.name.%s", mine);
+    return mge_graph_set_meta(c->g, key, onnx, c->err);
+}
+
+/* ---------------------------------------------------------------- lookups for converters */
+
+typedef struct reader {
+    mge_onnx_ctx c;
+    namemap map;
+    const char *dir;
+    int64_t batch_sym_set;
+    char batch_name[160];
+} reader;
+
+static mge_status materialize(reader *r, nm_ent *e)
+{
+    mge_onnx_ctx *c = &r->c;
+    const Onnx__TensorProto *tp = e->init;
+    mge_tensor t;
+    mge_status s = mge_onnx_tensor(tp, r->dir, &t, c->err);
+    if (s) {
+        mge_error_prefix(c->err, "initializer '%s'", e->name);
+        return s;
+    }
+    char name[256];
+    mge_onnx_fresh_name(c, e->name, name, sizeof name);
+    /* Float weights are trainable; what an exporter made up ("onnx::Mul_12",
+     * scalars) is a constant. Layer converters promote their weights. */
+    int64_t numel = mge_tensor_numel(&t);
+    mge_valkind kind = MGE_VAL_CONST;
+    if (mge_dtype_is_float(t.dtype) && numel > 1 && strncmp(e->name, "onnx::", 6) != 0 && e->name[0] != '/')
+        kind = MGE_VAL_PARAM;
+    int v = mge_graph_add_value(c->g, name, kind, t.dtype, t.ndim, t.dims, c->err);
+    if (v < 0) {
+        mge_tensor_free(&t);
+        return c->err->code ? c->err->code : MGE_ERR_INVALID;
+    }
+    mge_tensor *d = malloc(sizeof *d);
+    if (!d) {
+        mge_tensor_free(&t);
+        return mge_error_set(c->err, MGE_ERR_NOMEM, "out of memory");
+    }
+    *d = t;
+    c->g->values[v].data = d;
+    e->v = v;
+    e->state = NM_DEF;
+    return keep_name(c, e->name, v);
+}
+
+int mge_onnx_lookup(mge_onnx_ctx *c, const char *name)
+{
+    reader *r = (reader *)c;
+    nm_ent *e = nm_find(&r->map, name);
+    if (!e)
+        return -1;
+    if (e->state == NM_INIT && materialize(r, e))
+        return -1;
+    return e->state == NM_DEF ? e->v : -1;
+}
+
+mge_status mge_onnx_define(mge_onnx_ctx *c, const char *name, int v)
+{
+    reader *r = (reader *)c;
+    nm_ent *e = nm_get(&r->map, name);
+    if (!e)
+        return mge_error_set(c->err, MGE_ERR_NOMEM, "out of memory");
+    if (e->state == NM_DEF || e->state == NM_INIT)
+        return mge_error_set(c->err, MGE_ERR_FORMAT, "'%s' is defined twice", name);
+    e->state = NM_DEF;
+    e->v = v;
+    return MGE_OK;
+}
+
+/* ---------------------------------------------------------------- graph inputs */
+
+static int symbol_name(const char *p, char *out, size_t n)
+{
+    size_t k = 0;
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || *p == '_'))
+        out[k++] = 's';
+    for (; *p && k + 1 < n; p++)
+        out[k++] = ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')) ? *p : '_';
+    out[k] = 0;
+    return (int)k;
+}
+
+static mge_status input_dim(reader *r, const char *input, int axis, const Onnx__TensorShapeProto__Dimension *d,
+                            int64_t *out)
+{
+    mge_onnx_ctx *c = &r->c;
+    char sym[128];
+    if (d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+        if (d->dim_value < 0)
+            return mge_error_set(c->err, MGE_ERR_FORMAT, "input '%s': dim %d is %lld", input, axis,
+                                 (long long)d->dim_value);
+        *out = d->dim_value;
+        return MGE_OK;
+    }
+    const char *pname = d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param &&
+                                *d->dim_param
+                            ? d->dim_param
+                            : NULL;
+    char anon[160];
+    if (!pname) {
+        snprintf(anon, sizeof anon, "%s_d%d", input, axis);
+        pname = anon;
+    }
+    /* the batch: the first symbolic leading dim, and every dim of that name */
+    if ((axis == 0 && !r->batch_sym_set) || (r->batch_sym_set && strcmp(pname, r->batch_name) == 0)) {
+        if (!r->batch_sym_set) {
+            r->batch_sym_set = 1;
+            snprintf(r->batch_name, sizeof r->batch_name, "%s", pname);
+            if (strcmp(pname, "N") != 0 && mge_graph_set_meta(c->g, "onnx.dim.N", pname, c->err))
+                return c->err->code;
+        }
+        *out = MGE_DIM_N;
+        return MGE_OK;
+    }
+    symbol_name(pname, sym, sizeof sym);
+    if (strcmp(sym, "N") == 0)
+        snprintf(sym, sizeof sym, "N_");
+    mge_status s = mge_dim_symbol(sym, strlen(sym), out, c->err);
+    if (s)
+        return s;
+    if (strcmp(sym, pname) != 0) {
+        char key[160];
+        snprintf(key, sizeof key, "onnx.dim.%s", sym);
+        if (!mge_graph_get_meta(c->g, key) && mge_graph_set_meta(c->g, key, pname, c->err))
+            return c->err->code;
+    }
+    return MGE_OK;
+}
+
+static mge_status add_input(reader *r, const Onnx__ValueInfoProto *vi)
+{
+    mge_onnx_ctx *c = &r->c;
+    const char *name = vi->name;
+    if (!vi->type || vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !vi->type->tensor_type)
+        return mge_error_set(c->err, MGE_ERR_UNSUPPORTED, "input '%s' is not a tensor (sequences, maps and optionals "
+                             "are not supported)", name);
+    const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
+    int ot = tt->has_elem_type ? tt->elem_type : 0;
+    int dt = mge_onnx_dtype(ot);
+    if (dt < 0)
+        return mge_error_set(c->err, MGE_ERR_UNSUPPORTED, "input '%s' is %s: mge has no such dtype", name,
+                             mge_onnx_dtype_name(ot));
+    int64_t dims[MGE_MAX_DIMS];
+    int nd = 0;
+    if (!tt->shape)
+        return mge_error_set(c->err, MGE_ERR_UNSUPPORTED, "input '%s' has no shape (mge needs the rank)", name);
+    if (tt->shape->n_dim > MGE_MAX_DIMS)
+        return mge_error_set(c->err, MGE_ERR_UNSUPPORTED, "input '%s' has rank %zu (mge has at most %d)", name,
+                             tt->shape->n_dim, MGE_MAX_DIMS);
+    nd = (int)tt->shape->n_dim;
+    for (int k = 0; k < nd; k++) {
+        mge_status s = input_dim(r, name, k, tt->shape->dim[k], &dims[k]);
+        if (s)
+            return s;
+    }
+    char mine[256];
+    mge_onnx_fresh_name(c, name, mine, sizeof mine);
+    int v = mge_graph_add_value(c->g, mine, MGE_VAL_INPUT, (mge_dtype)dt, nd, dims, c->err);
+    if (v < 0)
+        return c->err->code ? c->err->code : MGE_ERR_INVALID;
+    nm_ent *e = nm_get(&r->map, name);
+    if (!e)
+        return mge_error_set(c->err, MGE_ERR_NOMEM, "out of memory");
+    e->state = NM_DEF;
+    e->v = v;
+    return keep_name(c, name, v);
+}
+
+/* ---------------------------------------------------------------- nodes */
+
+static const char *nlabel(const Onnx__NodeProto *n, char *b, size_t bn)
+{
+    if (n->name && *n->name)
+        snprintf(b, bn, "'%s' (%s)", n->name, n->op_type ? n->op_type : "?");
+    else
+        snprintf(b, bn, "%s -> '%s'", n->op_type ? n->op_type : "?", n->n_output && n->output[0] ? n->output[0] : "");
+    return b;
+}
+
+static void poison(reader *r, const Onnx__NodeProto *n)
+{
+    for (size_t o = 0; o < n->n_output; o++) {
+        if (!n->output[o] || !*n->output[o])
+            continue;
+        nm_ent *e = nm_get(&r->map, n->output[o]);
+        if (e && e->state != NM_DEF)
+            e->state = NM_POISON;
+    }
+}
+
+static int default_domain(const char *d)
+{
+    return !d || !*d || strcmp(d, "ai.onnx") == 0;
+}
+
+mge_status mge_onnx_nodes(mge_onnx_ctx *c, size_t nn, Onnx__NodeProto *const *nodes);
+
+static mge_status convert_node(reader *r, const Onnx__NodeProto *n)
+{
+    mge_onnx_ctx *c = &r->c;
+    char b[300];
+    if (!n->op_type || !*n->op_type)
+        return mge_error_set(c->err, MGE_ERR_FORMAT, "node %s has no op_type", nlabel(n, b, sizeof b));
+    /* inputs: defined before, or poisoned by an unsupported node */
+    int poisoned = 0;
+    for (size_t i = 0; i < n->n_input; i++) {
+        const char *in = n->input[i];
+        if (!in || !*in)
+            continue;
+        nm_ent *e = nm_find(&r->map, in);
+        if (!e)
+            return mge_error_set(c->err, MGE_ERR_FORMAT, "node %s reads '%s', which nothing defines",
+                                 nlabel(n, b, sizeof b), in);
+        if (e->state == NM_LATER)
+            return mge_error_set(c->err, MGE_ERR_FORMAT,
+                                 "node %s reads '%s' before it is defined (the nodes are not in topological order, or "
+                                 "the graph has a cycle)",
+                                 nlabel(n, b, sizeof b), in);
+        if (e->state == NM_POISON)
+            poisoned = 1;
+        else if (e->state == NM_INIT && materialize(r, e))
+            return c->err->code ? c->err->code : MGE_ERR_FORMAT;
+    }
+    if (poisoned) {
+        poison(r, n);
+        return MGE_OK;
+    }
+    mge_onnx_conv_fn fn = default_domain(n->domain) ? mge_onnx_find_op(n->op_type) : NULL;
+    mge_status s;
+    if (!fn) {
+        if (!default_domain(n->domain))
+            s = mge_onnx_unsupported(c, n, "domain '%s' is not supported", n->domain);
+        else
+            s = mge_onnx_unsupported(c, n, "no such op in mge");
+    } else {
+        int before = c->nunsupported;
+        s = fn(c, n);
+        if (s == MGE_ERR_UNSUPPORTED && c->nunsupported == before)
+            mge_onnx_unsupported(c, n, "%s", c->err->msg);
+    }
+    if (s == MGE_ERR_UNSUPPORTED) {
+        mge_error_clear(c->err);
+        poison(r, n);
+        return MGE_OK;
+    }
+    if (s)
+        return s;
+    for (size_t o = 0; o < n->n_output; o++) {
+        if (!n->output[o] || !*n->output[o])
+            continue;
+        nm_ent *e = nm_find(&r->map, n->output[o]);
+        if (!e || e->state != NM_DEF) {
+            /* an optional output mge does not compute (e.g. BatchNormalization's
+             * training outputs): usable by nothing */
+            nm_ent *x = nm_get(&r->map, n->output[o]);
+            if (x)
+                x->state = NM_POISON;
+        }
+    }
+    return MGE_OK;
+}
+
+/* Registers every name a node list defines (NM_LATER), refusing duplicates. */
+static mge_status declare_outputs(reader *r, size_t nn, Onnx__NodeProto *const *nodes)
+{
+    mge_onnx_ctx *c = &r->c;
+    char b[300];
+    for (size_t i = 0; i < nn; i++)
+        for (size_t o = 0; o < nodes[i]->n_output; o++) {
+            const char *on = nodes[i]->output[o];
+            if (!on || !*on)
+                continue;
+            nm_ent *e = nm_find(&r->map, on);
+            if (e)
+                return mge_error_set(c->err, MGE_ERR_FORMAT, "'%s' is defined twice (by node %s%s)", on,
+                                     nlabel(nodes[i], b, sizeof b),
+                                     e->state == NM_INIT  ? " and as an initializer"
+                                     : e->state == NM_DEF ? " and as an input"
+                                                          : " and another node");
+            if (!nm_get(&r->map, on))
+                return mge_error_set(c->err, MGE_ERR_NOMEM, "out of memory");
+        }
+    return MGE_OK;
+}
+
+mge_status mge_onnx_nodes(mge_onnx_ctx *c, size_t nn, Onnx__NodeProto *const *nodes)
+{
+    reader *r = (reader *)c;
+    mge_status s = declare_outputs(r, nn, nodes);
+    for (size_t i = 0; i < nn && !s; i++)
+        s = convert_node(r, nodes[i]);
+    return s;
+}
+
+/* A subgraph's initializers, for If branches that fold. */
+mge_status mge_onnx_add_initializers(mge_onnx_ctx *c, size_t ni, Onnx__TensorProto *const *init)
+{
+    reader *r = (reader *)c;
+    for (size_t i = 0; i < ni; i++) {
+        const char *nm = init[i]->name;
+        if (!nm || !*nm)
+            return mge_error_set(c->err, MGE_ERR_FORMAT, "initializer %zu has no name", i);
+        nm_ent *e = nm_find(&r->map, nm);
+        if (e && e->state == NM_INIT)
+            return mge_error_set(c->err, MGE_ERR_FORMAT, "initializer '%s' is given twice", nm);
+        if (e && e->state == NM_DEF)
+            continue; /* IR < 4: an input's default value; the input wins */
+        if (!(e = nm_get(&r->map, nm)))
+            return mge_error_set(c->err, MGE_ERR_NOMEM, "out of memory");
+        e->state = NM_INIT;
+        e->init = init[i];
+    }
+    return MGE_OK;
+}
+
+/* The subgraph value name, for converters (If) that alias outputs. */
+int mge_onnx_state_ok(mge_onnx_ctx *c, const char *name)
+{
+    reader *r = (reader *)c;
+    nm_ent *e = nm_find(&r->map, name);
+    return e && (e->state == NM_DEF || e->state == NM_INIT);
+}
+
+/* ---------------------------------------------------------------- outputs */
+
+static mge_status add_output(reader *r, const Onnx__ValueInfoProto *vi)
+{
+    mge_onnx_ctx *c = &r->c;
+    int v = mge_onnx_lookup(c, vi->name);
+    if (v < 0) {
+        nm_ent *e = nm_find(&r->map, vi->name);
+        if (e && e->state == NM_POISON)
+            return MGE_OK; /* made by an unsupported node: reported there */
+        if (c->err->code)
+            return c->err->code;
+        return mge_error_set(c->err, MGE_ERR_FORMAT, "output '%s' is not defined by any node, input or initializer",
+                             vi->name);
+    }
+    /* declared type and shape against inference: warn, use the inferred */
+    const mge_value *x = &c->g->values[v];
+    if (vi->type && vi->type->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && vi->type->tensor_type) {
+        const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
+        if (tt->has_elem_type && tt->elem_type && mge_onnx_dtype(tt->elem_type) != (int)x->dtype)
+            mge_onnx_warn(c, "output '%s' is declared %s, but mge computes %s", vi->name,
+                          mge_onnx_dtype_name(tt->elem_type), mge_dtype_name(x->dtype));
+        else if (tt->shape) {
+            int bad = (int)tt->shape->n_dim != x->ndim;
+            for (int k = 0; !bad && k < x->ndim; k++) {
+                const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[k];
+                if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && !mge_dim_is_symbol(x->dims[k]) &&
+                    x->dims[k] >= 0 && d->dim_value != x->dims[k])
+                    bad = 1;
+            }
+            if (bad) {
+                char b[128];
+                mge_onnx_warn(c, "output '%s': the declared shape (rank %zu) disagrees with the inferred %s; using the "
+                              "inferred one", vi->name, tt->shape->n_dim, mge_shape_str(x->dtype, x->ndim, x->dims, b, sizeof b));
+            }
+        }
+    }
+    for (int i = 0; i < c->g->noutputs; i++)
+        if (c->g->outputs[i] == v)
+            return mge_error_set(c->err, MGE_ERR_FORMAT, "output '%s' is listed twice", vi->name);
+    mge_status s = mge_graph_add_output(c->g, v, c->err);
+    return s ? s : keep_name(c, vi->name, v);
+}
+
+/* ---------------------------------------------------------------- the model */
+
+static mge_status check_opset(reader *r, const Onnx__ModelProto *m)
+{
+    mge_onnx_ctx *c = &r->c;
+    int64_t v = -1;
+    for (size_t i = 0; i < m->n_opset_import; i++) {
+        const Onnx__OperatorSetIdProto *o = m->opset_import[i];
+        if (default_domain(o->domain))
+            v = o->has_version ? o->version : 1;
+    }
+    if (v < 0) {
+        if (m->n_opset_import)
+            return mge_error_set(c->err, MGE_ERR_UNSUPPORTED, "the model imports no opset of the default ONNX domain");
+        /* IR version 3 models without opset_import mean opset 1; refuse as old */
+        v = 1;
+    }
+    if (v < MGE_ONNX_OPSET_MIN)
+        return mge_error_set(c->err, MGE_ERR_UNSUPPORTED, "opset %lld is older than mge reads (%d to %d): upgrade it "
+                             "with onnx.version_converter", (long long)v, MGE_ONNX_OPSET_MIN, MGE_ONNX_OPSET_MAX);
+    if (v > MGE_ONNX_OPSET_MAX)
+        return mge_error_set(c->err, MGE_ERR_UNSUPPORTED, "opset %lld is newer than mge knows (%d to %d)", (long long)v,
+                             MGE_ONNX_OPSET_MIN, MGE_ONNX_OPSET_MAX);
+    c->opset = v;
+    return MGE_OK;
+}
+
+static mge_status read_model(reader *r, const Onnx__ModelProto *m)
+{
+    mge_onnx_ctx *c = &r->c;
+    const Onnx__GraphProto *gp = m->graph;
+    if (!gp)
+        return mge_error_set(c->err, MGE_ERR_FORMAT, "the model has no graph");
+    mge_status s = check_opset(r, m);
+    if (s)
+        return s;
+    if (gp->n_sparse_initializer)
+        return mge_error_set(c->err, MGE_ERR_UNSUPPORTED, "sparse initializers are not supported");
+    char b[64];
+    snprintf(b, sizeof b, "%lld", (long long)c->opset);
+    if ((s = mge_graph_set_meta(c->g, "onnx.opset", b, c->err)))
+        return s;
+    if (m->producer_name && *m->producer_name) {
+        char p[256];
+        snprintf(p, sizeof p, "%s%s%s", m->producer_name, m->producer_version && *m->producer_version ? " " : "",
+                 m->producer_version ? m->producer_version : "");
+        if ((s = mge_graph_set_meta(c->g, "onnx.producer", p, c->err)))
+            return s;
+    }
+    /* initializers first (an input may name one: its default, IR < 4) */
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        const char *nm = gp->initializer[i]->name;
+        if (!nm || !*nm)
+            return mge_error_set(c->err, MGE_ERR_FORMAT, "initializer %zu has no name", i);
+        nm_ent *e = nm_find(&r->map, nm);
+        if (e)
+            return mge_error_set(c->err, MGE_ERR_FORMAT, "initializer '%s' is given twice", nm);
+        if (!(e = nm_get(&r->map, nm)))
+            return mge_error_set(c->err, MGE_ERR_NOMEM, "out of memory");
+        e->state = NM_INIT;
+        e->init = gp->initializer[i];
+    }
+    for (size_t i = 0; i < gp->n_input; i++) {
+        const Onnx__ValueInfoProto *vi = gp->input[i];
+        if (!vi->name || !*vi->name)
+            return mge_error_set(c->err, MGE_ERR_FORMAT, "graph input %zu has no name", i);
+        nm_ent *e = nm_find(&r->map, vi->name);
+        if (e && e->state == NM_INIT)
+            continue; /* an initializer listed as an input (IR < 4): a weight, not a model input */
+        if (e)
+            return mge_error_set(c->err, MGE_ERR_FORMAT, "graph input '%s' is listed twice", vi->name);
+        if ((s = add_input(r, vi)))
+            return s;
+    }
+    if ((s = mge_onnx_nodes(c, gp->n_node, gp->node)))
+        return s;
+    if (gp->n_output == 0)
+        return mge_error_set(c->err, MGE_ERR_FORMAT, "the graph has no outputs");
+    for (size_t i = 0; i < gp->n_output && !s; i++) {
+        if (!gp->output[i]->name || !*gp->output[i]->name)
+            return mge_error_set(c->err, MGE_ERR_FORMAT, "graph output %zu has no name", i);
+        s = add_output(r, gp->output[i]);
+    }
+    return s;
+}
+
+/* "3 unsupported nodes: LINE; LINE; ..." with as many lines as fit. */
+static mge_status report_unsupported(reader *r)
+{
+    mge_onnx_ctx *c = &r->c;
+    char msg[sizeof c->err->msg];
+    size_t k = (size_t)snprintf(msg, sizeof msg, "%d unsupported node%s (nothing was converted):", c->nunsupported,
+                                c->nunsupported == 1 ? "" : "s");
+    const char *p = c->unsupported.p ? c->unsupported.p : "";
+    int shown = 0;
+    while (*p) {
+        const char *e = strchr(p, '\n');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (k + len + 48 >= sizeof msg)
+            break;
+        k += (size_t)snprintf(msg + k, sizeof msg - k, "\n  %.*s", (int)len, p);
+        shown++;
+        p += len + (e ? 1 : 0);
+    }
+    if (shown < c->nunsupported)
+        snprintf(msg + k, sizeof msg - k, "\n  ... and %d more", c->nunsupported - shown);
+    return mge_error_set(c->err, MGE_ERR_UNSUPPORTED, "%s", msg);
+}
+
+mge_status mge_onnx_read(const void *buf, size_t n, const char *dir, mge_graph **out, mge_error *err)
+{
+    *out = NULL;
+    Onnx__ModelProto *m = onnx__model_proto__unpack(&allocator, n, buf);
+    if (!m)
+        return mge_error_set(err, MGE_ERR_FORMAT, "not a valid ONNX model: the protobuf is truncated or corrupted");
+    reader r;
+    memset(&r, 0, sizeof r);
+    mge_error_clear(err);
+    r.c.err = err;
+    r.dir = dir;
+    r.c.g = mge_graph_new();
+    mge_hostbuf *hb = malloc(sizeof *hb);
+    if (!r.c.g || !hb) {
+        free(hb);
+        mge_graph_free(r.c.g);
+        onnx__model_proto__free_unpacked(m, &allocator);
+        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+    }
+    hb->p = m;
+    hb->n = n;
+    hb->release = release_message;
+    r.c.g->mapping = hb;
+    mge_status s = read_model(&r, m);
+    if (!s && r.c.nunsupported)
+        s = report_unsupported(&r);
+    if (!s && r.c.warnings.n) {
+        mge_buf_put(&r.c.warnings, "", 1);
+        s = mge_graph_set_meta(r.c.g, "onnx.warnings", r.c.warnings.p, err);
+    }
+    if (!s) {
+        int changed;
+        s = mge_pass_prune(&r.c.g, NULL, &changed, err);
+    }
+    if (!s)
+        s = mge_graph_validate(r.c.g, err);
+    free(r.map.e);
+    mge_buf_free(&r.c.unsupported);
+    mge_buf_free(&r.c.warnings);
+    if (s) {
+        mge_graph_free(r.c.g);
+        return s;
+    }
+    *out = r.c.g;
+    return MGE_OK;
+}
