@@ -16,8 +16,10 @@
 
 #include <stdarg.h>
 
-/* The opsets this reader knows (default domain). */
-#define MGE_ONNX_OPSET_MIN 7
+/* The opsets this reader knows (default domain). A model's opset is the
+ * newest version of each op it may use: opset 1 to 6 models whose ops did
+ * not change since are read too (each table entry says since when). */
+#define MGE_ONNX_OPSET_MIN 1
 #define MGE_ONNX_OPSET_MAX 21
 
 /* ONNX TensorProto.DataType codes mge reads. */
@@ -39,6 +41,8 @@ typedef mge_status (*mge_onnx_conv_fn)(mge_onnx_ctx *c, mge_onnx_node *n);
 typedef struct mge_onnx_op {
     const char *type;        /* ONNX op_type */
     mge_onnx_conv_fn fn;
+    int since;               /* the oldest opset whose version of the op fn handles (older: unsupported);
+                                newer versions' differences are fn's to handle (c->opset) */
 } mge_onnx_op;
 
 /* Each onnx_ops_<group>.c defines one table ending with {NULL, NULL}. */
@@ -46,8 +50,8 @@ extern const mge_onnx_op mge_onnx_ops_core[];
 extern const mge_onnx_op mge_onnx_ops_math[];
 extern const mge_onnx_op mge_onnx_ops_nn[];
 extern const mge_onnx_op mge_onnx_ops_shape[];
-/* The converter of op_type, or NULL (onnx_ops.c). */
-mge_onnx_conv_fn mge_onnx_find_op(const char *type);
+/* The table entry of op_type, or NULL (onnx_ops.c). */
+const mge_onnx_op *mge_onnx_find_op(const char *type);
 
 struct mge_onnx_ctx {
     mge_graph *g;

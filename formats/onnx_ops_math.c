@@ -30,8 +30,8 @@ static mge_status conv_direct(mge_onnx_ctx *c, mge_onnx_node *n)
 }
 
 const mge_onnx_op mge_onnx_ops_math[] = {
-    {"Relu", conv_direct}, {"Sigmoid", conv_direct}, {"Tanh", conv_direct}, {"Exp", conv_direct},
-    {"Log", conv_direct},  {"Sqrt", conv_direct},    {"Neg", conv_direct},  {"Abs", conv_direct},
-    {"Add", conv_direct},  {"Sub", conv_direct},     {"Mul", conv_direct},  {"Div", conv_direct},
-    {NULL, NULL},
+    {"Relu", conv_direct, 7}, {"Sigmoid", conv_direct, 7}, {"Tanh", conv_direct, 7}, {"Exp", conv_direct, 7},
+    {"Log", conv_direct, 7},  {"Sqrt", conv_direct, 7},    {"Neg", conv_direct, 7},  {"Abs", conv_direct, 7},
+    {"Add", conv_direct, 7},  {"Sub", conv_direct, 7},     {"Mul", conv_direct, 7},  {"Div", conv_direct, 7},
+    {NULL, NULL, 0},
 };

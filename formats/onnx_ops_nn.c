@@ -2,5 +2,5 @@
 #include "onnx.h"
 
 const mge_onnx_op mge_onnx_ops_nn[] = {
-    {NULL, NULL},
+    {NULL, NULL, 0},
 };

@@ -388,16 +388,19 @@ static mge_status convert_node(reader *r, const Onnx__NodeProto *n)
         poison(r, n);
         return MGE_OK;
     }
-    mge_onnx_conv_fn fn = default_domain(n->domain) ? mge_onnx_find_op(n->op_type) : NULL;
+    const mge_onnx_op *op = default_domain(n->domain) ? mge_onnx_find_op(n->op_type) : NULL;
     mge_status s;
-    if (!fn) {
+    if (!op) {
         if (!default_domain(n->domain))
             s = mge_onnx_unsupported(c, n, "domain '%s' is not supported", n->domain);
         else
             s = mge_onnx_unsupported(c, n, "no such op in mge");
+    } else if (c->opset < op->since) {
+        s = mge_onnx_unsupported(c, n, "the opset %lld version of %s (mge reads it from opset %d)", (long long)c->opset,
+                                 n->op_type, op->since);
     } else {
         int before = c->nunsupported;
-        s = fn(c, n);
+        s = op->fn(c, n);
         if (s == MGE_ERR_UNSUPPORTED && c->nunsupported == before)
             mge_onnx_unsupported(c, n, "%s", c->err->msg);
     }
@@ -541,9 +544,9 @@ static mge_status check_opset(reader *r, const Onnx__ModelProto *m)
     }
     if (v < 0) {
         if (m->n_opset_import)
-            return mge_error_set(c->err, MGE_ERR_UNSUPPORTED, "the model imports no opset of the default ONNX domain");
-        /* IR version 3 models without opset_import mean opset 1; refuse as old */
-        v = 1;
+            return mge_error_set(c->err, MGE_ERR_UNSUPPORTED, "the model imports no opset of the default ONNX domain "
+                                 "(only that domain is supported)");
+        v = 1; /* IR version 3 models without opset_import: opset 1 */
     }
     if (v < MGE_ONNX_OPSET_MIN)
         return mge_error_set(c->err, MGE_ERR_UNSUPPORTED, "opset %lld is older than mge reads (%d to %d): upgrade it "
