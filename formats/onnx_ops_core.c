@@ -185,7 +185,16 @@ static mge_status conv_dropout(mge_onnx_ctx *c, mge_onnx_node *n)
             return mge_onnx_unsupported(c, n, "training_mode = true (mge imports inference graphs; mge-train adds "
                                         "its own dropout)");
     }
-    return mge_onnx_alias(c, n, 0, x);
+    mge_status s = mge_onnx_alias(c, n, 0, x);
+    if (s || n->n_output < 2 || !n->output[1] || !*n->output[1])
+        return s;
+    /* the mask at inference: all true, x's shape */
+    int sh = mge_onnx_emit_tmp(c, n, MGE_OP_SHAPE, 1, &x, 0, NULL);
+    if (sh < 0)
+        return c->err->code;
+    mge_attr a[2] = {mge_onnx_af(MGE_KEY_value, 1.0), mge_onnx_ai(MGE_KEY_dtype, MGE_BOOL)};
+    int k = mge_onnx_emit_tmp(c, n, MGE_OP_CONSTANT_OF_SHAPE, 1, &sh, 2, a);
+    return k < 0 ? c->err->code : mge_onnx_alias(c, n, 1, k);
 }
 
 /* ---------------------------------------------------------------- Conv */
@@ -375,12 +384,26 @@ static mge_status pool2d(mge_onnx_ctx *c, mge_onnx_node *n, int maxp)
     int xin = x;
     int64_t pad[2] = {sym ? pb[0] : 0, sym ? pb[1] : 0};
     if (!sym) {
-        if (!maxp && !cip)
-            return mge_onnx_unsupported(c, n, "asymmetric pads without count_include_pad");
         if (ceil_mode)
             return mge_onnx_unsupported(c, n, "asymmetric pads with ceil_mode");
         if ((xin = mge_onnx_pad_input(c, n, x, 2, pb, pe, maxp ? -INFINITY : 0.0)) < 0)
             return c->err->code;
+        if (!maxp && !cip) {
+            /* the mean over the window's elements inside x: the padded sums
+             * over the padded count of ones */
+            int sh = mge_onnx_emit_tmp(c, n, MGE_OP_SHAPE, 1, &x, 0, NULL);
+            mge_attr oa[1] = {mge_onnx_af(MGE_KEY_value, 1.0)};
+            int ones = sh < 0 ? -1 : mge_onnx_emit_tmp(c, n, MGE_OP_CONSTANT_OF_SHAPE, 1, &sh, 1, oa);
+            int cnt = ones < 0 ? -1 : mge_onnx_pad_input(c, n, ones, 2, pb, pe, 0.0);
+            mge_attr pa[4] = {mge_onnx_ais(MGE_KEY_kernel, 2, k), mge_onnx_ais(MGE_KEY_stride, 2, s),
+                              mge_onnx_ais(MGE_KEY_pad, 2, (int64_t[2]){0, 0}), mge_onnx_ab(MGE_KEY_count_include_pad, 1)};
+            int num = cnt < 0 ? -1 : mge_onnx_emit_tmp(c, n, MGE_OP_AVGPOOL2D, 1, &xin, 4, pa);
+            int den = num < 0 ? -1 : mge_onnx_emit_tmp(c, n, MGE_OP_AVGPOOL2D, 1, &cnt, 4, pa);
+            if (den < 0)
+                return c->err->code;
+            int in2[2] = {num, den};
+            return mge_onnx_emit(c, n, MGE_OP_DIV, 2, in2, 0, NULL, 1) < 0 ? c->err->code : MGE_OK;
+        }
     }
     mge_attr a[6];
     int na = 0;
