@@ -30,8 +30,10 @@ int mge_onnx_scalar(mge_onnx_ctx *c, mge_onnx_node *n, mge_dtype dt, double v)
     case MGE_I8: *(int8_t *)t.data = (int8_t)v; break;
     case MGE_U8: *(uint8_t *)t.data = (uint8_t)v; break;
     case MGE_BOOL: *(uint8_t *)t.data = v != 0; break;
-    case MGE_I32: *(int32_t *)t.data = (int32_t)v; break;
-    case MGE_I64: *(int64_t *)t.data = (int64_t)v; break;
+    case MGE_I32: *(int32_t *)t.data = v >= INT32_MAX ? INT32_MAX : v <= INT32_MIN ? INT32_MIN : (int32_t)v; break;
+    case MGE_I64: /* saturating: 2^63 does not convert */
+        *(int64_t *)t.data = v >= 0x1p63 ? INT64_MAX : v <= -0x1p63 ? INT64_MIN : (int64_t)v;
+        break;
     default:
         mge_tensor_free(&t);
         mge_onnx_fail(c, n, "a constant of dtype %s", mge_dtype_name(dt));
@@ -79,14 +81,6 @@ static mge_status fin2(mge_onnx_ctx *c, mge_onnx_node *n, int op, int a, int b)
 {
     int in[2] = {a, b};
     return fin(c, n, op, 2, in, 0, NULL);
-}
-
-/* Output 0 is the value v (an earlier step): a node step's value, aliased. */
-static mge_status fin_alias(mge_onnx_ctx *c, mge_onnx_node *n, int v)
-{
-    if (v < 0)
-        return c->err->code ? c->err->code : MGE_ERR_INVALID;
-    return mge_onnx_alias(c, n, 0, v);
 }
 
 /* Input i, which the op requires. */
@@ -189,6 +183,13 @@ static mge_status conv_direct(mge_onnx_ctx *c, mge_onnx_node *n)
         mge_dtype dt = dtype_of(c, in[0]);
         if (direct_ops[i].dts == FLT && !mge_dtype_is_float(dt))
             return need_float(c, n, in[0]);
+        if (dt == MGE_U8 && (op == MGE_OP_ABS || op == MGE_OP_RELU)) /* unsigned: the identity */
+            return mge_onnx_alias(c, n, 0, in[0]);
+        if (dt == MGE_U8 && op == MGE_OP_SIGN) {
+            mge_attr at[1] = {mge_onnx_ai(MGE_KEY_dtype, MGE_U8)};
+            int g = step2(c, n, MGE_OP_GREATER, in[0], mge_onnx_scalar(c, n, dt, 0));
+            return fin(c, n, MGE_OP_CAST, 1, &g, 1, at);
+        }
         if (direct_ops[i].dts == SINT && !mge_dtype_is_float(dt) && dt != MGE_I8 && dt != MGE_I32 && dt != MGE_I64)
             return mge_onnx_unsupported(c, n, "%s over %s (mge takes floats, i8, i32 and i64)", n->op_type,
                                         mge_dtype_name(dt));
@@ -450,12 +451,10 @@ static mge_status conv_mod(mge_onnx_ctx *c, mge_onnx_node *n)
     int q = step2(c, n, MGE_OP_DIV, a, b);
     if (flt)
         q = fmod ? trunc_of(c, n, q) : step1(c, n, MGE_OP_FLOOR, q);
+    if (fmod || flt || dt == MGE_U8) /* u8: no signs to fix */
+        return fin2(c, n, MGE_OP_SUB, a, step2(c, n, MGE_OP_MUL, b, q));
     int r = step2(c, n, MGE_OP_SUB, a, step2(c, n, MGE_OP_MUL, b, q));
-    if (fmod || flt)
-        return fin_alias(c, n, r);
     int zero = mge_onnx_scalar(c, n, dt, 0);
-    if (dt == MGE_U8) /* no signs */
-        return fin_alias(c, n, r);
     int nz = step1(c, n, MGE_OP_NOT, step2(c, n, MGE_OP_EQUAL, r, zero));
     int diff = step2(c, n, MGE_OP_XOR, step2(c, n, MGE_OP_LESS, r, zero), step2(c, n, MGE_OP_LESS, b, zero));
     int in[3] = {step2(c, n, MGE_OP_AND, nz, diff), step2(c, n, MGE_OP_ADD, r, b), r};
@@ -467,7 +466,9 @@ static mge_status conv_mod(mge_onnx_ctx *c, mge_onnx_node *n)
 /* Max, Min, Sum, Mean: a chain of broadcasting binary ops (Mean divides). */
 static mge_status conv_variadic(mge_onnx_ctx *c, mge_onnx_node *n)
 {
-    int op = strcmp(n->op_type, "Max") == 0 ? MGE_OP_MAXIMUM : strcmp(n->op_type, "Min") == 0 ? MGE_OP_MINIMUM : MGE_OP_ADD;
+    int op = strcmp(n->op_type, "Max") == 0   ? MGE_OP_MAXIMUM
+             : strcmp(n->op_type, "Min") == 0 ? MGE_OP_MINIMUM
+                                              : MGE_OP_ADD;
     int mean = strcmp(n->op_type, "Mean") == 0;
     int nin = (int)n->n_input;
     if (nin < 1)

@@ -197,6 +197,14 @@ static int reduce_step(mge_onnx_ctx *c, mge_onnx_node *n, int op, int x, int all
     return mge_onnx_emit_tmp(c, n, op, 1, &x, na, at);
 }
 
+static int has_axis(const int64_t *ax, int nax, int a)
+{
+    for (int i = 0; i < nax; i++)
+        if (ax[i] == a)
+            return 1;
+    return 0;
+}
+
 static mge_status conv_reduce(mge_onnx_ctx *c, mge_onnx_node *n)
 {
     int x;
@@ -224,6 +232,21 @@ static mge_status conv_reduce(mge_onnx_ctx *c, mge_onnx_node *n)
         int op = strcmp(t, "SumSquare") == 0 ? MGE_OP_SQUARE : strcmp(t, "LogSum") == 0 ? MGE_OP_LOG
                : t[0] == 'L' && (t[1] == '1' || t[1] == '2') ? MGE_OP_ABS : -1;
         return op < 0 ? mge_onnx_alias(c, n, 0, x) : fin(c, n, op, 1, &x, 0, NULL);
+    }
+    /* over an empty set mge's max and min refuse; ONNX gives the dtype's lowest
+     * (highest) value, -inf for LogSumExp: that added to the sum (0), for the shape */
+    int empty = 0;
+    for (int i = 0; i < xv->ndim; i++)
+        if (xv->dims[i] == 0 && (all || has_axis(ax, nax, i)))
+            empty = 1;
+    if (empty && dt != MGE_BOOL && (minmax || strcmp(t, "LogSumExp") == 0)) {
+        double lo = mge_dtype_is_float(dt) ? -INFINITY : dt == MGE_I8 ? -128 : dt == MGE_U8 ? 0
+                  : dt == MGE_I32 ? -2147483648.0 : -9223372036854775808.0;
+        double hi = mge_dtype_is_float(dt) ? INFINITY : dt == MGE_I8 ? 127 : dt == MGE_U8 ? 255
+                  : dt == MGE_I32 ? 2147483647.0 : 9223372036854775807.0;
+        int z = reduce_step(c, n, MGE_OP_SUM, x, all, nax, ax, keep, 0);
+        int in[2] = {z, mge_onnx_scalar(c, n, dt, strcmp(t, "Min") == 0 ? hi : lo)};
+        return fin(c, n, MGE_OP_ADD, 2, in, 0, NULL);
     }
     if (strcmp(t, "Sum") == 0 || strcmp(t, "Mean") == 0 || strcmp(t, "Prod") == 0 || minmax) {
         int op = t[1] == 'u' ? MGE_OP_SUM : t[1] == 'e' ? MGE_OP_MEAN : t[1] == 'r' ? MGE_OP_PROD

@@ -223,6 +223,10 @@ bools = {"a": rng.integers(0, 2, (3, 4)).astype(bool), "b": rng.integers(0, 2, (
 for op in ["And", "Or", "Xor"]:
     case(op, 7, dict(bools))
 case("Not", 1, {"x": bools["a"]})
+case("Equal", 13, dict(bools), tag="bool")
+case("Greater", 13, {"a": ints(3, 4, lo=0, hi=9, dt=np.uint8), "b": ints(4, lo=0, hi=9, dt=np.uint8)}, tag="uint8")
+case("Abs", 13, {"x": ints(3, 4, lo=0, hi=200, dt=np.uint8)}, tag="uint8")
+case("Sign", 13, {"x": ints(3, 4, lo=0, hi=3, dt=np.uint8)}, tag="uint8")
 case("Where", 16, {"c": bools["a"], "a": x34, "b": f32(4)})
 case("Pow", 15, {"a": pos34, "b": f32(4)})
 case("Pow", 15, {"a": pos34, "b": np.array(2, np.int64)}, tag="int exponent")
@@ -297,6 +301,11 @@ case("ReduceLogSumExp", 18, {"x": np.array([[1000, 1001, 999], [-5, 0, 5]], np.f
 case("ReduceSum", 13, {"x": ints(3, 4)}, consts={"axes": np.array([1], np.int64)}, tag="int64")
 case("ReduceMax", 13, {"x": ints(3, 4, dt=np.int32)}, {"axes": [0]}, tag="int32")
 case("ReduceMax", 20, {"x": bools["a"]}, consts={"axes": np.array([1], np.int64)}, tag="bool")
+xe = np.zeros((2, 0, 4), np.float32)
+for op in reds:
+    if op == "ReduceMean":
+        continue  # undefined
+    case(op, 18 if op != "ReduceSum" else 13, {"x": xe}, consts={"axes": np.array([1], np.int64)}, tag="empty set")
 refused("ReduceSum", 13, {"x": x34, "axes": np.array([1], np.int64)}, tag="run-time axes",
         why="mge needs it known at import")
 
