@@ -392,8 +392,11 @@ static mge_status conv_isinf(mge_onnx_ctx *c, mge_onnx_node *n)
 
 /* ---------------------------------------------------------------- Pow, Mod */
 
-/* Pow: the exponent is cast to the base's dtype; integer bases are
- * computed in f32 and cast back (exact while |result| < 2^24). */
+/* Pow: computed in the base's float dtype, or f32 when the exponent is f32
+ * (and the base a narrower float) or the base an integer; an integer base
+ * is computed in f32 and cast back (exact while |result| < 2^24): rounded
+ * for an integer exponent (powf may land just below), truncated for a
+ * float one (as ONNX Runtime). */
 static mge_status conv_pow(mge_onnx_ctx *c, mge_onnx_node *n)
 {
     int a, b;
@@ -403,24 +406,22 @@ static mge_status conv_pow(mge_onnx_ctx *c, mge_onnx_node *n)
     mge_dtype da = dtype_of(c, a), db = dtype_of(c, b);
     if (da == MGE_BOOL || db == MGE_BOOL)
         return mge_onnx_fail(c, n, "Pow of bool tensors");
-    mge_dtype w = mge_dtype_is_float(da) ? da : MGE_F32;
-    if (da != w) {
+    mge_dtype w = mge_dtype_is_float(da) && (db == da || !mge_dtype_is_float(db)) ? da : MGE_F32;
+    if (!mge_dtype_is_float(da))
         mge_onnx_warn(c, "node %s: integer Pow is computed in f32 (exact while results stay below 2^24)",
-                      n->output[0]);
-        mge_attr at[1] = {mge_onnx_ai(MGE_KEY_dtype, w)};
+                      n->n_output && n->output[0] ? n->output[0] : n->op_type);
+    mge_attr at[1] = {mge_onnx_ai(MGE_KEY_dtype, w)};
+    if (da != w)
         a = step(c, n, MGE_OP_CAST, 1, &a, 1, at);
-    }
-    if (db != w) {
-        mge_attr at[1] = {mge_onnx_ai(MGE_KEY_dtype, w)};
+    if (db != w)
         b = step(c, n, MGE_OP_CAST, 1, &b, 1, at);
-    }
     if (da == w)
         return fin2(c, n, MGE_OP_POW, a, b);
-    mge_attr at[1] = {mge_onnx_ai(MGE_KEY_dtype, da)};
     int p = step2(c, n, MGE_OP_POW, a, b);
-    /* float to int truncates: round first (pow of integers may land just below) */
-    p = step1(c, n, MGE_OP_ROUND, p);
-    return fin(c, n, MGE_OP_CAST, 1, &p, 1, at);
+    if (!mge_dtype_is_float(da) && !mge_dtype_is_float(db))
+        p = step1(c, n, MGE_OP_ROUND, p);
+    mge_attr back[1] = {mge_onnx_ai(MGE_KEY_dtype, da)};
+    return fin(c, n, MGE_OP_CAST, 1, &p, 1, back);
 }
 
 /* trunc(q) of a float tensor: where(q < 0, ceil(q), floor(q)). */

@@ -230,7 +230,11 @@ static mge_status conv_reduce(mge_onnx_ctx *c, mge_onnx_node *n)
                                     mge_dtype_name(dt));
     if (noop) { /* the function bodies' elementwise part, unreduced (as ONNX Runtime) */
         int op = strcmp(t, "SumSquare") == 0 ? MGE_OP_SQUARE : strcmp(t, "LogSum") == 0 ? MGE_OP_LOG
-               : t[0] == 'L' && (t[1] == '1' || t[1] == '2') ? MGE_OP_ABS : -1;
+               : t[0] == 'L' && (t[1] == '1' || t[1] == '2') && dt != MGE_U8 ? MGE_OP_ABS : -1;
+        if (op == MGE_OP_SQUARE && dt == MGE_U8) {
+            int in[2] = {x, x};
+            return fin(c, n, MGE_OP_MUL, 2, in, 0, NULL);
+        }
         return op < 0 ? mge_onnx_alias(c, n, 0, x) : fin(c, n, op, 1, &x, 0, NULL);
     }
     /* over an empty set mge's max and min refuse; ONNX gives the dtype's lowest
@@ -259,12 +263,12 @@ static mge_status conv_reduce(mge_onnx_ctx *c, mge_onnx_node *n)
         }
         return reduce_step(c, n, op, x, all, nax, ax, keep, 1) < 0 ? c->err->code : MGE_OK;
     }
-    if (strcmp(t, "L1") == 0) {
-        int a = step(c, n, MGE_OP_ABS, 1, &x, 0, NULL);
+    if (strcmp(t, "L1") == 0) { /* u8: no sign to drop */
+        int a = dt == MGE_U8 ? x : step(c, n, MGE_OP_ABS, 1, &x, 0, NULL);
         return reduce_step(c, n, MGE_OP_SUM, a, all, nax, ax, keep, 1) < 0 ? c->err->code : MGE_OK;
     }
-    if (sq) {
-        int q = step(c, n, MGE_OP_SQUARE, 1, &x, 0, NULL);
+    if (sq) { /* square takes floats, i8, i32, i64; u8 multiplies */
+        int q = dt == MGE_U8 ? step2(c, n, MGE_OP_MUL, x, x) : step(c, n, MGE_OP_SQUARE, 1, &x, 0, NULL);
         int y = reduce_step(c, n, MGE_OP_SUM, q, all, nax, ax, keep, t[0] == 'S');
         if (t[0] == 'S')
             return y < 0 ? c->err->code : MGE_OK;

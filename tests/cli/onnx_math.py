@@ -232,6 +232,8 @@ case("Pow", 15, {"a": pos34, "b": f32(4)})
 case("Pow", 15, {"a": pos34, "b": np.array(2, np.int64)}, tag="int exponent")
 case("Pow", 15, {"a": ints(3, 4, lo=-4, hi=5, dt=np.int32), "b": ints(4, lo=0, hi=4, dt=np.int32)}, tag="int32")
 case("Pow", 7, {"a": pos34, "b": f32(3, 4)})
+case("Pow", 15, {"a": ints(3, 4, lo=0, hi=9, dt=np.int64), "b": np.array(0.5, np.float32)}, tag="int64 ^ float")
+case("Pow", 15, {"a": pos34.astype(np.float16), "b": np.array(0.3, np.float32)}, tag="f16 ^ f32")
 modf = {"a": np.array([-4.3, 7.2, 5.0, 4.3, -7.2, 8.0], np.float32),
         "b": np.array([2.1, -3.4, 8.0, -2.1, 3.4, 5.0], np.float32)}
 case("Mod", 13, dict(modf), {"fmod": 1}, tag="float fmod")
@@ -300,6 +302,9 @@ case("ReduceLogSumExp", 18, {"x": np.array([[1000, 1001, 999], [-5, 0, 5]], np.f
      consts={"axes": np.array([1], np.int64)}, tag="large values")
 case("ReduceSum", 13, {"x": ints(3, 4)}, consts={"axes": np.array([1], np.int64)}, tag="int64")
 case("ReduceMax", 13, {"x": ints(3, 4, dt=np.int32)}, {"axes": [0]}, tag="int32")
+u8 = ints(3, 4, lo=0, hi=15, dt=np.uint8)
+for op in ["ReduceMin", "ReduceMax"]:
+    case(op, 18, {"x": u8}, consts={"axes": np.array([1], np.int64)}, tag="uint8")
 case("ReduceMax", 20, {"x": bools["a"]}, consts={"axes": np.array([1], np.int64)}, tag="bool")
 xe = np.zeros((2, 0, 4), np.float32)
 for op in reds:
