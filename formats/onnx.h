@@ -48,6 +48,7 @@ typedef struct mge_onnx_op {
 /* Each onnx_ops_<group>.c defines one table ending with {NULL, NULL}. */
 extern const mge_onnx_op mge_onnx_ops_core[];
 extern const mge_onnx_op mge_onnx_ops_math[];
+extern const mge_onnx_op mge_onnx_ops_reduce[];
 extern const mge_onnx_op mge_onnx_ops_nn[];
 extern const mge_onnx_op mge_onnx_ops_shape[];
 /* The table entry of op_type, or NULL (onnx_ops.c). */
