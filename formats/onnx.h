@@ -49,6 +49,7 @@ typedef struct mge_onnx_op {
 extern const mge_onnx_op mge_onnx_ops_core[];
 extern const mge_onnx_op mge_onnx_ops_math[];
 extern const mge_onnx_op mge_onnx_ops_nn[];
+extern const mge_onnx_op mge_onnx_ops_rnn[];
 extern const mge_onnx_op mge_onnx_ops_shape[];
 /* The table entry of op_type, or NULL (onnx_ops.c). */
 const mge_onnx_op *mge_onnx_find_op(const char *type);
