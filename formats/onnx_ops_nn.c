@@ -162,6 +162,9 @@ static mge_status conv_convtranspose(mge_onnx_ctx *c, mge_onnx_node *n)
                                             have_os >= 0 ? "output_shape" : "auto_pad SAME");
             int64_t want = have_os >= 0 ? oshape[i] : in * s[i];
             int64_t tot = s[i] * (in - 1) + op[i] + (k[i] - 1) * d[i] + 1 - want;
+            if (tot < 0 && have_os < 0)
+                return mge_onnx_unsupported(c, n, "auto_pad %s where the output would exceed the full transposed "
+                                            "convolution (runtimes differ: zeros added or not)", ap);
             /* SAME_UPPER puts the smaller half first; halves floor (as the
              * reference: a negative total extends the output) */
             int64_t half = tot >= 0 ? tot / 2 : -((-tot + 1) / 2);
