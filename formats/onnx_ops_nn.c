@@ -822,6 +822,79 @@ static mge_status conv_s2d(mge_onnx_ctx *c, mge_onnx_node *n)
     return space_depth(c, n, 0);
 }
 
+/* ---------------------------------------------------------------- 1-D pools */
+
+/* MaxPool / AveragePool over [N,C,L] (core's pool2d hands them here):
+ * the 2-D pools over [N,C,1,L] with a unit window height, pads as core's
+ * (symmetric ones the layer's, others a pad node). */
+mge_status mge_onnx_pool1d(mge_onnx_ctx *c, mge_onnx_node *n, int maxp)
+{
+    int x = mge_onnx_in(c, n, 0);
+    if (x < 0)
+        return mge_onnx_fail(c, n, "no input");
+    mge_status st;
+    if ((st = need_f32(c, n, x)))
+        return st;
+    const mge_value *xv = mge_onnx_value(c, x);
+    if (xv->ndim != 3)
+        return mge_onnx_fail(c, n, "X has rank %d: expected 3", xv->ndim);
+    if (maxp && wants(n, 1))
+        return mge_onnx_unsupported(c, n, "the Indices output");
+    if (maxp && mge_onnx_attr_i(n, "storage_order", 0))
+        return mge_onnx_unsupported(c, n, "storage_order = 1");
+    int64_t t[4], k = 0, s = 1, d = 1;
+    int cnt;
+    if ((cnt = mge_onnx_attr_ints(n, "kernel_shape", t, 4)) != 1)
+        return mge_onnx_fail(c, n, "kernel_shape must have 1 value for a 1-D pool");
+    k = t[0];
+    if ((cnt = mge_onnx_attr_ints(n, "strides", t, 4)) >= 0) {
+        if (cnt != 1)
+            return mge_onnx_fail(c, n, "strides has %d values: expected 1", cnt);
+        s = t[0];
+    }
+    if ((cnt = mge_onnx_attr_ints(n, "dilations", t, 4)) >= 0) {
+        if (cnt != 1)
+            return mge_onnx_fail(c, n, "dilations has %d values: expected 1", cnt);
+        d = t[0];
+    }
+    if (k < 1 || s < 1 || d < 1)
+        return mge_onnx_fail(c, n, "kernel %lld, stride %lld, dilation %lld: expected >= 1", (long long)k,
+                             (long long)s, (long long)d);
+    if (!maxp && d != 1)
+        return mge_onnx_unsupported(c, n, "dilated average pooling");
+    int64_t pb, pe;
+    if ((st = mge_onnx_pads(c, n, 1, xv->dims + 2, &k, &s, &d, &pb, &pe)))
+        return st;
+    int ceil_mode = (int)mge_onnx_attr_i(n, "ceil_mode", 0);
+    int cip = (int)mge_onnx_attr_i(n, "count_include_pad", 0);
+    int sym = pb == pe && 2 * pb <= k;
+    int xin = x;
+    if (!sym) {
+        if (!maxp && !cip)
+            return mge_onnx_unsupported(c, n, "asymmetric pads without count_include_pad");
+        if (ceil_mode)
+            return mge_onnx_unsupported(c, n, "asymmetric pads with ceil_mode");
+        if ((xin = mge_onnx_pad_input(c, n, x, 1, &pb, &pe, maxp ? -INFINITY : 0.0)) < 0)
+            return done(c, -1);
+    }
+    int64_t s4[4] = {0, 0, 1, -1}, s3[3] = {0, 0, -1};
+    if ((xin = reshape_tmp(c, n, xin, 4, s4)) < 0)
+        return done(c, -1);
+    int64_t k2[2] = {1, k}, st2[2] = {1, s}, p2[2] = {0, sym ? pb : 0}, d2[2] = {1, d};
+    mge_attr a[5];
+    int na = 0;
+    a[na++] = mge_onnx_ais(MGE_KEY_kernel, 2, k2);
+    a[na++] = mge_onnx_ais(MGE_KEY_stride, 2, st2);
+    a[na++] = mge_onnx_ais(MGE_KEY_pad, 2, p2);
+    a[na++] = mge_onnx_ab(MGE_KEY_ceil_mode, ceil_mode);
+    a[na++] = maxp ? mge_onnx_ais(MGE_KEY_dilation, 2, d2) : mge_onnx_ab(MGE_KEY_count_include_pad, cip);
+    int y = mge_onnx_emit_tmp(c, n, maxp ? MGE_OP_MAXPOOL2D : MGE_OP_AVGPOOL2D, 1, &xin, na, a);
+    if (y < 0)
+        return done(c, -1);
+    mge_attr ra[1] = {mge_onnx_ais(MGE_KEY_shape, 3, s3)};
+    return done(c, mge_onnx_emit(c, n, MGE_OP_RESHAPE, 1, &y, 1, ra, 1));
+}
+
 /* ---------------------------------------------------------------- unsupported pools */
 
 static mge_status conv_nopool(mge_onnx_ctx *c, mge_onnx_node *n)

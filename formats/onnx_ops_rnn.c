@@ -200,8 +200,15 @@ static mge_status conv_rnn_layer(mge_onnx_ctx *c, mge_onnx_node *n, int gru)
     if (gru && mge_onnx_attr_i(n, "linear_before_reset", 0) != 1)
         return mge_onnx_unsupported(c, n, "linear_before_reset = 0 (PyTorch's and mge's GRU apply the reset "
                                     "gate after the hidden product: linear_before_reset = 1)");
-    if (!gru && mge_onnx_in(c, n, 7) >= 0)
-        return mge_onnx_unsupported(c, n, "peephole weights P");
+    if (!gru && mge_onnx_in(c, n, 7) >= 0) {
+        /* zero peepholes (exporters write them so) are none */
+        const mge_tensor *pt = mge_onnx_data(c, mge_onnx_in(c, n, 7));
+        int zero = pt && pt->dtype == MGE_F32;
+        for (int64_t i = 0, cnt = zero ? mge_tensor_numel(pt) : 0; zero && i < cnt; i++)
+            zero = ((const float *)pt->data)[i] == 0.0f;
+        if (!zero)
+            return mge_onnx_unsupported(c, n, "peephole weights P (mge's lstm has none)");
+    }
     int64_t I = xv->dims[2];
     int wv = mge_onnx_in(c, n, 1);
     const mge_value *wval = mge_onnx_value(c, wv);
