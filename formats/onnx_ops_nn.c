@@ -1,6 +1,7 @@
 /* onnx_ops_nn.c — ONNX converters for layers: ConvTranspose, the
  * normalizations (Layer, Group, Instance, Lp, MeanVariance), Pad, Resize and
- * Upsample, DepthToSpace / SpaceToDepth, and the pools mge has no match for.
+ * Upsample, DepthToSpace / SpaceToDepth, 1-D MaxPool/AveragePool (for core),
+ * LpPool and GlobalLpPool (via average pooling and sums of |x|^p).
  *
  * Each maps onto mge ops only where the result is the same: Resize's
  * modes are compared with what mge's resize computes (PyTorch's
@@ -693,13 +694,17 @@ static mge_status conv_resize(mge_onnx_ctx *c, mge_onnx_node *n)
         return mge_onnx_unsupported(c, n, "coordinate_transformation_mode tf_crop_and_resize");
     int half = strcmp(ctm, "half_pixel") == 0, phalf = strcmp(ctm, "pytorch_half_pixel") == 0,
         align = strcmp(ctm, "align_corners") == 0, asym = strcmp(ctm, "asymmetric") == 0;
-    /* pytorch_half_pixel is half_pixel except where an output dim is 1 */
-    if (phalf && (sz[2] == 1 || sz[3] == 1 || (have_sc && !known)))
-        phalf = 0;
+    /* pytorch_half_pixel is half_pixel except where an output dim is 1:
+     * mapped when every output dim is known to exceed 1 */
     if (phalf) {
-        for (int i = 0; i < 2; i++)
-            if (have_sc && floor((double)xv->dims[2 + i] * sc[2 + i]) <= 1)
-                return mge_onnx_unsupported(c, n, "pytorch_half_pixel with an output dim of 1");
+        for (int i = 0; i < 2; i++) {
+            int64_t in = xv->dims[2 + i];
+            int big = have_sz ? sz[2 + i] > 1
+                              : sc[2 + i] >= 2 || (known_dim(in) && floor((double)in * sc[2 + i]) > 1);
+            if (!big)
+                return mge_onnx_unsupported(c, n, "pytorch_half_pixel where an output dim may be 1 (it maps "
+                                            "that dim to 0, half_pixel to the middle)");
+        }
         half = 1;
     }
     const double *scp = have_sc ? sc : NULL;
@@ -895,6 +900,115 @@ mge_status mge_onnx_pool1d(mge_onnx_ctx *c, mge_onnx_node *n, int maxp)
     return done(c, mge_onnx_emit(c, n, MGE_OP_RESHAPE, 1, &y, 1, ra, 1));
 }
 
+/* ---------------------------------------------------------------- LpPool */
+
+/* (sum over the window of |x|^p)^(1/p): an average pool of |x|^p counting
+ * the zero padding, times the window size. 1-D and 2-D. */
+static mge_status conv_lppool(mge_onnx_ctx *c, mge_onnx_node *n)
+{
+    int x = mge_onnx_in(c, n, 0);
+    if (x < 0)
+        return mge_onnx_fail(c, n, "no input");
+    mge_status st;
+    if ((st = need_f32(c, n, x)))
+        return st;
+    const mge_value *xv = mge_onnx_value(c, x);
+    int nsp = xv->ndim - 2;
+    if (nsp < 1 || nsp > 2)
+        return mge_onnx_unsupported(c, n, "%d-D LpPool (mge pools 1-D and 2-D windows)", nsp);
+    int64_t p = mge_onnx_attr_i(n, "p", 2);
+    if (p < 1)
+        return mge_onnx_fail(c, n, "p %lld: expected >= 1", (long long)p);
+    if (mge_onnx_attr_i(n, "ceil_mode", 0))
+        return mge_onnx_unsupported(c, n, "LpPool with ceil_mode = 1");
+    int64_t k[2], s[2] = {1, 1}, d[2] = {1, 1}, pb[2], pe[2], t[4];
+    int cnt;
+    if ((cnt = mge_onnx_attr_ints(n, "kernel_shape", t, 4)) != nsp)
+        return mge_onnx_fail(c, n, "kernel_shape must have %d values", nsp);
+    for (int i = 0; i < nsp; i++)
+        k[i] = t[i];
+    if ((cnt = mge_onnx_attr_ints(n, "strides", t, 4)) >= 0) {
+        if (cnt != nsp)
+            return mge_onnx_fail(c, n, "strides has %d values: expected %d", cnt, nsp);
+        for (int i = 0; i < nsp; i++)
+            s[i] = t[i];
+    }
+    if ((cnt = mge_onnx_attr_ints(n, "dilations", t, 4)) >= 0)
+        for (int i = 0; i < cnt; i++)
+            if (t[i] != 1)
+                return mge_onnx_unsupported(c, n, "dilated LpPool");
+    for (int i = 0; i < nsp; i++)
+        if (k[i] < 1 || s[i] < 1)
+            return mge_onnx_fail(c, n, "kernel and strides must be >= 1");
+    if ((st = mge_onnx_pads(c, n, nsp, xv->dims + 2, k, s, d, pb, pe)))
+        return st;
+    int sym = 1;
+    for (int i = 0; i < nsp; i++)
+        sym &= pb[i] == pe[i] && 2 * pb[i] <= k[i];
+    int y = p == 1 ? mge_onnx_emit_tmp(c, n, MGE_OP_ABS, 1, &x, 0, NULL)
+          : p == 2 ? binary_tmp(c, n, MGE_OP_MUL, x, x) : -1;
+    if (p > 2) {
+        int a = mge_onnx_emit_tmp(c, n, MGE_OP_ABS, 1, &x, 0, NULL), e = scalar_f32(c, n, (double)p);
+        y = a < 0 || e < 0 ? -1 : binary_tmp(c, n, MGE_OP_POW, a, e);
+    }
+    if (y < 0 || (!sym && (y = mge_onnx_pad_input(c, n, y, nsp, pb, pe, 0.0)) < 0))
+        return done(c, -1);
+    int64_t s4[4] = {0, 0, 1, -1};
+    if (nsp == 1 && (y = reshape_tmp(c, n, y, 4, s4)) < 0)
+        return done(c, -1);
+    int64_t k2[2] = {nsp == 1 ? 1 : k[0], k[nsp - 1]}, s2[2] = {nsp == 1 ? 1 : s[0], s[nsp - 1]};
+    int64_t p2[2] = {nsp == 1 || !sym ? 0 : pb[0], sym ? pb[nsp - 1] : 0};
+    mge_attr a[5] = {mge_onnx_ais(MGE_KEY_kernel, 2, k2), mge_onnx_ais(MGE_KEY_stride, 2, s2),
+                     mge_onnx_ais(MGE_KEY_pad, 2, p2), mge_onnx_ab(MGE_KEY_ceil_mode, 0),
+                     mge_onnx_ab(MGE_KEY_count_include_pad, 1)};
+    int sc, r;
+    if ((y = mge_onnx_emit_tmp(c, n, MGE_OP_AVGPOOL2D, 1, &y, 5, a)) < 0 ||
+        (sc = scalar_f32(c, n, (double)(k2[0] * k2[1]))) < 0 || (y = binary_tmp(c, n, MGE_OP_MUL, y, sc)) < 0)
+        return done(c, -1);
+    if (nsp == 1) {
+        int64_t s3[3] = {0, 0, -1};
+        if ((y = reshape_tmp(c, n, y, 3, s3)) < 0)
+            return done(c, -1);
+    }
+    if (p == 1)
+        return mge_onnx_alias(c, n, 0, y);
+    if (p == 2)
+        return done(c, mge_onnx_emit(c, n, MGE_OP_SQRT, 1, &y, 0, NULL, 1));
+    if ((r = scalar_f32(c, n, 1.0 / (double)p)) < 0)
+        return done(c, -1);
+    int in[2] = {y, r};
+    return done(c, mge_onnx_emit(c, n, MGE_OP_POW, 2, in, 0, NULL, 1));
+}
+
+/* (sum over dims 2.. of |x|^p)^(1/p), dims kept. */
+static mge_status conv_globallppool(mge_onnx_ctx *c, mge_onnx_node *n)
+{
+    int x = mge_onnx_in(c, n, 0);
+    if (x < 0)
+        return mge_onnx_fail(c, n, "no input");
+    mge_status st;
+    if ((st = need_f32(c, n, x)))
+        return st;
+    int rank = mge_onnx_value(c, x)->ndim;
+    if (rank < 3)
+        return mge_onnx_fail(c, n, "X has rank %d: expected at least 3", rank);
+    int64_t p = mge_onnx_attr_i(n, "p", 2), ax[MGE_MAX_DIMS];
+    if (p < 1)
+        return mge_onnx_fail(c, n, "p %lld: expected >= 1", (long long)p);
+    for (int i = 2; i < rank; i++)
+        ax[i - 2] = i;
+    int y = mge_onnx_emit_tmp(c, n, MGE_OP_ABS, 1, &x, 0, NULL), e, r;
+    if (y < 0 || (p > 1 && ((e = scalar_f32(c, n, (double)p)) < 0 || (y = binary_tmp(c, n, MGE_OP_POW, y, e)) < 0)) ||
+        (y = reduce_tmp(c, n, MGE_OP_SUM, y, rank - 2, ax)) < 0)
+        return done(c, -1);
+    if (p == 1)
+        return mge_onnx_alias(c, n, 0, y);
+    if ((r = scalar_f32(c, n, 1.0 / (double)p)) < 0)
+        return done(c, -1);
+    int in[2] = {y, r};
+    return done(c, mge_onnx_emit(c, n, MGE_OP_POW, 2, in, 0, NULL, 1));
+}
+
 /* ---------------------------------------------------------------- unsupported pools */
 
 static mge_status conv_nopool(mge_onnx_ctx *c, mge_onnx_node *n)
@@ -914,8 +1028,8 @@ const mge_onnx_op mge_onnx_ops_nn[] = {
     {"Upsample", conv_upsample, 7},
     {"DepthToSpace", conv_d2s, 1},
     {"SpaceToDepth", conv_s2d, 1},
-    {"LpPool", conv_nopool, 1},
-    {"GlobalLpPool", conv_nopool, 1},
+    {"LpPool", conv_lppool, 2},
+    {"GlobalLpPool", conv_globallppool, 2},
     {"MaxUnpool", conv_nopool, 9},
     {NULL, NULL, 0},
 };

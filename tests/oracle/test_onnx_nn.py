@@ -11,7 +11,8 @@ result); Pad (opset 2 attributes, 11 and 18 inputs, constant / reflect /
 edge, negative pads); ConvTranspose (random strides, dilations, groups,
 asymmetric pads, output_padding, output_shape, auto_pad, 1-D);
 LayerNormalization with a broadcasting Scale; GroupNormalization 18 and
-21; DepthToSpace / SpaceToDepth. Skips visibly without onnxruntime."""
+21; DepthToSpace / SpaceToDepth; LpPool, GlobalLpPool and 1-D MaxPool /
+AveragePool. Skips visibly without onnxruntime."""
 import os
 
 import numpy as np
@@ -229,3 +230,26 @@ def test_onnx_space_depth():
         check(model("DepthToSpace", 13, list(x.shape), [], dict(blocksize=2, mode=mode)), x, f"DepthToSpace {mode}")
     check(model("SpaceToDepth", 13, [2, 8, 4, 6], [], dict(blocksize=2)),
           np.random.default_rng(7).standard_normal((2, 8, 4, 6)).astype(np.float32), "SpaceToDepth")
+
+
+def test_onnx_pools():
+    rng = np.random.default_rng(8)
+    x4 = rng.standard_normal((2, 3, 6, 7)).astype(np.float32)
+    x3 = rng.standard_normal((2, 3, 9)).astype(np.float32)
+    for p in (1, 2, 3):
+        check(model("GlobalLpPool", 2, list(x4.shape), [], dict(p=p)), x4, f"GlobalLpPool p={p}")
+        check(model("LpPool", 18, list(x4.shape), [], dict(p=p, kernel_shape=[2, 3], strides=[1, 2],
+                                                           pads=[1, 1, 0, 1])), x4, f"LpPool p={p}")
+        check(model("LpPool", 11, list(x3.shape), [], dict(p=p, kernel_shape=[3], strides=[2], pads=[1, 1])), x3,
+              f"LpPool 1-D p={p}")
+    # 1-D MaxPool / AveragePool: strides, dilations, symmetric and asymmetric pads, ceil_mode
+    for op in ("MaxPool", "AveragePool"):
+        for attrs in (dict(kernel_shape=[3]), dict(kernel_shape=[3], strides=[2], pads=[1, 1]),
+                      dict(kernel_shape=[2], pads=[0, 1], count_include_pad=1), dict(kernel_shape=[3], strides=[2],
+                                                                                   ceil_mode=1),
+                      dict(kernel_shape=[4], auto_pad="SAME_UPPER", count_include_pad=1)):
+            if op == "MaxPool":
+                attrs.pop("count_include_pad", None)
+            check(model(op, 19, list(x3.shape), [], attrs), x3, f"{op} 1-D {attrs}")
+        check(model("MaxPool", 12, list(x3.shape), [], dict(kernel_shape=[2], dilations=[2], strides=[1])), x3,
+              "MaxPool 1-D dilated")
