@@ -140,7 +140,7 @@ static mge_status conv_convtranspose(mge_onnx_ctx *c, mge_onnx_node *n)
                 dst[a][i] = t[i];
         }
     for (int i = 0; i < nsp; i++)
-        if (s[i] < 1 || d[i] < 1 || op[i] < 0)
+        if (s[i] < 1 || d[i] < 1 || op[i] < 0 || s[i] > (1 << 20) || d[i] > (1 << 20) || op[i] > (1 << 20))
             return mge_onnx_fail(c, n, "stride %lld, dilation %lld, output_padding %lld of dim %d", (long long)s[i],
                                  (long long)d[i], (long long)op[i], i);
     char ap[32];
@@ -678,8 +678,9 @@ static mge_status conv_resize(mge_onnx_ctx *c, mge_onnx_node *n)
             f[i] = (double)sz[2 + i] / (double)in;
         else
             known = 0, f[i] = 0;
-        up &= known && f[i] >= 1;
-        integer &= known && (have_sc ? is_int(f[i]) : sz[2 + i] % in == 0);
+        /* with scales these need no input dims */
+        up &= (have_sc || known) && f[i] >= 1;
+        integer &= have_sc ? is_int(f[i]) : known && sz[2 + i] % in == 0;
     }
     if (mge_onnx_attr_i(n, "antialias", 0) && !up)
         return mge_onnx_unsupported(c, n, "antialias = 1 when downscaling");
@@ -711,7 +712,8 @@ static mge_status conv_resize(mge_onnx_ctx *c, mge_onnx_node *n)
     if (islin) {
         /* align_corners with scales divides by in*scale - 1 unrounded: mge by out - 1 */
         for (int i = 0; align && have_sc && i < 2; i++)
-            if (!known || (double)xv->dims[2 + i] * sc[2 + i] != floor((double)xv->dims[2 + i] * sc[2 + i]))
+            if (!known_dim(xv->dims[2 + i]) ||
+                (double)xv->dims[2 + i] * sc[2 + i] != floor((double)xv->dims[2 + i] * sc[2 + i]))
                 return mge_onnx_unsupported(c, n, "align_corners with scales that do not give a whole output "
                                             "size (ONNX then maps by the unrounded size)");
         if (half || align)
@@ -779,8 +781,8 @@ static mge_status space_depth(mge_onnx_ctx *c, mge_onnx_node *n, int to_space)
     if (xv->ndim != 4)
         return mge_onnx_fail(c, n, "input has rank %d: expected 4", xv->ndim);
     int64_t b = mge_onnx_attr_i(n, "blocksize", 0), C = xv->dims[1], H = xv->dims[2], W = xv->dims[3];
-    if (b < 1)
-        return mge_onnx_fail(c, n, "blocksize %lld: expected >= 1", (long long)b);
+    if (b < 1 || b > 65536)
+        return mge_onnx_fail(c, n, "blocksize %lld: expected 1 to 65536", (long long)b);
     if (!known_dim(C) || !known_dim(H) || !known_dim(W))
         return mge_onnx_unsupported(c, n, "C, H and W not known at import");
     char mode[8];

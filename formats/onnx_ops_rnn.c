@@ -59,7 +59,7 @@ static int transpose_tmp(mge_onnx_ctx *c, mge_onnx_node *n, int x, int nd, const
 static int reverse_tmp(mge_onnx_ctx *c, mge_onnx_node *n, int x, int axis, int64_t S)
 {
     int64_t idx[4096];
-    if (S < 1 || S > 4096) {
+    if (mge_dim_is_symbol(S) || S < 1 || S > 4096) {
         mge_onnx_unsupported(c, n, "direction reverse over %lld steps (mge reverses up to 4096 known steps)",
                              (long long)S);
         return -1;
