@@ -50,6 +50,7 @@ extern const mge_onnx_op mge_onnx_ops_core[];
 extern const mge_onnx_op mge_onnx_ops_math[];
 extern const mge_onnx_op mge_onnx_ops_reduce[];
 extern const mge_onnx_op mge_onnx_ops_nn[];
+extern const mge_onnx_op mge_onnx_ops_rnn[];
 extern const mge_onnx_op mge_onnx_ops_shape[];
 /* The table entry of op_type, or NULL (onnx_ops.c). */
 const mge_onnx_op *mge_onnx_find_op(const char *type);
@@ -152,6 +153,8 @@ mge_status mge_onnx_pads(mge_onnx_ctx *c, mge_onnx_node *n, int nsp, const int64
 /* x padded with value on its trailing nsp dims (a pad node), or x when no pad. */
 int mge_onnx_pad_input(mge_onnx_ctx *c, mge_onnx_node *n, int x, int nsp, const int64_t *pb, const int64_t *pe,
                        double value);
+/* MaxPool / AveragePool over a rank-3 input (onnx_ops_nn.c; core's pools call it). */
+mge_status mge_onnx_pool1d(mge_onnx_ctx *c, mge_onnx_node *n, int maxp);
 
 /* ---- the reader's (onnx_read.c) */
 /* The value an ONNX name stands for (an initializer becomes one now), or -1. */

@@ -6,7 +6,7 @@
 
 const mge_onnx_op *mge_onnx_find_op(const char *type)
 {
-    static const mge_onnx_op *const tables[] = {mge_onnx_ops_core, mge_onnx_ops_shape, mge_onnx_ops_nn,
+    static const mge_onnx_op *const tables[] = {mge_onnx_ops_core, mge_onnx_ops_shape, mge_onnx_ops_nn, mge_onnx_ops_rnn,
                                                 mge_onnx_ops_math, mge_onnx_ops_reduce};
     for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
         for (const mge_onnx_op *o = tables[t]; o->type; o++)

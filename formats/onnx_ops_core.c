@@ -360,8 +360,10 @@ static mge_status pool2d(mge_onnx_ctx *c, mge_onnx_node *n, int maxp)
     if (x < 0)
         return mge_onnx_fail(c, n, "no input");
     const mge_value *xv = mge_onnx_value(c, x);
+    if (xv->ndim == 3)
+        return mge_onnx_pool1d(c, n, maxp);
     if (xv->ndim != 4)
-        return mge_onnx_unsupported(c, n, "%d-D pooling (mge pools 2-D windows here)", xv->ndim - 2);
+        return mge_onnx_unsupported(c, n, "%d-D pooling (mge pools 1-D and 2-D windows)", xv->ndim - 2);
     if (xv->dtype != MGE_F32)
         return mge_onnx_unsupported(c, n, "pooling over %s", mge_dtype_name(xv->dtype));
     if (maxp && n->n_output > 1 && n->output[1] && *n->output[1])
