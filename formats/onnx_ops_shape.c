@@ -208,6 +208,85 @@ static double boff_fill(const void *arg, int64_t i)
     return (double)(i * ((const boff_arg *)arg)->inner);
 }
 
+/* nd_linear's rows for constant indices, checked here: a const. */
+static int nd_const_rows(mge_onnx_ctx *c, mge_onnx_node *n, int idx, int b, int k, const int64_t *dk,
+                         const int64_t *st, int64_t inner)
+{
+    const mge_tensor *t = mge_onnx_data(c, idx);
+    mge_tensor o;
+    int64_t m = mge_tensor_numel(t) / k, per = 1;
+    if (mge_tensor_alloc(&o, MGE_I64, t->ndim - 1, t->dims, c->err))
+        return -1;
+    for (int d = b; d < t->ndim - 1; d++)
+        per *= t->dims[d];
+    const int64_t *iv = t->data;
+    for (int64_t i = 0; i < m; i++) {
+        int64_t row = (i / per) * inner;   /* the batch position's first row */
+        for (int j = 0; j < k; j++) {
+            int64_t v = iv[i * k + j];
+            if (v < -dk[j] || v >= dk[j]) {
+                mge_tensor_free(&o);
+                mge_onnx_fail(c, n, "index %lld (tuple %lld, entry %d) is out of range for a dim of %lld",
+                              (long long)v, (long long)i, j, (long long)dk[j]);
+                return -1;
+            }
+            row += (v < 0 ? v + dk[j] : v) * st[j];
+        }
+        ((int64_t *)o.data)[i] = row;
+    }
+    return mge_onnx_const(c, n, &o);
+}
+
+/* nd_linear's rows for computed indices: negative entries + the dim (the
+ * row's sum would hide them), and a tuple with an entry out of range made
+ * row -1 - outer, so that the gather fails instead of reading elsewhere. */
+static int nd_rows(mge_onnx_ctx *c, mge_onnx_node *n, int idx, int b, int k, const int64_t *dk, const int64_t *st,
+                   int64_t inner)
+{
+    const mge_value *iv = mge_onnx_value(c, idx);
+    int q = iv->ndim;
+    int64_t outer = inner;
+    for (int d = 0; d < b; d++)
+        outer *= iv->dims[d];
+    int vd = mge_onnx_const_i64(c, n, k, dk), vs = mge_onnx_const_i64(c, n, k, st);
+    int zero = const_scalar(c, n, MGE_I64, 0), one = const_scalar(c, n, MGE_I64, 1);
+    int bad_row = const_scalar(c, n, MGE_I64, (double)(-1 - outer));
+    if (vd < 0 || vs < 0 || zero < 0 || one < 0 || bad_row < 0)
+        return -1;
+    int neg = tmp(c, n, MGE_OP_LESS, idx, zero), fix = neg < 0 ? -1 : tmp(c, n, MGE_OP_ADD, idx, vd);
+    if (fix < 0)
+        return -1;
+    int win[3] = {neg, fix, idx};
+    int norm = mge_onnx_emit_tmp(c, n, MGE_OP_WHERE, 3, win, 0, NULL);
+    int lo = norm < 0 ? -1 : tmp(c, n, MGE_OP_LESS, norm, zero);
+    int hi = lo < 0 ? -1 : tmp(c, n, MGE_OP_GREATER_EQUAL, norm, vd);
+    int bad = hi < 0 ? -1 : tmp(c, n, MGE_OP_OR, lo, hi);
+    int bin[3] = {bad, one, zero};
+    int badn = bad < 0 ? -1 : mge_onnx_emit_tmp(c, n, MGE_OP_WHERE, 3, bin, 0, NULL);
+    int prod = badn < 0 ? -1 : tmp(c, n, MGE_OP_MUL, norm, vs);
+    if (prod < 0)
+        return -1;
+    int64_t last = -1;
+    mge_attr sa[2] = {mge_onnx_ais(MGE_KEY_axis, 1, &last), mge_onnx_ab(MGE_KEY_keepdim, 0)};
+    int lin = mge_onnx_emit_tmp(c, n, MGE_OP_SUM, 1, &prod, 2, sa);
+    int nbad = lin < 0 ? -1 : mge_onnx_emit_tmp(c, n, MGE_OP_SUM, 1, &badn, 2, sa);
+    int any = nbad < 0 ? -1 : tmp(c, n, MGE_OP_GREATER, nbad, zero);
+    if (any < 0)
+        return -1;
+    if (b > 0) {
+        /* + each batch position's first row: a const [B0..Bb-1, 1...] */
+        int64_t od[MGE_MAX_DIMS];
+        for (int d = 0; d < q - 1; d++)
+            od[d] = d < b ? iv->dims[d] : 1;
+        boff_arg ba = {inner};
+        int off = const_fill(c, n, MGE_I64, q - 1, od, boff_fill, &ba);
+        if (off < 0 || (lin = tmp(c, n, MGE_OP_ADD, lin, off)) < 0)
+            return -1;
+    }
+    int sel[3] = {any, bad_row, lin};
+    return mge_onnx_emit_tmp(c, n, MGE_OP_WHERE, 3, sel, 0, NULL);
+}
+
 /* The rows of data's first b + k dims (flattened) that indices [..., k]
  * name, with batch_dims b: negative indices count from the end. Needs
  * those dims known at import. */
@@ -239,34 +318,9 @@ static mge_status nd_linear(mge_onnx_ctx *c, mge_onnx_node *n, int data, int idx
     for (int d = 0; d < b; d++)
         batch *= dv->dims[d];
     p->outer = batch * inner;
-    /* negative indices: + the dim (gather would take the sum's sign) */
-    int vd = mge_onnx_const_i64(c, n, k, dk), vs = mge_onnx_const_i64(c, n, k, st);
-    int zero = const_scalar(c, n, MGE_I64, 0);
-    if (vd < 0 || vs < 0 || zero < 0)
-        return err_code(c);
-    int neg = tmp(c, n, MGE_OP_LESS, idx, zero), fix = neg < 0 ? -1 : tmp(c, n, MGE_OP_ADD, idx, vd);
-    if (fix < 0)
-        return err_code(c);
-    int win[3] = {neg, fix, idx};
-    int norm = mge_onnx_emit_tmp(c, n, MGE_OP_WHERE, 3, win, 0, NULL);
-    int prod = norm < 0 ? -1 : tmp(c, n, MGE_OP_MUL, norm, vs);
-    if (prod < 0)
-        return err_code(c);
-    int64_t last = -1;
-    mge_attr sa[2] = {mge_onnx_ais(MGE_KEY_axis, 1, &last), mge_onnx_ab(MGE_KEY_keepdim, 0)};
-    int lin = mge_onnx_emit_tmp(c, n, MGE_OP_SUM, 1, &prod, 2, sa);
+    int lin = (mge_onnx_data(c, idx) ? nd_const_rows : nd_rows)(c, n, idx, b, k, dk, st, inner);
     if (lin < 0)
         return err_code(c);
-    if (b > 0) {
-        /* + each batch position's first row: a const [B0..Bb-1, 1...] */
-        int64_t od[MGE_MAX_DIMS];
-        for (int d = 0; d < q - 1; d++)
-            od[d] = d < b ? iv->dims[d] : 1;
-        boff_arg ba = {inner};
-        int off = const_fill(c, n, MGE_I64, q - 1, od, boff_fill, &ba);
-        if (off < 0 || (lin = tmp(c, n, MGE_OP_ADD, lin, off)) < 0)
-            return err_code(c);
-    }
     p->lin = lin;
     /* data as [outer, trailing dims...]: the trailing dims from shape(data)
      * unless all known */
@@ -847,6 +901,26 @@ static double diag_fill(const void *arg, int64_t at)
     }
 }
 
+/* j - i over x's last two dims [rows, cols] when they are known only at
+ * plan time: range(cols) - range(rows)[:, None]. */
+static int ramp_diff(mge_onnx_ctx *c, mge_onnx_node *n, int x, int r)
+{
+    int zero = const_scalar(c, n, MGE_I64, 0), one = const_scalar(c, n, MGE_I64, 1), ramp[2];
+    if (zero < 0 || one < 0)
+        return -1;
+    for (int k = 0; k < 2; k++) {
+        mge_attr a[2] = {mge_onnx_ai(MGE_KEY_start, r - 2 + k), mge_onnx_ai(MGE_KEY_end, r - 1 + k)};
+        int d = mge_onnx_emit_tmp(c, n, MGE_OP_SHAPE, 1, &x, 2, a);
+        int in[3] = {zero, d, one};
+        if (d < 0 || (ramp[k] = mge_onnx_emit_tmp(c, n, MGE_OP_RANGE, 3, in, 0, NULL)) < 0)
+            return -1;
+    }
+    int64_t ax = 1;
+    mge_attr ua[1] = {mge_onnx_ais(MGE_KEY_axis, 1, &ax)};
+    int rows = mge_onnx_emit_tmp(c, n, MGE_OP_UNSQUEEZE, 1, &ramp[0], 1, ua);
+    return rows < 0 ? -1 : tmp(c, n, MGE_OP_SUB, ramp[1], rows);
+}
+
 /* Trilu: where(mask, x, 0), the mask over the last two dims (broadcast
  * over the rest): a constant when those dims and k are known at import,
  * else compared from a column-minus-row ramp at run time. */
@@ -874,19 +948,21 @@ static mge_status conv_trilu(mge_onnx_ctx *c, mge_onnx_node *n)
         k = kk[0];
     if (kv >= 0 && !kconst && mge_onnx_value(c, kv)->dtype != MGE_I64)
         return mge_onnx_fail(c, n, "k must be an int64 scalar");
-    if (rows < 0 || cols < 0)
-        return mge_onnx_unsupported(c, n, "the last two dims are not known at import");
     int64_t md[2] = {rows, cols};
     int mask, zero = const_scalar(c, n, xv->dtype, 0);
     if (zero < 0)
         return err_code(c);
-    if (kconst) {
+    if (kconst && rows >= 0 && cols >= 0) {
         diag_arg da = {cols, k, upper ? 1 : 2};
         mask = const_fill(c, n, MGE_BOOL, 2, md, diag_fill, &da);
     } else {
-        diag_arg da = {cols, 0, 0};
-        int diff = const_fill(c, n, MGE_I64, 2, md, diag_fill, &da);
-        mask = diff < 0 ? -1 : tmp(c, n, upper ? MGE_OP_GREATER_EQUAL : MGE_OP_LESS_EQUAL, diff, kv);
+        int diff = rows >= 0 && cols >= 0 ? -1 : ramp_diff(c, n, x, r);
+        if (rows >= 0 && cols >= 0) {
+            diag_arg da = {cols, 0, 0};
+            diff = const_fill(c, n, MGE_I64, 2, md, diag_fill, &da);
+        }
+        int kk2 = kconst ? const_scalar(c, n, MGE_I64, (double)k) : kv;
+        mask = diff < 0 || kk2 < 0 ? -1 : tmp(c, n, upper ? MGE_OP_GREATER_EQUAL : MGE_OP_LESS_EQUAL, diff, kk2);
     }
     if (mask < 0)
         return err_code(c);
