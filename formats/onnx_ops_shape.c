@@ -1,7 +1,8 @@
 /* onnx_ops_shape.c — ONNX converters for shape and indexing ops: Shape,
  * Size, Gather(Elements, ND), Scatter(Elements, ND), (Un)Squeeze, Concat,
  * Split, Slice, Transpose, Expand, Tile, Range, ConstantOfShape, OneHot,
- * Trilu, EyeLike, Compress; NonZero and ReverseSequence are refused.
+ * Trilu, EyeLike, Compress, ReverseSequence; NonZero is refused (its
+ * output's shape depends on the data).
  *
  * Integer inputs that give a shape, axes, bounds or repeats must be known
  * when mge plans (constants, or shape arithmetic such as Shape -> Gather ->
@@ -9,7 +10,9 @@
  * from tensor data at run time makes the node unsupported at import. A
  * constant one becomes the mge attribute, so the graph reads plainly.
  * Lowerings: Trilu is a where() over a column-minus-row mask, EyeLike a
- * constant, GatherND a gather over data with its indexed dims flattened,
+ * constant (or that mask cast), ReverseSequence a gather_elements of
+ * reversed time indices, Compress with a constant condition an
+ * index_select, GatherND a gather over data with its indexed dims flattened,
  * ScatterElements/ScatterND reduction=add the data plus the gather's
  * gradient (a scatter-add), Split past mge's 4 outputs one slice each. */
 #include "onnx.h"
@@ -986,11 +989,19 @@ static mge_status conv_eye_like(mge_onnx_ctx *c, mge_onnx_node *n)
             return mge_onnx_unsupported(c, n, "dtype %s: mge has no such dtype", mge_onnx_dtype_name((int)od));
         dt = (mge_dtype)m;
     }
-    if (!is_static(xv, 0, 2))
-        return mge_onnx_unsupported(c, n, "an input shape not known at import");
-    diag_arg da = {xv->dims[1], mge_onnx_attr_i(n, "k", 0), 3};
+    int64_t k = mge_onnx_attr_i(n, "k", 0);
+    if (!is_static(xv, 0, 2)) {
+        /* cast(j - i == k) over a ramp of the dims known when mge plans */
+        int diff = ramp_diff(c, n, x, 2), kc = const_scalar(c, n, MGE_I64, (double)k);
+        int eq = diff < 0 || kc < 0 ? -1 : tmp(c, n, MGE_OP_EQUAL, diff, kc);
+        if (eq < 0)
+            return err_code(c);
+        mge_attr ca[1] = {mge_onnx_ai(MGE_KEY_dtype, dt)};
+        return emit1(c, n, MGE_OP_CAST, 1, &eq, 1, ca);
+    }
     if (xv->dims[0] * xv->dims[1] == 0)
         return mge_onnx_unsupported(c, n, "an empty identity");
+    diag_arg da = {xv->dims[1], k, 3};
     int v = const_fill(c, n, dt, 2, xv->dims, diag_fill, &da);
     if (v < 0)
         return err_code(c);
@@ -1052,11 +1063,58 @@ static mge_status conv_compress(mge_onnx_ctx *c, mge_onnx_node *n)
     return emit1(c, n, MGE_OP_INDEX_SELECT, 2, in, 1, a);
 }
 
-static mge_status conv_dynamic(mge_onnx_ctx *c, mge_onnx_node *n)
+static mge_status conv_nonzero(mge_onnx_ctx *c, mge_onnx_node *n)
 {
-    if (strcmp(n->op_type, "NonZero") == 0)
-        return mge_onnx_unsupported(c, n, "the output's shape depends on the data (mge plans static shapes)");
-    return mge_onnx_unsupported(c, n, "not supported by mge (per-sequence reversal)");
+    return mge_onnx_unsupported(c, n, "the output's shape depends on the data (mge plans static shapes)");
+}
+
+/* ReverseSequence: gather_elements along the time axis with index
+ * t < len[b] ? len[b] - 1 - t : t, built over [T, B] (or [B, T]) and
+ * expanded to x's shape. */
+static mge_status conv_reverse_sequence(mge_onnx_ctx *c, mge_onnx_node *n)
+{
+    int x = mge_onnx_in(c, n, 0), lens = mge_onnx_in(c, n, 1);
+    if (x < 0 || lens < 0)
+        return mge_onnx_fail(c, n, "expected inputs input and sequence_lens");
+    const mge_value *xv = mge_onnx_value(c, x), *lv = mge_onnx_value(c, lens);
+    int64_t ba = mge_onnx_attr_i(n, "batch_axis", 1), ta = mge_onnx_attr_i(n, "time_axis", 0);
+    int r = xv->ndim;
+    if (r < 2 || !((ba == 0 && ta == 1) || (ba == 1 && ta == 0)))
+        return mge_onnx_fail(c, n, "batch_axis %lld and time_axis %lld over rank %d: expected 0 and 1", (long long)ba,
+                             (long long)ta, r);
+    if (lv->dtype != MGE_I64 || lv->ndim != 1)
+        return mge_onnx_fail(c, n, "sequence_lens must be a 1-D int64 tensor");
+    int zero = const_scalar(c, n, MGE_I64, 0), one = const_scalar(c, n, MGE_I64, 1);
+    if (zero < 0 || one < 0)
+        return err_code(c);
+    mge_attr sa[2] = {mge_onnx_ai(MGE_KEY_start, ta), mge_onnx_ai(MGE_KEY_end, ta + 1)};
+    int tdim = mge_onnx_emit_tmp(c, n, MGE_OP_SHAPE, 1, &x, 2, sa);
+    int rin[3] = {zero, tdim, one};
+    int t = tdim < 0 ? -1 : mge_onnx_emit_tmp(c, n, MGE_OP_RANGE, 3, rin, 0, NULL);
+    int64_t a1 = 1 - ta, a2 = ta;   /* t along dim ta of a 2-D index, lens along the other */
+    mge_attr u1[1] = {mge_onnx_ais(MGE_KEY_axis, 1, &a1)}, u2[1] = {mge_onnx_ais(MGE_KEY_axis, 1, &a2)};
+    int tc = t < 0 ? -1 : mge_onnx_emit_tmp(c, n, MGE_OP_UNSQUEEZE, 1, &t, 1, u1);
+    int lc = tc < 0 ? -1 : mge_onnx_emit_tmp(c, n, MGE_OP_UNSQUEEZE, 1, &lens, 1, u2);
+    int last = lc < 0 ? -1 : tmp(c, n, MGE_OP_SUB, lc, one);
+    int rev = last < 0 ? -1 : tmp(c, n, MGE_OP_SUB, last, tc);
+    int keep = rev < 0 ? -1 : tmp(c, n, MGE_OP_LESS, tc, lc);
+    int win[3] = {keep, rev, tc};
+    int idx = keep < 0 ? -1 : mge_onnx_emit_tmp(c, n, MGE_OP_WHERE, 3, win, 0, NULL);
+    if (idx < 0)
+        return err_code(c);
+    if (r > 2) {
+        int64_t ax[MGE_MAX_DIMS];
+        for (int d = 2; d < r; d++)
+            ax[d - 2] = d;
+        mge_attr ua[1] = {mge_onnx_ais(MGE_KEY_axis, r - 2, ax)};
+        int sh = mge_onnx_emit_tmp(c, n, MGE_OP_SHAPE, 1, &x, 0, NULL);
+        int u = sh < 0 ? -1 : mge_onnx_emit_tmp(c, n, MGE_OP_UNSQUEEZE, 1, &idx, 1, ua);
+        if (u < 0 || (idx = tmp(c, n, MGE_OP_EXPAND, u, sh)) < 0)
+            return err_code(c);
+    }
+    mge_attr ga[1] = {mge_onnx_ai(MGE_KEY_axis, ta)};
+    int in[2] = {x, idx};
+    return emit1(c, n, MGE_OP_GATHER_ELEMENTS, 2, in, 1, ga);
 }
 
 const mge_onnx_op mge_onnx_ops_shape[] = {
@@ -1082,7 +1140,7 @@ const mge_onnx_op mge_onnx_ops_shape[] = {
     {"Trilu", conv_trilu, 14},
     {"EyeLike", conv_eye_like, 9},
     {"Compress", conv_compress, 9},
-    {"NonZero", conv_dynamic, 9},
-    {"ReverseSequence", conv_dynamic, 10},
+    {"NonZero", conv_nonzero, 9},
+    {"ReverseSequence", conv_reverse_sequence, 10},
     {NULL, NULL, 0},
 };

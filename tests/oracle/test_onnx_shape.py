@@ -300,3 +300,19 @@ def test_gather_negative_and_shape_glue():
                    _vi("ex", T.FLOAT, None), _vi("t", T.FLOAT, None)], 13, inits)
     _check(path, [(rng.standard_normal((2, 3, 4)).astype(np.float32),),
                   (rng.standard_normal((5, 3, 2)).astype(np.float32),)])
+
+
+def test_reverse_sequence_and_symbolic_eyelike():
+    _ort()
+    from onnx import TensorProto as T, helper
+    rng = np.random.default_rng(6)
+    for ba, ta in ((1, 0), (0, 1)):
+        path = _model([helper.make_node("ReverseSequence", ["x", "lens"], ["y"], batch_axis=ba, time_axis=ta)],
+                      [_vi("x", T.FLOAT, ["A", "B", 3]), _vi("lens", T.INT64, ["AB"[ba]])], [_vi("y", T.FLOAT, None)], 10)
+        for shp in ((4, 5, 3), (2, 6, 3)):
+            tlen, blen = shp[ta], shp[ba]
+            lens = rng.integers(1, tlen + 1, size=blen).astype(np.int64)
+            _check(path, [(rng.standard_normal(shp).astype(np.float32), lens)])
+    path = _model([helper.make_node("EyeLike", ["x"], ["y"], k=1)], [_vi("x", T.FLOAT, ["N", "W"])],
+                  [_vi("y", T.FLOAT, None)], 9)
+    _check(path, [(np.zeros((3, 5), np.float32),), (np.zeros((4, 2), np.float32),)])
