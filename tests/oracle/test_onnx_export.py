@@ -1,0 +1,188 @@
+"""ONNX export (mge-opt --emit onnx) against onnxruntime.
+
+Each model is written as .mge and as .onnx by mge-opt; onnxruntime runs
+the .onnx and its outputs must match mge-run's on the .mge within 1e-5
+relative (to the largest magnitude): the sample nets (samples/nets), the
+same after -O2 (fused, Winograd and blocked ops go back through unfuse) and
+-O3 (f16 weights: a Cast in the ONNX graph), a model trained a few steps
+by mge-train (its loss and optimizer state are left out), an int8 model
+from mge-quant (QuantizeLinear / DequantizeLinear around float ops: within
+the int8 rounding, a few quantization steps), and the round trip of a
+torchvision resnet18 exported by torch.onnx (opset 13, dynamic batch):
+onnx -> mge -> onnx, run by onnxruntime against PyTorch. Skipped, visibly,
+without onnxruntime."""
+import os
+
+import numpy as np
+
+from common import ROOT, Skip, read_stream, rel_err, run, tmpdir, tool, npy_stream
+
+try:
+    import onnx  # noqa: F401
+    import onnxruntime as ort
+except ImportError as e:
+    raise Skip(f"onnx/onnxruntime not installed ({e}); scripts/deps installs them")
+
+NETS = os.path.join(ROOT, "samples", "nets")
+TOL = 1e-5
+
+
+def ort_run(path, feeds):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 2
+    # mge's own results are the reference: no graph rewrites that reassociate
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    return s.run(None, feeds), [i.name for i in s.get_inputs()]
+
+
+def mge_run(model, arrays):
+    _, out, _ = run([tool("mge-run"), model, "--threads", "2"], stdin=npy_stream(*arrays))
+    return read_stream(out)
+
+
+def inputs_for(name, batch=2):
+    rng = np.random.default_rng(5)
+    if name == "gpt-tiny":
+        return {"tokens": rng.integers(0, 64, (batch, 16)).astype(np.int32)}
+    if name in ("resnet18", "mobilenet_v2"):
+        return {"x": rng.standard_normal((batch, 3, 224, 224), dtype=np.float32)}
+    return {"x": rng.standard_normal((batch, 1, 28, 28), dtype=np.float32)}
+
+
+def compare(tag, mge_model, onnx_model, feeds, tol=TOL):
+    ref = mge_run(mge_model, list(feeds.values()))
+    got, names = ort_run(onnx_model, feeds)
+    assert names == list(feeds), f"{tag}: ONNX inputs {names}, expected {list(feeds)}"
+    assert len(got) == len(ref), f"{tag}: {len(got)} ONNX outputs, mge-run gave {len(ref)}"
+    worst = 0.0
+    for g, r in zip(got, ref):
+        assert g.shape == r.shape, f"{tag}: ONNX output shape {g.shape}, mge {r.shape}"
+        if r.dtype.kind in "iub":
+            assert np.array_equal(g, r), f"{tag}: integer outputs differ"
+            continue
+        e = rel_err(g, r)
+        worst = max(worst, e)
+        assert e <= tol, f"{tag}: relative error {e:.3g} > {tol}"
+    print(f"  {tag}: {len(got)} output(s), relative error {worst:.2e}")
+    return worst
+
+
+def export(src, d, stem, *opts):
+    mge = os.path.join(d, stem + ".mge")
+    onx = os.path.join(d, stem + ".onnx")
+    run([tool("mge-opt"), src, *opts, "-q", "-o", mge])
+    run([tool("mge-opt"), mge, "--emit", "onnx", "-o", onx])
+    import onnx as ox
+    ox.checker.check_model(ox.load(onx), full_check=True)
+    return mge, onx
+
+
+def check_net(name, *opts):
+    d = tmpdir()
+    src = os.path.join(NETS, name + ".mgt")
+    mge, onx = export(src, d, name, *opts)
+    compare(f"{name} {' '.join(opts)}".strip(), mge, onx, inputs_for(name))
+
+
+def test_lenet():
+    check_net("lenet")
+
+
+def test_mlp():
+    check_net("mlp")
+
+
+def test_linear_softmax_argmax():
+    check_net("linear")
+
+
+def test_resnet18():
+    check_net("resnet18")
+
+
+def test_mobilenet_v2():
+    check_net("mobilenet_v2")
+
+
+def test_gpt_tiny():
+    check_net("gpt-tiny")
+
+
+def test_O2():
+    for name in ("lenet", "resnet18", "mobilenet_v2", "gpt-tiny"):
+        check_net(name, "-O2")
+
+
+def test_f16_weights():
+    # f16 weights are exact in the .mge and the .onnx alike (a Cast to f32
+    # before their readers): the same tolerance
+    for name in ("lenet", "gpt-tiny"):
+        check_net(name, "--passes", "f16-weights")
+
+
+def test_O3():
+    # -O3's packed f16 conv weights come back as their f32 values
+    for name in ("lenet", "resnet18", "gpt-tiny"):
+        check_net(name, "-O3")
+
+
+def test_trained_lenet():
+    d = tmpdir()
+    rng = np.random.default_rng(3)
+    np.savez(os.path.join(d, "data.npz"), x=rng.standard_normal((64, 1, 28, 28), dtype=np.float32),
+             label=rng.integers(0, 10, 64).astype(np.int32))
+    trained = os.path.join(d, "trained.mge")
+    run([tool("mge-train"), os.path.join(NETS, "lenet.mgt"), "--data", os.path.join(d, "data.npz"),
+         "--batch", "16", "--steps", "4", "-q", "-o", trained])
+    onx = os.path.join(d, "trained.onnx")
+    run([tool("mge-opt"), trained, "-o", onx])   # .onnx implies --emit onnx
+    compare("lenet trained 4 steps", trained, onx, inputs_for("lenet", batch=3))
+
+
+def test_int8():
+    d = tmpdir()
+    f32, _ = export(os.path.join(NETS, "lenet.mgt"), d, "f32")
+    calib = os.path.join(d, "calib.npy")
+    np.save(calib, np.random.default_rng(11).standard_normal((32, 1, 28, 28), dtype=np.float32))
+    q = os.path.join(d, "q.mge")
+    run([tool("mge-quant"), f32, "--calib", calib, "-q", "-o", q])
+    onx = os.path.join(d, "q.onnx")
+    run([tool("mge-opt"), q, "--emit", "onnx", "-o", onx])
+    feeds = inputs_for("lenet", batch=4)
+    ref = mge_run(q, list(feeds.values()))[0].astype(np.float64)
+    got = ort_run(onx, feeds)[0][0].astype(np.float64)
+    # the output is dequantized: its values are multiples of the output scale;
+    # rounding ties and float-vs-integer accumulation may move a few of them
+    step = np.min(np.diff(np.unique(np.round(ref.ravel(), 6)))) if ref.size > 1 else 1
+    err = np.max(np.abs(got - ref))
+    cos = float(np.dot(got.ravel(), ref.ravel()) / (np.linalg.norm(got) * np.linalg.norm(ref)))
+    print(f"  lenet int8: max |onnxruntime - mge| {err:.4g} (output step ~{step:.4g}), cosine {cos:.6f}")
+    assert cos > 0.999, f"int8: cosine {cos}"
+    assert err <= 4 * max(step, 1e-6) + 1e-6, f"int8: error {err} beyond a few quantization steps ({step})"
+
+
+def test_resnet18_round_trip():
+    try:
+        import torch
+        import torchvision
+    except ImportError as e:
+        raise Skip(f"PyTorch/torchvision not installed ({e})")
+    torch.manual_seed(0)
+    m = torchvision.models.resnet18().eval()
+    d = tmpdir()
+    src = os.path.join(d, "r18.onnx")
+    x = torch.randn(2, 3, 64, 64)
+    torch.onnx.export(m, x, src, opset_version=13, input_names=["x"], output_names=["y"],
+                      dynamic_axes={"x": {0: "N"}, "y": {0: "N"}})
+    back = os.path.join(d, "back.onnx")
+    rc, _, err = run([tool("mge-opt"), src, "-o", back], check=False)
+    if rc != 0:
+        raise AssertionError(f"import of torch's resnet18 failed (the import side): {err.strip()}")
+    with torch.no_grad():
+        ref = m(torch.randn(3, 3, 64, 64, generator=torch.Generator().manual_seed(1))).numpy()
+    xs = torch.randn(3, 3, 64, 64, generator=torch.Generator().manual_seed(1)).numpy()
+    got, _ = ort_run(back, {"x": xs})
+    e = rel_err(got[0], ref)
+    print(f"  resnet18 torch.onnx -> mge -> onnx: batch 3 (exported at 2), relative error {e:.2e} vs PyTorch")
+    assert e <= 1e-4, f"round trip: relative error {e}"
