@@ -23,6 +23,9 @@ typedef struct mge_onnx_w {
     mge_buf unsupported;     /* "node 'NAME' (op): reason; ..." */
     const mge_node *cur;     /* the node being exported (names its helpers) */
     int ncur;                /* ONNX nodes emitted for it so far */
+    const char *ovin[64];    /* when set: the ONNX names standing for the node's inputs */
+    const char *ovout[4];    /* ... and outputs (a float op around int8 values) */
+    int float_ov;            /* the op runs on the float values: its constants are f32 */
 } mge_onnx_w;
 
 /* Arena memory (zeroed) and strings; NULL only after w->nomem is set. */

@@ -5,7 +5,9 @@
  * x * Sigmoid(x), group_norm through InstanceNormalization, attention as
  * MatMul/Softmax, the int8 layers as DequantizeLinear -> float op ->
  * QuantizeLinear with mge's scales and zero points, which onnxruntime fuses
- * back into its QLinear kernels). What ONNX cannot express, or needs a
+ * back into its QLinear kernels; a float op mge runs on int8 values, such
+ * as global_avgpool after the last qconv2d, becomes DQ -> op -> Q at the
+ * values' scale). What ONNX cannot express, or needs a
  * shape mge knows only when it runs, is reported with the reason. Training,
  * gradient, optimizer and communication ops have no inference meaning and
  * are reported too (a graph with a loss has lost them to strip-training
@@ -17,8 +19,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#define IN(i) mge_onnx_w_name(w, n->in[i])
-#define OUT(k) mge_onnx_w_name(w, n->out[k])
+#define IN(i) ((i) < 64 && w->ovin[i] ? w->ovin[i] : mge_onnx_w_name(w, n->in[i]))
+#define OUT(k) ((k) < 4 && w->ovout[k] ? w->ovout[k] : mge_onnx_w_name(w, n->out[k]))
 #define NOMEM() mge_error_set(w->err, MGE_ERR_NOMEM, "out of memory")
 
 static const mge_value *val(mge_onnx_w *w, int v)
@@ -615,14 +617,110 @@ static const char *vec_input(mge_onnx_w *w, const mge_node *n, int key)
     return a ? mge_onnx_w_i64s(w, a->n, a->i) : NULL;
 }
 
-/* ---------------------------------------------------------------- the node */
+/* ---------------------------------------------------------------- plain ops on int8 values */
+
+/* The scale and zero point of a qs8 value: the y_scale of the int8 op
+ * that made it, or of the first input of an op that passes values through
+ * (pools, reshapes: mge runs them on the int8 values at their scale). */
+static int qscale_of(mge_onnx_w *w, int v, double *s, int64_t *z)
+{
+    for (int guard = 0; guard < 100000; guard++) {
+        const mge_value *vv = val(w, v);
+        if (vv->kind != MGE_VAL_NODE) {
+            if (!vv->data || vv->data->q.nscale != 1)
+                return 0;
+            *s = vv->data->q.scale[0];
+            *z = vv->data->q.zero;
+            return 1;
+        }
+        const mge_node *p = &w->g->nodes[vv->producer];
+        switch (p->op) {
+        case MGE_OP_QUANTIZE:
+            *s = mge_node_float(p, MGE_KEY_scale, 1);
+            *z = mge_node_int(p, MGE_KEY_zero, 0);
+            return 1;
+        case MGE_OP_QCONV2D: case MGE_OP_QLINEAR: case MGE_OP_QADD:
+            *s = mge_node_float(p, MGE_KEY_y_scale, 1);
+            *z = mge_node_int(p, MGE_KEY_y_zero, 0);
+            return 1;
+        default:
+            if (p->nin < 1)
+                return 0;
+            v = p->in[0];
+        }
+    }
+    return 0;
+}
+
+/* Data movement that ONNX runs on int8 as mge does. */
+static int int8_safe(int o)
+{
+    switch (o) {
+    case MGE_OP_MAXPOOL2D: case MGE_OP_FLATTEN: case MGE_OP_RESHAPE: case MGE_OP_TRANSPOSE: case MGE_OP_SLICE:
+    case MGE_OP_SQUEEZE: case MGE_OP_UNSQUEEZE: case MGE_OP_DROPOUT: case MGE_OP_COPY: case MGE_OP_GATHER:
+    case MGE_OP_EXPAND: case MGE_OP_TILE:
+        return 1;
+    default: return 0;
+    }
+}
+
+static mge_status export_node(mge_onnx_w *w, const mge_node *n);
+
+/* A float op reading qs8 values (global_avgpool after the last qconv2d):
+ * DequantizeLinear of them, the op on floats, QuantizeLinear of its qs8
+ * outputs at the same scale. */
+static mge_status export_on_floats(mge_onnx_w *w, const mge_node *n)
+{
+    double s;
+    int64_t z;
+    for (int i = 0; i < n->nin && i < 64; i++) {
+        if (val(w, n->in[i])->dtype != MGE_QS8)
+            continue;
+        if (!qscale_of(w, n->in[i], &s, &z))
+            return mge_onnx_w_unsupported(w, "an int8 input whose scale is not known");
+        w->ovin[i] = dq_attr(w, mge_onnx_w_name(w, n->in[i]), s, z, NULL);
+    }
+    if (n->nout > 4)
+        return mge_onnx_w_unsupported(w, "%d outputs", n->nout);
+    double os[4];
+    int64_t oz[4];
+    for (int k = 0; k < n->nout; k++) {
+        if (val(w, n->out[k])->dtype != MGE_QS8)
+            continue;
+        if (!qscale_of(w, n->out[k], &os[k], &oz[k]))
+            return mge_onnx_w_unsupported(w, "an int8 output whose scale is not known");
+        w->ovout[k] = mge_onnx_w_tmp(w, "float");
+    }
+    w->float_ov = 1;
+    mge_status st = export_node(w, n);
+    w->float_ov = 0;
+    for (int k = 0; k < n->nout && !st; k++)
+        if (w->ovout[k] && !q_attr(w, w->ovout[k], os[k], oz[k], mge_onnx_w_name(w, n->out[k])))
+            st = NOMEM();
+    memset(w->ovin, 0, sizeof w->ovin);
+    memset(w->ovout, 0, sizeof w->ovout);
+    return st;
+}
 
 mge_status mge_onnx_w_export_node(mge_onnx_w *w, const mge_node *n)
+{
+    const mge_opinfo *oi = mge_op_info(n->op);
+    int q8 = 0;
+    for (int i = 0; i < n->nin; i++)
+        q8 |= val(w, n->in[i])->dtype == MGE_QS8;
+    if (q8 && oi && strcmp(oi->family, "quant") != 0 && !int8_safe(n->op))
+        return export_on_floats(w, n);
+    return export_node(w, n);
+}
+
+/* ---------------------------------------------------------------- the node */
+
+static mge_status export_node(mge_onnx_w *w, const mge_node *n)
 {
     const char *d = direct(n->op);
     Onnx__NodeProto *nd = NULL;
     const mge_value *x = n->nin ? val(w, n->in[0]) : NULL;
-    mge_dtype dt = x ? x->dtype : MGE_F32;
+    mge_dtype dt = w->float_ov ? MGE_F32 : x ? x->dtype : MGE_F32;
     int r = x ? x->ndim : 0;
     if (d) {
         const char *in[8];

@@ -162,6 +162,91 @@ def test_int8():
     assert err <= 4 * max(step, 1e-6) + 1e-6, f"int8: error {err} beyond a few quantization steps ({step})"
 
 
+def test_resnet18_int8():
+    """qconv2d, qadd and a float global_avgpool on int8 values (DQ -> op -> Q)."""
+    d = tmpdir()
+    f32, _ = export(os.path.join(NETS, "resnet18.mgt"), d, "f32")
+    calib = os.path.join(d, "calib.npy")
+    np.save(calib, np.random.default_rng(11).standard_normal((4, 3, 224, 224), dtype=np.float32))
+    q = os.path.join(d, "q.mge")
+    run([tool("mge-quant"), f32, "--calib", calib, "-q", "-o", q])
+    onx = os.path.join(d, "q.onnx")
+    run([tool("mge-opt"), q, "-o", onx])
+    feeds = inputs_for("resnet18", batch=2)
+    ref = mge_run(q, list(feeds.values()))[0].astype(np.float64)
+    got = ort_run(onx, feeds)[0][0].astype(np.float64)
+    step = np.min(np.diff(np.unique(ref)))
+    err = np.max(np.abs(got - ref))
+    cos = float(np.dot(got.ravel(), ref.ravel()) / (np.linalg.norm(got) * np.linalg.norm(ref)))
+    print(f"  resnet18 int8: max |onnxruntime - mge| {err:.4g} (output step {step:.4g}), cosine {cos:.6f}")
+    assert cos > 0.999, f"int8: cosine {cos}"
+    assert err <= 4 * step + 1e-6, f"int8: error {err} beyond a few quantization steps ({step})"
+
+
+OPS = """input x : f32[N,4,8,8]
+input s : f32[N,6,16]
+a1 = gelu(x)
+a2 = silu(a1)
+a3 = hswish(a2)
+a4 = hsigmoid(a3)
+a5 = elu(x, alpha=0.7)
+a6 = selu(a5)
+a7 = softplus(a6, beta=2, threshold=3)
+a8 = mish(a7)
+a9 = leaky_relu(a8, alpha=0.2)
+a10 = relu6(a9)
+a11 = clamp(x, min=-0.5)
+a12 = add(a10, a11)
+b1 = mul(a12, a4)
+b2 = sub(b1, x)
+b3 = maximum(b2, a5)
+b4 = div(b3, a4)
+g1 = group_norm(b4, num_groups=2)
+g2 = instance_norm(g1)
+g3 = instance_norm(g2, affine=true)
+p1 = pad(g3, pads=[1, 2, 0, 1], mode=reflect)
+p2 = pad(p1, pads=[1, 1, 1, 1], value=0.5)
+r1 = resize(p2, scales=[2, 2])
+r2 = resize(p2, size=[5, 7], mode=bilinear)
+c1 = conv_transpose2d(r2, out=3, kernel=3, stride=2, pad=1, output_padding=1)
+av = avgpool2d(c1, kernel=3, stride=2, pad=1, count_include_pad=false)
+ap = adaptive_avgpool2d(r1, output_size=2)
+mx = adaptive_maxpool2d(r1, output_size=1)
+m1 = mean(av, axis=[2, 3], keepdim=true)
+m2 = sum(ap, axis=[1])
+m3 = max(mx, axis=[1, 2, 3])
+sm = softmax(r1, axis=1)
+ls = log_softmax(r1, axis=-1)
+t1 = transpose(sm, perm=[0, 2, 3, 1])
+sl = slice(t1, axis=1, start=1, end=-1, step=2)
+q = linear(s, out=16)
+k = linear(s, out=16)
+v = linear(s, out=16)
+att = scaled_dot_product_attention(q, k, v, causal=true)
+ln = layernorm(att)
+mm = matmul(ln, s, transpose_b=true)
+c1d = conv1d(s, out=5, kernel=3, pad=1)
+tk, ti = topk(c1d, k=3)
+cs = cumsum(tk, axis=1)
+rn = rms_norm(s)
+output sl, ls, m1, m2, m3, mm, cs, ti, rn
+"""
+
+
+def test_ops():
+    """Activations, norms, pads, resizes, pools, reductions, attention (causal),
+    conv1d / conv_transpose2d, topk, cumsum, rms_norm in one model."""
+    d = tmpdir()
+    src = os.path.join(d, "ops.mgt")
+    with open(src, "w") as f:
+        f.write(OPS)
+    mge, onx = export(src, d, "ops")
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal((2, 4, 8, 8), dtype=np.float32),
+             "s": rng.standard_normal((2, 6, 16), dtype=np.float32)}
+    compare("ops", mge, onx, feeds)
+
+
 def test_resnet18_round_trip():
     try:
         import torch
