@@ -55,7 +55,6 @@ static void help(void)
            "Examples:\n"
            "  mge-opt net.mgt -o net.mge                     # assemble text into .mge\n"
            "  mge-opt net.mgt --weights w.npz -O2 --verify -o net.mge   # bind, optimize, check the outputs\n"
-           "  mge-opt -S net.mge                             # the text form of a model\n"
            "  mge-opt -O2 net.mge -o net.onnx                # optimize, then export to ONNX\n", cli_prog);
 }
 
