@@ -291,6 +291,12 @@ const char *mge_onnx_w_vec(mge_onnx_w *w, mge_dtype dt, int cnt, const double *v
     return add_init(w, tensor_of(w, dt, as_1d || cnt != 1 ? 1 : 0, &dim, cnt, v), "c");
 }
 
+const char *mge_onnx_w_const(mge_onnx_w *w, mge_dtype dt, int ndim, const int64_t *dims, int64_t cnt,
+                             const double *v)
+{
+    return add_init(w, tensor_of(w, dt, ndim, dims, cnt, v), "c");
+}
+
 void mge_onnx_w_attr_scalar(mge_onnx_w *w, Onnx__NodeProto *n, const char *name, int onnx_type, double v)
 {
     int dt = mge_onnx_dtype(onnx_type);
@@ -414,7 +420,8 @@ static mge_status build(mge_onnx_w *w, mge_buf *out, mge_error *err)
     for (int i = 0; i < g->nnodes; i++)
         if (need[i])
             for (int k = 0; k < g->nodes[i].nin; k++)
-                init[g->nodes[i].in[k]] = 1;
+                if (mge_onnx_w_reads_input(&g->nodes[i], k))
+                    init[g->nodes[i].in[k]] = 1;
     for (int i = 0; i < g->noutputs; i++)
         init[g->outputs[i]] = 1;
     /* params, state and consts that some needed node reads: initializers,

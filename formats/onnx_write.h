@@ -54,6 +54,9 @@ void mge_onnx_w_attr_scalar(mge_onnx_w *w, Onnx__NodeProto *n, const char *name,
 const char *mge_onnx_w_i64s(mge_onnx_w *w, int cnt, const int64_t *v);
 const char *mge_onnx_w_scalar(mge_onnx_w *w, mge_dtype dt, double v);
 const char *mge_onnx_w_vec(mge_onnx_w *w, mge_dtype dt, int cnt, const double *v, int as_1d);
+/* An n-D initializer of dtype dt with elements v[0..cnt) under a fresh name. */
+const char *mge_onnx_w_const(mge_onnx_w *w, mge_dtype dt, int ndim, const int64_t *dims, int64_t cnt,
+                             const double *v);
 /* The initializer named name holding t's bytes (borrowed: t must outlive
  * the packing). */
 mge_status mge_onnx_w_tensor(mge_onnx_w *w, const char *name, const mge_tensor *t);
@@ -61,6 +64,10 @@ mge_status mge_onnx_w_tensor(mge_onnx_w *w, const char *name, const mge_tensor *
 /* Records the current node as unsupported; returns MGE_ERR_UNSUPPORTED. */
 mge_status mge_onnx_w_unsupported(mge_onnx_w *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* onnx_write_ops.c: whether the ONNX form of node n reads its input k as
+ * it is (0: the exporter writes a converted copy, lstm's and gru's weights
+ * in ONNX's gate order, and the original is no initializer). */
+int mge_onnx_w_reads_input(const mge_node *n, int k);
 /* onnx_write_ops.c: emits node n of w->g (MGE_ERR_UNSUPPORTED after
  * mge_onnx_w_unsupported; other errors set w->err). */
 mge_status mge_onnx_w_export_node(mge_onnx_w *w, const mge_node *n);

@@ -617,6 +617,130 @@ static const char *vec_input(mge_onnx_w *w, const mge_node *n, int key)
     return a ? mge_onnx_w_i64s(w, a->n, a->i) : NULL;
 }
 
+/* ---------------------------------------------------------------- recurrent layers */
+
+/* The gates of a PyTorch weight's G blocks of H rows in ONNX's order:
+ * LSTM i,f,g,o -> i,o,f,c; GRU r,z,n -> z,r,h. */
+static const int lstm_gates[4] = {0, 3, 1, 2}, gru_gates[3] = {1, 0, 2};
+
+/* Copies the rows of an f32 [G*H, cols] param into dst in ONNX's gate order. */
+static int gate_rows(const mge_value *p, int G, int64_t H, int64_t cols, const int *order, double *dst)
+{
+    const mge_tensor *t = p->data;
+    if (!t || !t->data || t->dtype != MGE_F32 || mge_tensor_numel(t) != G * H * cols)
+        return 0;
+    const float *f = t->data;
+    for (int g = 0; g < G; g++)
+        for (int64_t r = 0; r < H * cols; r++)
+            dst[(int64_t)g * H * cols + r] = f[(int64_t)order[g] * H * cols + r];
+    return 1;
+}
+
+/* How many of x's companions (h0, c0) the node has: its inputs less x and
+ * the params the attributes call for; -1 when they do not add up. */
+static int rnn_extra(const mge_node *n)
+{
+    int64_t L = mge_node_int(n, MGE_KEY_num_layers, 1);
+    int D = mge_node_int(n, MGE_KEY_bidirectional, 0) ? 2 : 1, per = mge_node_int(n, MGE_KEY_bias, 1) ? 4 : 2;
+    if (L < 1 || L > 14)
+        return -1;
+    int e = n->nin - 1 - (int)(L * D) * per;
+    return e < 0 || e > (n->op == MGE_OP_LSTM ? 2 : 1) ? -1 : e;
+}
+
+int mge_onnx_w_reads_input(const mge_node *n, int k)
+{
+    if (n->op != MGE_OP_LSTM && n->op != MGE_OP_GRU)
+        return 1;
+    int e = rnn_extra(n);
+    return e < 0 || k <= e;
+}
+
+static mge_status ex_rnn(mge_onnx_w *w, const mge_node *n)
+{
+    int lstm = n->op == MGE_OP_LSTM, G = lstm ? 4 : 3;
+    const int *order = lstm ? lstm_gates : gru_gates;
+    int64_t H = mge_node_int(n, MGE_KEY_hidden_size, 1), L = mge_node_int(n, MGE_KEY_num_layers, 1);
+    int D = mge_node_int(n, MGE_KEY_bidirectional, 0) ? 2 : 1, bias = (int)mge_node_int(n, MGE_KEY_bias, 1);
+    int bf = (int)mge_node_int(n, MGE_KEY_batch_first, 0);
+    int per = bias ? 4 : 2, extra = rnn_extra(n);
+    if (H < 1 || extra < 0 || (lstm && extra == 1))
+        return mge_onnx_w_unsupported(w, "%d inputs do not fit the attributes", n->nin);
+    const mge_value *x = val(w, n->in[0]);
+    if (x->ndim != 3 || x->dtype != MGE_F32)
+        return mge_onnx_w_unsupported(w, "x must be f32 of rank 3");
+    Onnx__NodeProto *nd = NULL;
+    int64_t p021[3] = {1, 0, 2};
+    const char *cur = IN(0);
+    if (bf) {
+        cur = op(w, &nd, "Transpose", NULL, 1, cur);
+        mge_onnx_w_attr_ints(w, nd, "perm", 3, p021);
+    }
+    const char *hn[14], *cn[14];
+    for (int64_t l = 0; l < L; l++) {
+        const mge_value *wih = val(w, n->in[1 + extra + (int)(l * D) * per]);
+        int64_t in = wih->ndim == 2 ? wih->dims[1] : -1;
+        if (in < 1)
+            return mge_onnx_w_unsupported(w, "layer %lld's input weight is not [G*H, in]", (long long)l);
+        double *W = mge_onnx_w_alloc(w, (size_t)(D * G * H * in) * sizeof *W);
+        double *R = mge_onnx_w_alloc(w, (size_t)(D * G * H * H) * sizeof *R);
+        double *B = mge_onnx_w_alloc(w, (size_t)(D * 2 * G * H) * sizeof *B);
+        if (!W || !R || !B)
+            return NOMEM();
+        for (int d = 0; d < D; d++) {
+            int base = 1 + extra + (int)(l * D + d) * per;
+            if (!gate_rows(val(w, n->in[base]), G, H, in, order, W + d * G * H * in) ||
+                !gate_rows(val(w, n->in[base + 1]), G, H, H, order, R + d * G * H * H) ||
+                (bias && (!gate_rows(val(w, n->in[base + 2]), G, H, 1, order, B + d * 2 * G * H) ||
+                          !gate_rows(val(w, n->in[base + 3]), G, H, 1, order, B + d * 2 * G * H + G * H))))
+                return mge_onnx_w_unsupported(w, "the weights of layer %lld must be f32 constants of PyTorch's "
+                                              "shapes", (long long)l);
+        }
+        int64_t wd[3] = {D, G * H, in}, rd[3] = {D, G * H, H}, bd[2] = {D, 2 * G * H};
+        const char *Wn = mge_onnx_w_const(w, MGE_F32, 3, wd, D * G * H * in, W);
+        const char *Rn = mge_onnx_w_const(w, MGE_F32, 3, rd, D * G * H * H, R);
+        const char *Bn = bias ? mge_onnx_w_const(w, MGE_F32, 2, bd, D * 2 * G * H, B) : "";
+        const char *h0 = "", *c0 = "";
+        if (extra) {
+            int64_t s = l * D, e = l * D + D, ax = 0;
+            const char *ss = mge_onnx_w_i64s(w, 1, &s), *es = mge_onnx_w_i64s(w, 1, &e), *as = mge_onnx_w_i64s(w, 1, &ax);
+            h0 = op(w, NULL, "Slice", NULL, 4, IN(1), ss, es, as);
+            if (lstm)
+                c0 = op(w, NULL, "Slice", NULL, 4, IN(2), ss, es, as);
+        }
+        const char *y = mge_onnx_w_tmp(w, "Y"), *yh = mge_onnx_w_tmp(w, "Y_h"), *yc = lstm ? mge_onnx_w_tmp(w, "Y_c") : NULL;
+        const char *ins[7] = {cur, Wn, Rn, Bn, "", h0, c0}, *outs[3] = {y, yh, yc};
+        nd = mge_onnx_w_node(w, lstm ? "LSTM" : "GRU", lstm ? 7 : 6, ins, lstm ? 3 : 2, outs);
+        mge_onnx_w_attr_i(w, nd, "hidden_size", H);
+        mge_onnx_w_attr_s(w, nd, "direction", D == 2 ? "bidirectional" : "forward");
+        if (!lstm)
+            mge_onnx_w_attr_i(w, nd, "linear_before_reset", 1);   /* PyTorch's n gate */
+        hn[l] = yh;
+        cn[l] = yc;
+        /* Y [S, D, N, H] -> [S, N, D*H] */
+        int64_t p0213[4] = {0, 2, 1, 3}, s3[3] = {0, 0, -1};
+        const char *t = op(w, &nd, "Transpose", NULL, 1, y);
+        mge_onnx_w_attr_ints(w, nd, "perm", 4, p0213);
+        int last = l == L - 1;
+        cur = op(w, NULL, "Reshape", last && !bf ? OUT(0) : NULL, 2, t, mge_onnx_w_i64s(w, 3, s3));
+    }
+    if (bf) {
+        op(w, &nd, "Transpose", OUT(0), 1, cur);
+        mge_onnx_w_attr_ints(w, nd, "perm", 3, p021);
+    }
+    for (int k = 1; k < n->nout && k < 3; k++) {
+        const char **parts = k == 1 ? hn : cn;
+        if (L == 1) {
+            op(w, NULL, "Identity", OUT(k), 1, parts[0]);
+            continue;
+        }
+        const char *out = OUT(k);
+        nd = mge_onnx_w_node(w, "Concat", (int)L, parts, 1, &out);
+        mge_onnx_w_attr_i(w, nd, "axis", 0);
+    }
+    return w->nomem ? NOMEM() : MGE_OK;
+}
+
 /* ---------------------------------------------------------------- plain ops on int8 values */
 
 /* The scale and zero point of a qs8 value: the y_scale of the int8 op
@@ -824,10 +948,14 @@ static mge_status export_node(mge_onnx_w *w, const mge_node *n)
             os[i] = ints_at(n, MGE_KEY_output_size, i, 1);
             int64_t in = x->dims[r - nsp + i];
             global &= os[i] == 1;
-            if (os[i] != 1 && (in < 0 || os[i] < 1 || in % os[i]))
-                return mge_onnx_w_unsupported(w, "output size %lld of an input dim %s: only global or evenly "
-                                              "dividing adaptive pools have an ONNX form", (long long)os[i],
-                                              in < 0 ? "that is not a number" : "it does not divide");
+            if (os[i] != 1 && in < 0)
+                return mge_onnx_w_unsupported(w, "output size %lld of an input dim that is not a number: only "
+                                              "global or evenly dividing adaptive pools have an ONNX form",
+                                              (long long)os[i]);
+            if (os[i] != 1 && (os[i] < 1 || in % os[i]))
+                return mge_onnx_w_unsupported(w, "output size %lld does not divide the input's %lld: only global "
+                                              "or evenly dividing adaptive pools have an ONNX form",
+                                              (long long)os[i], (long long)in);
             k[i] = os[i] == 1 ? in : in / os[i];
         }
         if (global && r == nsp + 2)
@@ -1012,7 +1140,7 @@ static mge_status export_node(mge_onnx_w *w, const mge_node *n)
     case MGE_OP_QCONV2D: case MGE_OP_QLINEAR: case MGE_OP_QADD:
         return ex_quant(w, n);
     case MGE_OP_LSTM: case MGE_OP_GRU:
-        return mge_onnx_w_unsupported(w, "recurrent layers are not exported yet");
+        return ex_rnn(w, n);
     default: break;
     }
     const mge_opinfo *oi = mge_op_info(n->op);

@@ -247,6 +247,37 @@ def test_ops():
     compare("ops", mge, onx, feeds)
 
 
+RNN = """input x : f32[S,N,8]
+input h0 : f32[4,N,5]
+input c0 : f32[4,N,5]
+input z : f32[N,S,6]
+y, h, c = lstm(x, h0, c0, hidden_size=5, num_layers=2, bidirectional=true)
+y2 = lstm(x, hidden_size=3)
+g, gh = gru(z, hidden_size=4, batch_first=true, num_layers=2)
+g2, gh2 = gru(z, hidden_size=4, batch_first=true, bidirectional=true, bias=false)
+output y, h, c, y2, g, gh, g2, gh2
+"""
+
+
+def test_lstm_gru():
+    """Gates reordered (LSTM i,o,f,c; GRU z,r,h, linear_before_reset=1),
+    layers chained, bidirectional, batch_first, h0/c0, no bias."""
+    d = tmpdir()
+    src = os.path.join(d, "rnn.mgt")
+    with open(src, "w") as f:
+        f.write(RNN)
+    mge, onx = export(src, d, "rnn")
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal((7, 2, 8), dtype=np.float32),
+             "h0": rng.standard_normal((4, 2, 5), dtype=np.float32),
+             "c0": rng.standard_normal((4, 2, 5), dtype=np.float32),
+             "z": rng.standard_normal((2, 7, 6), dtype=np.float32)}
+    compare("lstm/gru", mge, onx, feeds)
+    import onnx as ox
+    names = {t.name for t in ox.load(onx).graph.initializer}
+    assert "y.weight_ih_l0" not in names, "the PyTorch-order weights were written besides the reordered ones"
+
+
 def test_resnet18_round_trip():
     try:
         import torch
