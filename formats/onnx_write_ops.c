@@ -471,7 +471,6 @@ static const char *direct(int o)
     case MGE_OP_WHERE: return "Where";
     case MGE_OP_GLOBAL_AVGPOOL: return "GlobalAveragePool";
     case MGE_OP_SIZE: return "Size";
-    case MGE_OP_GATHER_ELEMENTS: return "GatherElements";
     case MGE_OP_SCATTER_ND: return "ScatterND";
     default: return NULL;
     }
@@ -1034,6 +1033,10 @@ static mge_status export_node(mge_onnx_w *w, const mge_node *n)
     }
     case MGE_OP_GATHER: case MGE_OP_INDEX_SELECT:
         op(w, &nd, "Gather", OUT(0), 2, IN(0), IN(1));
+        mge_onnx_w_attr_i(w, nd, "axis", ints_at(n, MGE_KEY_axis, 0, 0));
+        return nd ? MGE_OK : NOMEM();
+    case MGE_OP_GATHER_ELEMENTS:
+        op(w, &nd, "GatherElements", OUT(0), 2, IN(0), IN(1));
         mge_onnx_w_attr_i(w, nd, "axis", ints_at(n, MGE_KEY_axis, 0, 0));
         return nd ? MGE_OK : NOMEM();
     case MGE_OP_SCATTER:

@@ -247,6 +247,84 @@ def test_ops():
     compare("ops", mge, onx, feeds)
 
 
+OPS2 = """input x : f32[N,4,6]
+input v : f32[N,3,4,4,4]
+input t : i32[N,5]
+const idx : i64[3] = [2, 0, 3]
+const gidx : i64[1,2,2] = [1, 0, 3, 2]
+e = embedding(t, num=10, dim=6)
+u1 = abs(x)
+u2 = sqrt(u1)
+p3 = add(u2, u1)
+u3 = log(p3)
+nx = neg(x)
+u4 = exp(nx)
+p5 = add(u1, u4)
+u5 = rsqrt(p5)
+u6 = square(u5)
+p7 = add(u6, u4)
+u7 = reciprocal(p7)
+u8 = sin(u7)
+u9 = cos(u8)
+p10 = mul(x, u9)
+u10 = floor(p10)
+u11 = ceil(x)
+p12 = mul(x, u4)
+u12 = round(p12)
+u13 = sign(x)
+u14 = erf(x)
+u15 = hardtanh(x, min=-0.3, max=0.4)
+u16 = softsign(x)
+u17 = pow(u1, u14)
+u18 = minimum(u17, u16)
+u19 = prelu(x, num=4)
+cmp = greater(x, u14)
+cmp2 = less_equal(x, u16)
+ncmp = not(cmp2)
+lg = and(cmp, ncmp)
+w1 = where(lg, u18, u19)
+mm = matmul(x, x, transpose_a=true)
+r1 = prod(u9, axis=[2])
+r2 = min(x, axis=[1], keepdim=true)
+am = argmax(x, axis=1)
+an = argmin(x, axis=-1, keepdim=true)
+cv = cast(am, dtype=f32)
+sh = shape(x)
+sz = size(x)
+g1 = gather(x, idx, axis=1)
+g2 = index_select(x, idx, axis=2)
+ge = gather_elements(x, gidx, axis=1)
+sq = unsqueeze(x, axis=[1])
+sq2 = squeeze(sq, axis=[1])
+ex = expand(r2, shape=[1, 4, 6])
+tl = tile(x, repeats=[1, 2, 1])
+s1, s2 = split(x, axis=2, sizes=[2, 4])
+cc = concat(s2, s1, w1, axis=2)
+srt, si = sort(x, axis=-1, descending=true)
+as = argsort(x, axis=1)
+c3 = conv3d(v, out=2, kernel=3, pad=1, stride=2)
+ap1 = adaptive_avgpool1d(x, output_size=3)
+mp1 = adaptive_maxpool1d(x, output_size=1)
+output e, u10, u11, u12, u13, cc, mm, r1, r2, an, cv, sh, sz, g1, g2, ge, sq2, ex, tl, srt, si, as, c3, ap1, mp1, u3
+"""
+
+
+def test_ops_more():
+    """Unary math, comparisons and logic, where, prelu, embedding, gathers,
+    expand / tile / split / squeeze, sort / argsort, reductions, argmax,
+    shape / size, conv3d, adaptive 1-d pools: exact or within 1e-5."""
+    d = tmpdir()
+    src = os.path.join(d, "ops2.mgt")
+    with open(src, "w") as f:
+        f.write(OPS2)
+    mge, onx = export(src, d, "ops2")
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal((2, 4, 6), dtype=np.float32) * 2,
+             "v": rng.standard_normal((2, 3, 4, 4, 4), dtype=np.float32),
+             "t": rng.integers(0, 10, (2, 5)).astype(np.int32)}
+    compare("more ops", mge, onx, feeds)
+
+
 RNN = """input x : f32[S,N,8]
 input h0 : f32[4,N,5]
 input c0 : f32[4,N,5]
