@@ -240,7 +240,8 @@ static Onnx__TensorProto *tensor_of(mge_onnx_w *w, mge_dtype dt, int ndim, const
         default: return NULL;
         }
     }
-    memcpy(d, dims, (size_t)ndim * sizeof *d);
+    if (ndim > 0)
+        memcpy(d, dims, (size_t)ndim * sizeof *d);
     t->n_dims = (size_t)ndim;
     t->dims = d;
     t->has_data_type = 1;
@@ -275,7 +276,7 @@ const char *mge_onnx_w_i64s(mge_onnx_w *w, int cnt, const int64_t *v)
     Onnx__TensorProto *t = tensor_of(w, MGE_I64, 1, &dim, cnt, d);
     /* int64 values beyond 2^53 (INT64_MAX as Slice's "to the end") do not
      * survive the double: write them exactly */
-    if (t)
+    if (t && cnt > 0)
         memcpy(t->raw_data.data, v, (size_t)cnt * 8);
     return add_init(w, t, "c");
 }

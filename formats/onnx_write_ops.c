@@ -1043,6 +1043,20 @@ static mge_status export_node(mge_onnx_w *w, const mge_node *n)
         op(w, &nd, "ScatterElements", OUT(0), 3, IN(0), IN(1), IN(2));
         mge_onnx_w_attr_i(w, nd, "axis", ints_at(n, MGE_KEY_axis, 0, 0));
         return nd ? MGE_OK : NOMEM();
+    case MGE_OP_ONE_HOT: {
+        /* one_hot(indices[, depth][, values]): depth an attribute or input 1 */
+        const mge_attr *da = mge_node_attr(n, MGE_KEY_depth);
+        int vi = da ? 1 : 2;
+        const char *depth = da ? mge_onnx_w_scalar(w, MGE_I64, (double)da->i[0]) : n->nin > 1 ? IN(1) : NULL;
+        if (!depth)
+            return mge_onnx_w_unsupported(w, "no depth");
+        mge_dtype odt = val(w, n->out[0])->dtype;
+        double ov[2] = {0, 1};
+        const char *values = n->nin > vi ? IN(vi) : mge_onnx_w_vec(w, odt, 2, ov, 1);
+        op(w, &nd, "OneHot", OUT(0), 3, IN(0), depth, values);
+        mge_onnx_w_attr_i(w, nd, "axis", ints_at(n, MGE_KEY_axis, 0, -1));
+        return nd ? MGE_OK : NOMEM();
+    }
     case MGE_OP_EMBEDDING:
         if (n->nin < 2)
             return mge_onnx_w_unsupported(w, "no weight input");

@@ -325,6 +325,47 @@ def test_ops_more():
     compare("more ops", mge, onx, feeds)
 
 
+OPS3 = """input x : f32[N,4,6]
+input y : f32[N,3,5,5]
+const st : i64[1] = [1]
+const en : i64[1] = [5]
+const ax : i64[1] = [2]
+const shp : i64[2] = [0, -1]
+const sz : i64[2] = [7, 9]
+const r0 : i64[] = [0]
+const r1 : i64[] = [6]
+const r2 : i64[] = [2]
+const cs : i64[2] = [3, 2]
+const hot : i64[3] = [1, 0, 2]
+sl = slice(x, st, en, ax)
+rs = reshape(x, shp)
+re = resize(y, sz, mode=bilinear)
+re2 = resize(y, size=[10, 10])
+re3 = resize(y, scales=[2, 2], mode=bilinear, align_corners=true)
+rg = range(r0, r1, r2)
+co = constant_of_shape(cs, value=1.5)
+oh = one_hot(hot, depth=4)
+mp = maxpool2d(y, kernel=3, stride=2, pad=1)
+ap = avgpool2d(y, kernel=3, stride=2, pad=1)
+mp2 = maxpool2d(y, kernel=2, ceil_mode=true)
+output sl, rs, re, re2, re3, rg, co, oh, mp, ap, mp2
+"""
+
+
+def test_ops_input_forms():
+    """slice / reshape / resize with their bounds, shape and sizes as
+    inputs, resize modes, range, constant_of_shape, one_hot, padded pools."""
+    d = tmpdir()
+    src = os.path.join(d, "ops3.mgt")
+    with open(src, "w") as f:
+        f.write(OPS3)
+    mge, onx = export(src, d, "ops3")
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal((2, 4, 6), dtype=np.float32),
+             "y": rng.standard_normal((2, 3, 5, 5), dtype=np.float32)}
+    compare("input forms", mge, onx, feeds)
+
+
 RNN = """input x : f32[S,N,8]
 input h0 : f32[4,N,5]
 input c0 : f32[4,N,5]
