@@ -370,6 +370,51 @@ def test_ops_input_forms():
     compare("input forms", mge, onx, feeds)
 
 
+def check_text(tag, text, feeds):
+    d = tmpdir()
+    src = os.path.join(d, "m.mgt")
+    with open(src, "w") as f:
+        f.write(text)
+    mge, onx = export(src, d, "m")
+    compare(tag, mge, onx, feeds)
+
+
+def test_attention_masks():
+    """bool and float masks, a given scale, causal (a Trilu mask)."""
+    rng = np.random.default_rng(0)
+    m = rng.random((5, 7)) > 0.3
+    m[:, 0] = True
+    check_text("attention", """input q : f32[N,2,5,8]
+input k : f32[N,2,7,8]
+input v : f32[N,2,7,4]
+input m : bool[5,7]
+input fm : f32[N,1,5,7]
+a = scaled_dot_product_attention(q, k, v, m)
+b = scaled_dot_product_attention(q, k, v, fm, scale=0.3)
+c = scaled_dot_product_attention(q, k, v, causal=true)
+output a, b, c
+""", {
+        "q": rng.standard_normal((2, 2, 5, 8), dtype=np.float32),
+        "k": rng.standard_normal((2, 2, 7, 8), dtype=np.float32),
+        "v": rng.standard_normal((2, 2, 7, 4), dtype=np.float32), "m": m,
+        "fm": rng.standard_normal((2, 1, 5, 7), dtype=np.float32)})
+
+
+def test_pools_ceil_mode():
+    """ceil_mode windows (PyTorch drops one that starts in the padding),
+    count_include_pad both ways, dilated max pooling."""
+    rng = np.random.default_rng(0)
+    check_text("pools", """input y : f32[N,3,6,6]
+a = avgpool2d(y, kernel=3, stride=2, pad=1, ceil_mode=true)
+b = avgpool2d(y, kernel=3, stride=2, pad=1, ceil_mode=true, count_include_pad=false)
+c = maxpool2d(y, kernel=3, stride=2, pad=1, ceil_mode=true)
+d = avgpool2d(y, kernel=2, stride=2, ceil_mode=true)
+e = maxpool2d(y, kernel=2, stride=2, ceil_mode=true, dilation=2)
+f = avgpool2d(y, kernel=4, stride=3, pad=1, ceil_mode=true)
+output a, b, c, d, e, f
+""", {"y": rng.standard_normal((2, 3, 6, 6), dtype=np.float32)})
+
+
 RNN = """input x : f32[S,N,8]
 input h0 : f32[4,N,5]
 input c0 : f32[4,N,5]
