@@ -1,5 +1,5 @@
 /* mge-opt — read a model (text or .mge), bind weights, run graph passes,
- * write .mge (or the text form with -S). With no passes it is the assembler.
+ * write .mge (or the text form with -S, or ONNX with --emit onnx). With no passes it is the assembler.
  *
  * The passes run one at a time (for --time-passes, --print-after-all and the
  * -v no-op notes); --verify runs the model before and after on the same
@@ -12,15 +12,18 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static void help(void)
 {
     printf("Usage: %s [options] [FILE|-]\n"
            "Read a model (text form or .mge), optionally bind weights and run graph\n"
-           "passes, and write it as .mge (or as text with -S).\n"
+           "passes, and write it as .mge (or as text with -S, or as ONNX).\n"
            "\n"
-           "  -o FILE             write to FILE (default: stdout)\n"
-           "  -S, --text          write the text form instead of .mge\n"
+           "  -o FILE             write to FILE (default: stdout); FILE.onnx implies --emit onnx\n"
+           "  -S, --text          write the text form instead of .mge (--emit text)\n"
+           "      --emit FMT      what to write: mge (default), text, or onnx (opset 17:\n"
+           "                      the inference graph; a model with a loss loses it)\n"
            "      --weights W.npz bind parameter values by name (all must match)\n"
            "      --allow-unused  entries of --weights the model has no value for are\n"
            "                      listed as a warning, not an error\n"
@@ -52,7 +55,7 @@ static void help(void)
            "Examples:\n"
            "  mge-opt net.mgt -o net.mge                     # assemble text into .mge\n"
            "  mge-opt net.mgt --weights w.npz -O2 --verify -o net.mge   # bind, optimize, check the outputs\n"
-           "  mge-opt -S net.mge                             # the text form of a model\n", cli_prog);
+           "  mge-opt -O2 net.mge -o net.onnx                # optimize, then export to ONNX\n", cli_prog);
 }
 
 static void list_passes(void)
@@ -425,8 +428,17 @@ static int run_passes(mge_graph **g, int n, const char *const *names, const char
 
 enum {
     OPT_WEIGHTS = CLI_OPT_FIRST_TOOL, OPT_SEED, OPT_PASSES, OPT_LIST, OPT_VERIFY, OPT_ATOL, OPT_RTOL, OPT_BATCH,
-    OPT_SHAPE, OPT_INPUT, OPT_TIME, OPT_PRINT_AFTER, OPT_ALLOW_UNUSED
+    OPT_SHAPE, OPT_INPUT, OPT_TIME, OPT_PRINT_AFTER, OPT_ALLOW_UNUSED, OPT_EMIT
 };
+
+enum { EMIT_MGE = 0, EMIT_TEXT, EMIT_ONNX };
+
+/* Whether path ends in ".onnx" (any case): -o net.onnx means --emit onnx. */
+static int onnx_path(const char *path)
+{
+    size_t n = path ? strlen(path) : 0;
+    return n > 5 && strcasecmp(path + n - 5, ".onnx") == 0;
+}
 
 int main(int argc, char **argv)
 {
@@ -435,6 +447,7 @@ int main(int argc, char **argv)
         CLI_LONG_COMMON,
         {"output", 1, 0, 'o'},
         {"text", 0, 0, 'S'},
+        {"emit", 1, 0, OPT_EMIT},
         {"weights", 1, 0, OPT_WEIGHTS},
         {"allow-unused", 0, 0, OPT_ALLOW_UNUSED},
         {"seed", 1, 0, OPT_SEED},
@@ -452,7 +465,7 @@ int main(int argc, char **argv)
     };
     cli_common co = {0};
     const char *out = NULL, *weights = NULL, *passes = NULL, *verify_only = NULL;
-    int text = 0, level = -1, list = 0, verify = 0, time_passes = 0, print_after = 0, allow_unused = 0;
+    int text = 0, emit = -1, level = -1, list = 0, verify = 0, time_passes = 0, print_after = 0, allow_unused = 0;
     verify_opts vo;
     memset(&vo, 0, sizeof vo);
     vo.atol = 1e-5;
@@ -463,6 +476,16 @@ int main(int argc, char **argv)
         switch (c) {
         case 'o': out = optarg; break;
         case 'S': text = 1; break;
+        case OPT_EMIT:
+            if (strcmp(optarg, "mge") == 0)
+                emit = EMIT_MGE;
+            else if (strcmp(optarg, "text") == 0)
+                emit = EMIT_TEXT;
+            else if (strcmp(optarg, "onnx") == 0)
+                emit = EMIT_ONNX;
+            else
+                cli_usage("--emit %s: expected mge, text or onnx", optarg);
+            break;
         case 'O':
             if (strlen(optarg) != 1 || optarg[0] < '0' || optarg[0] > '3')
                 cli_usage("-O%s: expected -O0, -O1, -O2 or -O3", optarg);
@@ -492,6 +515,13 @@ int main(int argc, char **argv)
     }
     if (level >= 0 && passes)
         cli_usage("-O%d and --passes cannot be combined", level);
+    if (text && emit >= 0 && emit != EMIT_TEXT)
+        cli_usage("-S and --emit %s cannot be combined", emit == EMIT_ONNX ? "onnx" : "mge");
+    if (text)
+        emit = EMIT_TEXT;
+    if (emit < 0)
+        emit = onnx_path(out) ? EMIT_ONNX : EMIT_MGE;
+    text = emit == EMIT_TEXT;
     if (argc - optind > 1)
         cli_usage("too many arguments (one model at most)");
     if (allow_unused && !weights)
@@ -590,6 +620,8 @@ int main(int argc, char **argv)
                      "(write .mge, or keep them with mge-dump --params W.npz and a weights \"W.npz\" line)",
                      valued);
         s = mge_text_print(g, &b, &err);
+    } else if (emit == EMIT_ONNX) {
+        s = mge_onnx_write(g, &b, &err);
     } else {
         mge_write_opts wo = {0};
         s = mge_file_write(g, &wo, &b, &err);
