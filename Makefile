@@ -3,6 +3,7 @@
 #   make check      unit, op, CLI (bats) and oracle tests
 #   make check SANITIZE=1   the same under ASan+UBSan (separate build dir)
 #   make check SANITIZE=thread   the same under TSan
+#   make check-onnx the ONNX backend node tests, per-op report (scripts/deps fetches them)
 #   make fuzz       libFuzzer targets (clang), FUZZ_TIME seconds each
 #   make demo       the README's main job on the bundled sample
 #   make install PREFIX=/usr/local DESTDIR=
@@ -165,11 +166,26 @@ build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_OBJ)
 	@mkdir -p $(dir $@)
 	clang $(BASEFLAGS) -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -O1 -g -fsanitize=fuzzer,address,undefined -o $@ $< $(FUZZ_LIB_OBJ) $(LDLIBS)
 fuzz-build: $(FUZZ_BIN)
-fuzz: $(FUZZ_BIN)
+fuzz: $(FUZZ_BIN) fuzz-onnx-seeds
 	@for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p build/fuzz/corpus/$$n; \
-	  seeds=tests/fuzz/seeds/$${n#fuzz_}; \
+	  seeds=tests/fuzz/seeds/$${n#fuzz_}; more=build/fuzz/seeds/$${n#fuzz_}; \
 	  echo "== $$n ($(FUZZ_TIME)s)"; \
-	  $$f -max_total_time=$(FUZZ_TIME) -print_final_stats=1 build/fuzz/corpus/$$n $$( [ -d $$seeds ] && echo $$seeds ) 2>&1 | grep -E "stat::number_of_executed_units|ERROR|SUMMARY" || exit 1; done
+	  $$f -max_total_time=$(FUZZ_TIME) -print_final_stats=1 build/fuzz/corpus/$$n $$( [ -d $$seeds ] && echo $$seeds ) $$( [ -d $$more ] && echo $$more ) 2>&1 | grep -E "stat::number_of_executed_units|ERROR|SUMMARY" || exit 1; done
+# fuzz_onnx's extra seeds: the small models of the ONNX node tests (scripts/deps
+# caches them), copied at fuzz time, never committed
+ONNX_NODE_DATA ?= $(HOME)/.cache/mge/onnx-1.16.2/onnx/backend/test/data/node
+fuzz-onnx-seeds:
+	@mkdir -p build/fuzz/seeds/onnx
+	@if [ -d "$(ONNX_NODE_DATA)" ]; then \
+	  find "$(ONNX_NODE_DATA)" -name model.onnx -size -4k | while read -r m; do \
+	    cp "$$m" build/fuzz/seeds/onnx/$$(basename $$(dirname "$$m")).onnx; done; \
+	else echo "fuzz: no ONNX node tests at $(ONNX_NODE_DATA) (scripts/deps): fuzz_onnx starts from its own seeds only"; fi
+
+# ------------------------------------------------------------------ ONNX node tests
+# the whole ONNX backend node suite with the per-op report (make check runs
+# only the regression list, tests/onnx/node-pass.txt, in tests/cli/onnx_nodes.bats)
+check-onnx: all
+	@scripts/onnx-node-tests --mge-run $(CURDIR)/$(BINDIR)/mge-run; rc=$$?; [ $$rc = 77 ] && rc=0; exit $$rc
 
 # ------------------------------------------------------------------ demo, bench
 # demo sets up too: it is the README's first command on a fresh machine
@@ -245,7 +261,7 @@ install: all
 clean:
 	rm -rf build bin
 
-.PHONY: all check unit layers fuzz fuzz-build demo bench bench-train bench-opt bench-quant bench-compare install clean
+.PHONY: all check check-onnx unit layers fuzz fuzz-build fuzz-onnx-seeds demo bench bench-train bench-opt bench-quant bench-compare install clean
 
 # keep objects that pattern rules chain through (cmd/*.o), so rebuilds stay incremental
 .SECONDARY:

@@ -471,7 +471,9 @@ int cli_model_load_printed(const char *path, mge_graph **g, int *printed)
             return -1;
         }
         *printed = printed_text(buf, n);
-        s = mge_model_load_mem(buf, n, ".", g, &err);
+        /* no folder: a text model's weights are then relative to ".", and an
+         * ONNX model's external data is refused (it has nowhere to come from) */
+        s = mge_model_load_mem(buf, n, NULL, g, &err);
         mge_file_unslurp(buf, n, mapped);
     } else {
         if (printed) {

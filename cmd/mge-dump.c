@@ -795,7 +795,8 @@ int main(int argc, char **argv)
     if (values)
         cli_usage("%s is a model: --values applies to tensor streams (export parameters with --params)", where);
     mge_graph *g = NULL;
-    char *dir = cli_dirname(in);
+    /* stdin has no folder: an ONNX model's external data is then refused */
+    char *dir = strcmp(in, "-") ? cli_dirname(in) : NULL;
     mge_status s = mge_model_load_mem(buf, n, dir, &g, &err);
     free(dir);
     if (s) {

@@ -392,8 +392,12 @@ mge_status mge_onnx_unsupported(mge_onnx_ctx *c, mge_onnx_node *n, const char *f
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
     c->nunsupported++;
-    mge_buf_printf(&c->unsupported, "%s %s, opset %lld: %s\n", n->op_type ? n->op_type : "?",
-                   node_label(n, b, sizeof b), (long long)c->opset, why);
+    /* "'conv1' (Conv), opset 13: why" or "Conv -> 'y', opset 13: why" */
+    if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx") != 0)
+        mge_buf_printf(&c->unsupported, "%s, domain %s: %s\n", node_label(n, b, sizeof b), n->domain, why);
+    else
+        mge_buf_printf(&c->unsupported, "%s, opset %lld: %s\n", node_label(n, b, sizeof b), (long long)c->opset,
+                       why);
     return MGE_ERR_UNSUPPORTED;
 }
 

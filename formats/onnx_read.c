@@ -48,13 +48,17 @@ static void release_message(mge_hostbuf *b)
 
 /* ---------------------------------------------------------------- the name map */
 
-enum { NM_DEF = 0, NM_INIT, NM_POISON, NM_LATER };
+/* NM_POISON: made by an unsupported node (reported there); NM_UNCOMP: an
+ * optional output a converted node does not compute, an error only when
+ * something reads it (a node or the graph's outputs). */
+enum { NM_DEF = 0, NM_INIT, NM_POISON, NM_LATER, NM_UNCOMP };
 
 typedef struct nm_ent {
     const char *name;              /* in the message (outlives the map) */
     int v;                         /* value index (NM_DEF) */
     int state;
     const Onnx__TensorProto *init; /* NM_INIT: made a value on first use */
+    const Onnx__NodeProto *node;   /* NM_UNCOMP: the node that does not compute it */
 } nm_ent;
 
 typedef struct namemap {
@@ -250,7 +254,7 @@ static mge_status input_dim(reader *r, const char *input, int axis, const Onnx__
     char sym[128];
     if (d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
         if (d->dim_value < 0)
-            return mge_error_set(c->err, MGE_ERR_FORMAT, "input '%s': dim %d is %lld", input, axis,
+            return mge_error_set(c->err, MGE_ERR_FORMAT, "input '%s': dim %d is negative (%lld)", input, axis,
                                  (long long)d->dim_value);
         *out = d->dim_value;
         return MGE_OK;
@@ -379,6 +383,12 @@ static mge_status convert_node(reader *r, const Onnx__NodeProto *n)
                                  "node %s reads '%s' before it is defined (the nodes are not in topological order, or "
                                  "the graph has a cycle)",
                                  nlabel(n, b, sizeof b), in);
+        if (e->state == NM_UNCOMP) {
+            /* reported on the node that does not compute it, once */
+            mge_onnx_unsupported(c, e->node, "mge does not compute its output '%s', which node %s reads", in,
+                                 nlabel(n, b, sizeof b));
+            e->state = NM_POISON;
+        }
         if (e->state == NM_POISON)
             poisoned = 1;
         else if (e->state == NM_INIT && materialize(r, e))
@@ -388,11 +398,14 @@ static mge_status convert_node(reader *r, const Onnx__NodeProto *n)
         poison(r, n);
         return MGE_OK;
     }
+    if (default_domain(n->domain) && c->opset == 0)
+        return mge_error_set(c->err, MGE_ERR_FORMAT, "node %s is of the default ONNX domain, but the model imports "
+                             "no opset of it (opset_import names only other domains)", nlabel(n, b, sizeof b));
     const mge_onnx_op *op = default_domain(n->domain) ? mge_onnx_find_op(n->op_type) : NULL;
     mge_status s;
     if (!op) {
         if (!default_domain(n->domain))
-            s = mge_onnx_unsupported(c, n, "domain '%s' is not supported", n->domain);
+            s = mge_onnx_unsupported(c, n, "the domain is not supported (mge reads the default ONNX domain only)");
         else
             s = mge_onnx_unsupported(c, n, "no such op in mge");
     } else if (c->opset < op->since) {
@@ -419,8 +432,10 @@ static mge_status convert_node(reader *r, const Onnx__NodeProto *n)
             /* an optional output mge does not compute (e.g. BatchNormalization's
              * training outputs): usable by nothing */
             nm_ent *x = nm_get(&r->map, n->output[o]);
-            if (x)
-                x->state = NM_POISON;
+            if (!x)
+                return mge_error_set(c->err, MGE_ERR_NOMEM, "out of memory");
+            x->state = NM_UNCOMP;
+            x->node = n;
         }
     }
     return MGE_OK;
@@ -497,6 +512,11 @@ static mge_status add_output(reader *r, const Onnx__ValueInfoProto *vi)
         nm_ent *e = nm_find(&r->map, vi->name);
         if (e && e->state == NM_POISON)
             return MGE_OK; /* made by an unsupported node: reported there */
+        if (e && e->state == NM_UNCOMP) {
+            mge_onnx_unsupported(c, e->node, "mge does not compute its output '%s', a graph output", vi->name);
+            e->state = NM_POISON;
+            return MGE_OK;
+        }
         if (c->err->code)
             return c->err->code;
         return mge_error_set(c->err, MGE_ERR_FORMAT, "output '%s' is not defined by any node, input or initializer",
@@ -518,15 +538,44 @@ static mge_status add_output(reader *r, const Onnx__ValueInfoProto *vi)
                     bad = 1;
             }
             if (bad) {
-                char b[128];
-                mge_onnx_warn(c, "output '%s': the declared shape (rank %zu) disagrees with the inferred %s; using the "
-                              "inferred one", vi->name, tt->shape->n_dim, mge_shape_str(x->dtype, x->ndim, x->dims, b, sizeof b));
+                char b[128], d[160];
+                size_t k = (size_t)snprintf(d, sizeof d, "[");
+                for (size_t i = 0; i < tt->shape->n_dim && k < sizeof d; i++) {
+                    const Onnx__TensorShapeProto__Dimension *di = tt->shape->dim[i];
+                    const char *sep = i ? "," : "";
+                    if (di->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
+                        k += (size_t)snprintf(d + k, sizeof d - k, "%s%lld", sep, (long long)di->dim_value);
+                    else if (di->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && di->dim_param)
+                        k += (size_t)snprintf(d + k, sizeof d - k, "%s%.32s", sep, di->dim_param);
+                    else
+                        k += (size_t)snprintf(d + k, sizeof d - k, "%s?", sep);
+                }
+                if (k < sizeof d)
+                    snprintf(d + k, sizeof d - k, "]");
+                mge_onnx_warn(c, "output '%s' is declared %s, but mge infers %s; using the inferred shape", vi->name, d,
+                              mge_shape_str(x->dtype, x->ndim, x->dims, b, sizeof b));
             }
         }
     }
+    /* An output that is a value under another ONNX name (an input, an
+     * initializer, or what Identity passed on) or already an output gets a
+     * copy under its own name: mge outputs are values, and each has one name. */
+    char want[256];
+    sanitize(vi->name, want, sizeof want - 16);
+    int again = 0;
     for (int i = 0; i < c->g->noutputs; i++)
-        if (c->g->outputs[i] == v)
-            return mge_error_set(c->err, MGE_ERR_FORMAT, "output '%s' is listed twice", vi->name);
+        again |= c->g->outputs[i] == v;
+    if (again || strcmp(c->g->values[v].name, want) != 0) {
+        char name[256];
+        mge_status s = mge_onnx_fresh_name(c, vi->name, name, sizeof name);
+        if (s)
+            return s;
+        const char *np[1] = {name};
+        int k = mge_graph_add_node(c->g, name, MGE_OP_COPY, 1, &v, 0, NULL, 1, np, c->err);
+        if (k < 0)
+            return c->err->code ? c->err->code : MGE_ERR_INVALID;
+        v = c->g->nodes[k].out[0];
+    }
     mge_status s = mge_graph_add_output(c->g, v, c->err);
     return s ? s : keep_name(c, vi->name, v);
 }
@@ -542,12 +591,14 @@ static mge_status check_opset(reader *r, const Onnx__ModelProto *m)
         if (default_domain(o->domain))
             v = o->has_version ? o->version : 1;
     }
-    if (v < 0) {
-        if (m->n_opset_import)
-            return mge_error_set(c->err, MGE_ERR_UNSUPPORTED, "the model imports no opset of the default ONNX domain "
-                                 "(only that domain is supported)");
-        v = 1; /* IR version 3 models without opset_import: opset 1 */
+    if (v < 0 && m->n_opset_import) {
+        /* only other domains (ai.onnx.ml, training): their nodes are listed
+         * as unsupported; a default-domain node is an error (convert_node) */
+        c->opset = 0;
+        return MGE_OK;
     }
+    if (v < 0)
+        v = 1; /* IR version 3 models without opset_import: opset 1 */
     if (v < MGE_ONNX_OPSET_MIN)
         return mge_error_set(c->err, MGE_ERR_UNSUPPORTED, "opset %lld is older than mge reads (%d to %d): upgrade it "
                              "with onnx.version_converter", (long long)v, MGE_ONNX_OPSET_MIN, MGE_ONNX_OPSET_MAX);
@@ -563,7 +614,7 @@ static mge_status read_model(reader *r, const Onnx__ModelProto *m)
     mge_onnx_ctx *c = &r->c;
     const Onnx__GraphProto *gp = m->graph;
     if (!gp)
-        return mge_error_set(c->err, MGE_ERR_FORMAT, "the model has no graph");
+        return mge_error_set(c->err, MGE_ERR_FORMAT, "the model has no graph (is the file cut short?)");
     mge_status s = check_opset(r, m);
     if (s)
         return s;
@@ -571,7 +622,7 @@ static mge_status read_model(reader *r, const Onnx__ModelProto *m)
         return mge_error_set(c->err, MGE_ERR_UNSUPPORTED, "sparse initializers are not supported");
     char b[64];
     snprintf(b, sizeof b, "%lld", (long long)c->opset);
-    if ((s = mge_graph_set_meta(c->g, "onnx.opset", b, c->err)))
+    if (c->opset && (s = mge_graph_set_meta(c->g, "onnx.opset", b, c->err)))
         return s;
     if (m->producer_name && *m->producer_name) {
         char p[256];
@@ -612,6 +663,10 @@ static mge_status read_model(reader *r, const Onnx__ModelProto *m)
     for (size_t i = 0; i < gp->n_output && !s; i++) {
         if (!gp->output[i]->name || !*gp->output[i]->name)
             return mge_error_set(c->err, MGE_ERR_FORMAT, "graph output %zu has no name", i);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(gp->output[j]->name, gp->output[i]->name) == 0)
+                return mge_error_set(c->err, MGE_ERR_FORMAT, "graph output '%s' is listed twice",
+                                     gp->output[i]->name);
         s = add_output(r, gp->output[i]);
     }
     return s;
