@@ -27,9 +27,12 @@ except ImportError as e:
 import onnx_models as M  # noqa: E402
 
 TOL = 1e-4
+# the quick subset: each op family once (concat, clip, channel shuffle,
+# squeeze-excite, conv_transpose + resize, LSTM, attention), both opsets
+# where the export differs most (the U-Net's Resize, LayerNormalization)
 QUICK = [("resnet18", 13), ("mobilenet_v2", 17), ("squeezenet1_1", 13), ("shufflenet_v2_x1_0", 17),
-         ("unet", 13), ("unet", 17), ("lstm", 13), ("lstm", 17), ("transformer_encoder", 13),
-         ("transformer_encoder", 17)]
+         ("efficientnet_b0", 17), ("unet", 13), ("unet", 17), ("lstm", 13), ("lstm", 17),
+         ("transformer_encoder", 13), ("transformer_encoder", 17)]
 
 
 def _ort_outputs(path, xs):
