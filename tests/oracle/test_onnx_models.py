@@ -14,7 +14,11 @@ symbols; each output must equal ONNX Runtime's on the same input within
 Default (make check): a quick subset, small inputs, about a minute on two
 cores once the exports are cached. MGE_ONNX_MODELS=all runs every model at
 both opsets; MGE_ONNX_MODELS=resnet50,vit_b_16 runs the ones named (both
-opsets). Skipped, visibly, without PyTorch or onnxruntime."""
+opsets). Skipped, visibly, without PyTorch or onnxruntime.
+
+`/usr/bin/python3 tests/oracle/test_onnx_models.py [NAME...]` prints one
+line per model and opset instead (ok, or mge's first complaint): every
+model when none is named."""
 import os
 
 from common import Skip, need_torch, npy_stream, read_stream, rel_err, run, tmpdir, tool
@@ -101,3 +105,17 @@ if not os.environ.get("MGE_ONNX_MODELS"):
         rest = sorted(set(M.MODELS) - {n for n, _ in QUICK})
         raise Skip(f"quick subset only; MGE_ONNX_MODELS=all adds {', '.join(rest)} and every model at "
                    f"opsets {' and '.join(map(str, M.OPSETS))}")
+
+
+if __name__ == "__main__":
+    import sys
+    import time
+    for _n in sys.argv[1:] or list(M.MODELS):
+        for _o in M.OPSETS:
+            t0 = time.time()
+            try:
+                check_model(_n, _o)
+                r = "ok"
+            except AssertionError as e:
+                r = str(e).replace(os.path.expanduser("~"), "~")
+            print(f"{_n} opset {_o} ({time.time() - t0:.1f}s): {r}", flush=True)
