@@ -16,7 +16,7 @@ import os
 import tempfile
 import warnings
 
-EXPORT_VERSION = 1
+EXPORT_VERSION = 2
 SEED = 1234
 CACHE = os.environ.get("MGE_ONNX_MODELS_CACHE",
                        os.path.join(os.path.expanduser("~"), ".cache", "mge", "onnx-models"))
@@ -25,10 +25,12 @@ CACHE = os.environ.get("MGE_ONNX_MODELS_CACHE",
 class Spec:
     """kind: image (x: [N,C,H,W]) or seq (x: [N,T,F]); shapes: the input
     shapes the test feeds (the first is the export's example); dyn: the
-    dynamic axes of the input, by index."""
+    dynamic axes of the input, by index; keep_bn: export BatchNormalization
+    nodes (the exporter's eval mode folds them into the convolutions)."""
 
-    def __init__(self, name, make, kind, shapes, dyn):
+    def __init__(self, name, make, kind, shapes, dyn, keep_bn=False):
         self.name, self.make, self.kind, self.shapes, self.dyn = name, make, kind, shapes, dyn
+        self.keep_bn = keep_bn
 
 
 def _tv(name, **kw):
@@ -120,7 +122,7 @@ MODELS = {s.name: s for s in [
     Spec("mnasnet0_5", _tv("mnasnet0_5"), "image", IMG, NHW),
     Spec("convnext_tiny", _tv("convnext_tiny"), "image", IMG, NHW),
     Spec("vit_b_16", _tv("vit_b_16"), "image", [(1, 3, 224, 224), (2, 3, 224, 224)], N_ONLY),
-    Spec("unet", _unet, "image", [(1, 3, 32, 32), (2, 3, 32, 32), (1, 3, 48, 40)], NHW),
+    Spec("unet", _unet, "image", [(1, 3, 32, 32), (2, 3, 32, 32), (1, 3, 48, 40)], NHW, keep_bn=True),
     Spec("lstm", _lstm, "seq", [(1, 7, 16), (3, 7, 16), (2, 11, 16)], NT),
     Spec("transformer_encoder", _transformer, "seq", [(1, 6, 32), (2, 6, 32), (2, 9, 32)], NT),
 ]}
@@ -185,8 +187,11 @@ def export(name, opset):
             # the exporter's tracer warnings (shape arithmetic seen as
             # constants where the graph keeps it dynamic) would flood make check
             warnings.simplefilter("ignore")
+            # PRESERVE (the module is in eval mode) skips the exporter's
+            # eval peephole pass, the one that folds BatchNormalization
+            mode = torch.onnx.TrainingMode.PRESERVE if spec.keep_bn else torch.onnx.TrainingMode.EVAL
             torch.onnx.export(model, x, tmp, input_names=["x"], output_names=outs, dynamic_axes=dyn,
-                              opset_version=opset, do_constant_folding=True)
+                              opset_version=opset, do_constant_folding=True, training=mode)
         os.replace(tmp, p)
     finally:
         if os.path.exists(tmp):
