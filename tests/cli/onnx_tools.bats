@@ -194,6 +194,7 @@ assert sum(l[-5:]) < sum(l[:5]), l' "$T/log.csv"
 }
 
 @test "mge-train --loss on a text model without a loss" {
+    need_numpy
     write_mlp "$T/mlp.mgt"
     py 'r = np.random.default_rng(0); x = r.standard_normal((64, 4)).astype(np.float32)
 np.savez(sys.argv[1], x=x, label=np.argmax(x[:, :3], 1).astype(np.int32))' "$T/d.npz"
@@ -204,6 +205,7 @@ np.savez(sys.argv[1], x=x, label=np.argmax(x[:, :3], 1).astype(np.int32))' "$T/d
 }
 
 @test "mge-train --loss errors: a model with a loss, an unknown output, a label name in use, usage" {
+    need_numpy
     write_small
     write_mlp "$T/mlp.mgt"
     py 'np.savez(sys.argv[1], x=np.zeros((8, 4), np.float32), label=np.zeros(8, np.int32))' "$T/d.npz"
