@@ -11,14 +11,20 @@
 
 #include "cli.h"
 #include "train_dist.h"
+#include "train_loss.h"
 #include "train_report.h"
 #include "weights.h"
 
 static void help(void)
 {
     printf("Usage: %s NET [options] -o OUT.mge\n"
-           "Train NET (text form or .mge, with a `minimize` loss) and write the trained model.\n"
+           "Train NET (text form, .mge or .onnx, with a `minimize` loss or --loss) and write the trained model.\n"
            "\n"
+           "Loss (for a model without one, such as an ONNX export: only its forward pass):\n"
+           "      --loss L          add loss L over an output: cross_entropy (logits [N,C] with i32 class\n"
+           "                        indices [N]) or mse (a target like the output)\n"
+           "      --label-input NAME  the new input the label arrives in (default label), after the others\n"
+           "      --loss-output NAME  the output the loss is over (default the first; ONNX names work)\n"
            "Data:\n"
            "      --data D          training data: fashion-mnist[:test], an IDX directory or prefix\n"
            "                        (gzipped or not), a .npz named after the inputs, an NPY stream\n"
@@ -86,11 +92,14 @@ enum {
     OPT_DATA = CLI_OPT_FIRST_TOOL, OPT_VAL, OPT_VAL_SPLIT, OPT_BATCH, OPT_DROP_LAST, OPT_NO_SHUFFLE, OPT_NORMALIZE,
     OPT_NO_PREFETCH, OPT_EPOCHS, OPT_STEPS, OPT_OPTIMIZER, OPT_LR, OPT_MOMENTUM, OPT_DAMPENING, OPT_NESTEROV,
     OPT_BETAS, OPT_EPS, OPT_WD, OPT_SCHEDULE, OPT_WARMUP, OPT_CLIP, OPT_SEED, OPT_WEIGHTS, OPT_RESUME, OPT_CKPT,
-    OPT_NO_STATE, OPT_LOG, OPT_ALLOW_UNUSED, OPT_BUCKET_MB, OPT_COMM_TIMEOUT, OPT_CHECK_SYNC, OPT_SYNC_BN
+    OPT_NO_STATE, OPT_LOG, OPT_ALLOW_UNUSED, OPT_BUCKET_MB, OPT_COMM_TIMEOUT, OPT_CHECK_SYNC, OPT_SYNC_BN,
+    OPT_LOSS, OPT_LABEL_INPUT, OPT_LOSS_OUTPUT
 };
 
 typedef struct opts {
     const char *net, *data, *val, *out, *weights, *resume, *log, *schedule;
+    tl_kind loss;
+    const char *label_input, *loss_output;
     double val_split;
     int64_t batch, epochs, steps, warmup, ckpt_every;
     int drop_last, shuffle, prefetch, no_state, normalize, allow_unused;
@@ -233,6 +242,9 @@ static void parse_args(int argc, char **argv, opts *o)
         {"comm-timeout", 1, 0, OPT_COMM_TIMEOUT},
         {"check-sync", 0, 0, OPT_CHECK_SYNC},
         {"sync-bn", 0, 0, OPT_SYNC_BN},
+        {"loss", 1, 0, OPT_LOSS},
+        {"label-input", 1, 0, OPT_LABEL_INPUT},
+        {"loss-output", 1, 0, OPT_LOSS_OUTPUT},
         {0, 0, 0, 0},
     };
     memset(o, 0, sizeof *o);
@@ -342,6 +354,20 @@ static void parse_args(int argc, char **argv, opts *o)
         }
         case OPT_CHECK_SYNC: o->check_sync = 1; break;
         case OPT_SYNC_BN: o->sync_bn = 1; break;
+        case OPT_LOSS:
+            if (strcmp(optarg, "cross_entropy") == 0)
+                o->loss = TL_CROSS_ENTROPY;
+            else if (strcmp(optarg, "mse") == 0)
+                o->loss = TL_MSE;
+            else
+                cli_usage("--loss %s: expected cross_entropy or mse", optarg);
+            break;
+        case OPT_LABEL_INPUT:
+            if (!*optarg)
+                cli_usage("--label-input: expected a name");
+            o->label_input = optarg;
+            break;
+        case OPT_LOSS_OUTPUT: o->loss_output = optarg; break;
         case OPT_LOG: {
             size_t n = strlen(optarg);
             if (!(n >= 4 && strcmp(optarg + n - 4, ".csv") == 0) && !(n >= 6 && strcmp(optarg + n - 6, ".jsonl") == 0) &&
@@ -357,7 +383,7 @@ static void parse_args(int argc, char **argv, opts *o)
     }
     cli_check_device(o->co.device);
     if (optind >= argc)
-        cli_usage("no model given (NET: a text model or .mge)");
+        cli_usage("no model given (NET: a text model, .mge or .onnx)");
     if (argc - optind > 1)
         cli_usage("too many arguments (one model)");
     o->net = argv[optind];
@@ -369,6 +395,8 @@ static void parse_args(int argc, char **argv, opts *o)
         cli_usage("--epochs and --steps cannot be combined");
     if (o->val && o->val_split > 0)
         cli_usage("--val and --val-split cannot be combined");
+    if ((o->label_input || o->loss_output) && !o->loss)
+        cli_usage("%s only applies to --loss", o->label_input ? "--label-input" : "--loss-output");
     if (o->allow_unused && !o->weights)
         cli_usage("--allow-unused only applies to --weights");
     if (o->weights && o->resume)
@@ -913,8 +941,11 @@ int main(int argc, char **argv)
 
     if (cli_model_load(o.net, &net))
         return 1;
+    if (o.loss && train_loss_attach(net, o.loss, o.loss_output, o.label_input ? o.label_input : "label", where))
+        goto done;
     if (net->loss < 0) {
-        cli_error(where, "the model has no loss to minimize (add a `minimize LOSS` line)");
+        cli_error(where, "the model has no loss to minimize (add a `minimize LOSS` line, or give --loss "
+                  "cross_entropy|mse)");
         goto done;
     }
     int64_t start_step = 0;
