@@ -158,6 +158,8 @@ static mge_status reduce_axes(mge_onnx_ctx *c, mge_onnx_node *n, int r, int64_t 
         }
     } else {
         cnt = mge_onnx_attr_ints(n, "axes", v, MGE_MAX_DIMS + 1);
+        if (cnt < 0 && mge_onnx_attr(n, "axes"))
+            return mge_onnx_fail(c, n, "axes is not a list of integers");
         if (cnt < 0)
             cnt = 0;
     }
