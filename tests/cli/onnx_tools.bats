@@ -1,10 +1,10 @@
 #!/usr/bin/env bats
 # Every tool reads .onnx (by content, from stdin too where the tool takes a
-# model there), and mge-train fine-tunes an ONNX export with a loss given on
-# the command line (--loss); unsupported nodes are listed by every tool alike. The models are made here with onnx.helper
-# (an MLP whose names mge cannot spell: "input:0", "onnx::Gemm_5",
-# "output/0", dim_param "batch_size") and torch.onnx.export (a small CNN);
-# without those packages the tests skip and say why.
+# model there), lists its unsupported nodes alike, and mge-train fine-tunes
+# an ONNX export with a loss given on the command line (--loss). The models
+# are made here with onnx.helper (an MLP whose names mge cannot spell:
+# "input:0", "onnx::Gemm_5", "output/0", dim_param "batch_size") and
+# torch.onnx.export (a small CNN); without those the tests skip and say why.
 
 bats_require_minimum_version 1.5.0
 
