@@ -592,7 +592,7 @@ static mge_status conv_split(mge_onnx_ctx *c, mge_onnx_node *n)
     }
     if (ns >= 0 && ns != nout)
         return mge_onnx_fail(c, n, "split has %d sizes for %d outputs", ns, nout);
-    if (nout == 1 && sin < 0)
+    if (nout == 1 && sin < 0 && (ns < 0 || sz[0] == xv->dims[ax]))
         return mge_onnx_alias(c, n, 0, x);
     if (nout <= 4) {
         mge_attr a[2] = {mge_onnx_ai(MGE_KEY_axis, ax), mge_onnx_ais(MGE_KEY_sizes, ns, sz)};
