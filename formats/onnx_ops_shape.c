@@ -14,10 +14,11 @@
  * reversed time indices, Compress with a constant condition an
  * index_select, GatherND a gather over data with its indexed dims flattened,
  * ScatterElements/ScatterND reduction=add the data plus the gather's
- * gradient (a scatter-add), Split past mge's 4 outputs one slice each. */
+ * gradient (a scatter-add), Split past mge's 4 outputs one slice each.
+ * OneHot before opset 11 makes a negative index all off, as that spec
+ * says (onnxruntime counts it from the end at every opset). */
 #include "onnx.h"
 
-#include <stdio.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- helpers */
