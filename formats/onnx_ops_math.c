@@ -563,6 +563,8 @@ static mge_status conv_clip(mge_onnx_ctx *c, mge_onnx_node *n)
 
 static mge_status cast_to(mge_onnx_ctx *c, mge_onnx_node *n, int x, int onnx_to)
 {
+    if (onnx_to <= 0 || strcmp(mge_onnx_dtype_name(onnx_to), "unknown") == 0)
+        return mge_onnx_fail(c, n, "to = %d: not an ONNX data type", onnx_to);
     int dt = mge_onnx_dtype(onnx_to);
     if (dt < 0)
         return mge_onnx_unsupported(c, n, "a cast to %s (mge has no such dtype)", mge_onnx_dtype_name(onnx_to));
@@ -589,7 +591,8 @@ static mge_status conv_cast(mge_onnx_ctx *c, mge_onnx_node *n)
                 return cast_to(c, n, x, t);
         return mge_onnx_fail(c, n, "to = '%s': not an ONNX type", name);
     }
-    return cast_to(c, n, x, (int)mge_onnx_attr_i(n, "to", 0));
+    int64_t to = mge_onnx_attr_i(n, "to", 0);
+    return cast_to(c, n, x, to > 0 && to < 1000 ? (int)to : -1);
 }
 
 static mge_status conv_castlike(mge_onnx_ctx *c, mge_onnx_node *n)

@@ -149,12 +149,17 @@ static mge_status reduce_axes(mge_onnx_ctx *c, mge_onnx_node *n, int r, int64_t 
             const mge_value *av = mge_onnx_value(c, a);
             if (av->dtype != MGE_I64 || av->ndim > 1)
                 return mge_onnx_fail(c, n, "axes must be a 1-D int64 tensor");
-            mge_status s = mge_onnx_known_ints(c, n, a, "axes", v, MGE_MAX_DIMS + 1, &cnt);
+            /* declared [0]: empty whatever its run-time value */
+            mge_status s = av->ndim == 1 && av->dims[0] == 0
+                               ? MGE_OK
+                               : mge_onnx_known_ints(c, n, a, "axes", v, MGE_MAX_DIMS + 1, &cnt);
             if (s)
                 return s;
         }
     } else {
         cnt = mge_onnx_attr_ints(n, "axes", v, MGE_MAX_DIMS + 1);
+        if (cnt < 0 && mge_onnx_attr(n, "axes"))
+            return mge_onnx_fail(c, n, "axes is not a list of integers");
         if (cnt < 0)
             cnt = 0;
     }

@@ -14,10 +14,11 @@
  * reversed time indices, Compress with a constant condition an
  * index_select, GatherND a gather over data with its indexed dims flattened,
  * ScatterElements/ScatterND reduction=add the data plus the gather's
- * gradient (a scatter-add), Split past mge's 4 outputs one slice each. */
+ * gradient (a scatter-add), Split past mge's 4 outputs one slice each.
+ * OneHot before opset 11 makes a negative index all off, as that spec
+ * says (onnxruntime counts it from the end at every opset). */
 #include "onnx.h"
 
-#include <stdio.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- helpers */
@@ -592,7 +593,7 @@ static mge_status conv_split(mge_onnx_ctx *c, mge_onnx_node *n)
     }
     if (ns >= 0 && ns != nout)
         return mge_onnx_fail(c, n, "split has %d sizes for %d outputs", ns, nout);
-    if (nout == 1 && sin < 0)
+    if (nout == 1 && sin < 0 && (ns < 0 || sz[0] == xv->dims[ax]))
         return mge_onnx_alias(c, n, 0, x);
     if (nout <= 4) {
         mge_attr a[2] = {mge_onnx_ai(MGE_KEY_axis, ax), mge_onnx_ais(MGE_KEY_sizes, ns, sz)};

@@ -70,6 +70,12 @@ PY
     mk "$T/e.onnx" 9 '[h.make_node("Cast", ["x"], ["y"])]'
     run -1 "$MGE_RUN" "$T/e.onnx" </dev/null
     assert_output --partial "error: node Cast -> 'y': no 'to' attribute"
+    mk "$T/f.onnx" 13 '[h.make_node("Cast", ["x"], ["y"], to=999)]'
+    run -1 "$MGE_RUN" "$T/f.onnx" </dev/null
+    assert_output --partial "error: node Cast -> 'y': to = 999: not an ONNX data type"
+    mk "$T/g.onnx" 11 '[h.make_node("TopK", ["x"], ["y", "i"], k=-1)]'
+    run -1 "$MGE_RUN" "$T/g.onnx" </dev/null
+    assert_output --partial "error: node TopK -> 'y': no K input"
 }
 
 @test "ONNX lowerings: HardSigmoid(1/6, 1/2) is hsigmoid, Clip with constant bounds a clamp, Mod elementary ops" {

@@ -1,10 +1,10 @@
 #!/usr/bin/env bats
 # Every tool reads .onnx (by content, from stdin too where the tool takes a
-# model there), and mge-train fine-tunes an ONNX export with a loss given on
-# the command line (--loss). The models are made here with onnx.helper
-# (an MLP whose names mge cannot spell: "input:0", "onnx::Gemm_5",
-# "output/0", dim_param "batch_size") and torch.onnx.export (a small CNN);
-# without those packages the tests skip and say why.
+# model there), lists its unsupported nodes alike, and mge-train fine-tunes
+# an ONNX export with a loss given on the command line (--loss). The models
+# are made here with onnx.helper (an MLP whose names mge cannot spell:
+# "input:0", "onnx::Gemm_5", "output/0", dim_param "batch_size") and
+# torch.onnx.export (a small CNN); without those the tests skip and say why.
 
 bats_require_minimum_version 1.5.0
 
@@ -239,4 +239,32 @@ np.savez(sys.argv[1], x=x, label=np.argmax(x[:, :3], 1).astype(np.int32))' "$T/d
     run "$MGE_TRAIN" "$T/mlp.mgt" --data "$T/d.npz" -o "$T/o.mge"
     assert_failure 1
     assert_output --partial "or give --loss cross_entropy|mse"
+}
+
+@test "unsupported nodes: every tool lists them all at once, exits 1 and writes nothing" {
+    "$PY" -c 'import onnx' 2> /dev/null || skip "needs onnx ($PY)"
+    "$PY" - "$T/uns.onnx" <<'PY'
+import sys, onnx
+from onnx import helper as h, TensorProto as TP
+nodes = [h.make_node("Relu", ["x"], ["a"]), h.make_node("FooBar", ["a"], ["b"], domain="com.example"),
+         h.make_node("NonZero", ["a"], ["c"]), h.make_node("Add", ["b", "c"], ["y"])]
+g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", TP.FLOAT, ["N", 4])],
+                 [h.make_tensor_value_info("y", TP.FLOAT, ["N", 4])])
+onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("com.example", 1)]), sys.argv[1])
+PY
+    npys "$T/x.npy" f32:2x4:rand
+    for tool in mge-run mge-opt mge-dump mge-bench mge-prof mge-quant mge-train; do
+        case $tool in
+        mge-opt) args=(-o "$T/out.mge") ;;
+        mge-quant) args=(--calib "$T/x.npy" -o "$T/out.mge") ;;
+        mge-train) args=(--data "$T/x.npy" --loss mse -o "$T/out.mge") ;;
+        *) args=() ;;
+        esac
+        run "$MGE_BIN/$tool" "$T/uns.onnx" "${args[@]}" < "$T/x.npy"
+        [ "$status" -eq 1 ] || { echo "$tool: exit $status: $output"; return 1; }
+        assert_line --index 0 --partial "uns.onnx: error: 2 unsupported nodes (nothing was converted):"
+        assert_line --partial "FooBar FooBar -> 'b', opset 17: domain 'com.example' is not supported"
+        assert_line --partial "NonZero NonZero -> 'c', opset 17: no such op in mge"
+        [ ! -e "$T/out.mge" ]
+    done
 }
