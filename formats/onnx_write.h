@@ -21,6 +21,8 @@ typedef struct mge_onnx_w {
     int fresh;               /* counter for the names of helper values */
     int nunsupported;
     mge_buf unsupported;     /* "node 'NAME' (op): reason; ..." */
+    const char **names;      /* the ONNX name of each value (its mge name, or the ONNX
+                                name the importer kept in onnx.name.*) */
     const mge_node *cur;     /* the node being exported (names its helpers) */
     int ncur;                /* ONNX nodes emitted for it so far */
     const char *ovin[64];    /* when set: the ONNX names standing for the node's inputs */

@@ -457,8 +457,9 @@ def test_resnet18_round_trip():
     d = tmpdir()
     src = os.path.join(d, "r18.onnx")
     x = torch.randn(2, 3, 64, 64)
-    torch.onnx.export(m, x, src, opset_version=13, input_names=["x"], output_names=["y"],
-                      dynamic_axes={"x": {0: "N"}, "y": {0: "N"}})
+    # names the text form cannot spell come back as they were (onnx.name.*)
+    torch.onnx.export(m, x, src, opset_version=13, input_names=["x"], output_names=["logits/out:0"],
+                      dynamic_axes={"x": {0: "N"}, "logits/out:0": {0: "N"}})
     back = os.path.join(d, "back.onnx")
     rc, _, err = run([tool("mge-opt"), src, "-o", back], check=False)
     if rc != 0:
@@ -467,6 +468,9 @@ def test_resnet18_round_trip():
         ref = m(torch.randn(3, 3, 64, 64, generator=torch.Generator().manual_seed(1))).numpy()
     xs = torch.randn(3, 3, 64, 64, generator=torch.Generator().manual_seed(1)).numpy()
     got, _ = ort_run(back, {"x": xs})
+    import onnx as ox
+    outs = [o.name for o in ox.load(back).graph.output]
+    assert outs == ["logits/out:0"], f"round trip: output names {outs}"
     e = rel_err(got[0], ref)
     print(f"  resnet18 torch.onnx -> mge -> onnx: batch 3 (exported at 2), relative error {e:.2e} vs PyTorch")
     assert e <= 1e-4, f"round trip: relative error {e}"
