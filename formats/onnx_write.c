@@ -468,7 +468,7 @@ static mge_status build(mge_onnx_w *w, mge_buf *out, mge_error *err)
     for (int i = 0; i < g->nnodes; i++)
         if (need[i])
             for (int k = 0; k < g->nodes[i].nin; k++)
-                if (mge_onnx_w_reads_input(&g->nodes[i], k))
+                if (mge_onnx_w_reads_input(w, &g->nodes[i], k))
                     init[g->nodes[i].in[k]] = 1;
     for (int i = 0; i < g->noutputs; i++)
         init[g->outputs[i]] = 1;

@@ -69,7 +69,7 @@ mge_status mge_onnx_w_unsupported(mge_onnx_w *w, const char *fmt, ...) __attribu
 /* onnx_write_ops.c: whether the ONNX form of node n reads its input k as
  * it is (0: the exporter writes a converted copy, lstm's and gru's weights
  * in ONNX's gate order, and the original is no initializer). */
-int mge_onnx_w_reads_input(const mge_node *n, int k);
+int mge_onnx_w_reads_input(const mge_onnx_w *w, const mge_node *n, int k);
 /* onnx_write_ops.c: emits node n of w->g (MGE_ERR_UNSUPPORTED after
  * mge_onnx_w_unsupported; other errors set w->err). */
 mge_status mge_onnx_w_export_node(mge_onnx_w *w, const mge_node *n);
