@@ -9,8 +9,11 @@ by mge-train (its loss and optimizer state are left out), an int8 model
 from mge-quant (QuantizeLinear / DequantizeLinear around float ops: within
 the int8 rounding, a few quantization steps), and the round trip of a
 torchvision resnet18 exported by torch.onnx (opset 13, dynamic batch):
-onnx -> mge -> onnx, run by onnxruntime against PyTorch. Skipped, visibly,
-without onnxruntime."""
+onnx -> mge -> onnx, run by onnxruntime against PyTorch; models of many
+ops at once (activations, norms, attention masks, pools, recurrent layers,
+the input forms of slice / reshape / resize); and every ONNX backend node
+test mge imports, exported again and run by onnxruntime against the test's
+expected outputs. Skipped, visibly, without onnxruntime."""
 import os
 
 import numpy as np
