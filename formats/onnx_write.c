@@ -11,8 +11,9 @@
  * written.
  *
  * Names: ONNX value names are the mge value names (params, state and consts
- * become initializers under their own names); helper values are
- * "<node>/<what>_<k>". Inputs keep their dtypes and shapes, a symbol (the
+ * become initializers under their own names), but for the interface names
+ * an ONNX import changed, which come back from onnx.name.*; helper values
+ * are "<node>/<what>_<k>". Inputs keep their dtypes and shapes, a symbol (the
  * batch N among them) becoming a dim_param of its name. The bytes depend on
  * the graph alone: the same model gives the same file. Tensor data is
  * written as raw_data in host byte order, which is ONNX's little-endian on
@@ -95,8 +96,44 @@ static int push(mge_onnx_w *w, void ***arr, size_t *n, size_t *cap, void *p)
 
 const char *mge_onnx_w_name(mge_onnx_w *w, int v)
 {
-    (void)w;
-    return w->g->values[v].name;
+    return w->names && w->names[v] ? w->names[v] : w->g->values[v].name;
+}
+
+/* An imported ONNX model's interface names come back: the reader renamed
+ * what the text form cannot spell ("/conv1/Conv_output_0") and kept the
+ * original as onnx.name.NEW = "OLD". Taken only where it is unambiguous:
+ * not for a value that is both an input and an output (the key then says
+ * the output's name, which an ONNX input cannot also have), and not when
+ * another value has, or already took, the name. */
+static int restore_names(mge_onnx_w *w)
+{
+    const mge_graph *g = w->g;
+    w->names = mge_onnx_w_alloc(w, (size_t)(g->nvalues + 1) * sizeof *w->names);
+    if (!w->names)
+        return 0;
+    char *io = calloc((size_t)g->nvalues + 1, 1);
+    if (!io)
+        return 0;
+    for (int i = 0; i < g->ninputs; i++)
+        io[g->inputs[i]] |= 1;
+    for (int i = 0; i < g->noutputs; i++)
+        io[g->outputs[i]] |= 2;
+    for (int m = 0; m < g->nmeta; m++) {
+        const char *k = g->meta[m].key;
+        if (strncmp(k, "onnx.name.", 10) != 0 || !g->meta[m].value || !*g->meta[m].value)
+            continue;
+        int v = mge_graph_find(g, k + 10);
+        const char *old = g->meta[m].value;
+        if (v < 0 || io[v] == 3 || mge_graph_find(g, old) >= 0)
+            continue;
+        int taken = 0;
+        for (int u = 0; u < g->nvalues && !taken; u++)
+            taken = w->names[u] && strcmp(w->names[u], old) == 0;
+        if (!taken)
+            w->names[v] = mge_onnx_w_strdup(w, old);
+    }
+    free(io);
+    return !w->nomem;
 }
 
 const char *mge_onnx_w_tmp(mge_onnx_w *w, const char *what)
@@ -104,10 +141,16 @@ const char *mge_onnx_w_tmp(mge_onnx_w *w, const char *what)
     const char *base = w->cur ? w->cur->name : "mge";
     char buf[512];
     /* "_<k>" with a k never used before ends every helper name, so two of
-     * them never clash; only a graph value could, and is skipped. */
-    do
+     * them never clash; only a graph value's name (or restored ONNX name)
+     * could, and is skipped. */
+    for (;;) {
         snprintf(buf, sizeof buf, "%s/%s_%d", base, what, w->fresh++);
-    while (mge_graph_find(w->g, buf) >= 0);
+        int taken = mge_graph_find(w->g, buf) >= 0;
+        for (int v = 0; v < w->g->nvalues && !taken && w->names; v++)
+            taken = w->names[v] && strcmp(w->names[v], buf) == 0;
+        if (!taken)
+            break;
+    }
     return mge_onnx_w_strdup(w, buf);
 }
 
@@ -400,7 +443,7 @@ static Onnx__ValueInfoProto *value_info(mge_onnx_w *w, int v, mge_error *err)
     tt->shape = sh;
     tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
     tp->tensor_type = tt;
-    vi->name = mge_onnx_w_strdup(w, val->name);
+    vi->name = mge_onnx_w_strdup(w, mge_onnx_w_name(w, v));
     vi->type = tp;
     return vi;
 }
@@ -417,11 +460,15 @@ static mge_status build(mge_onnx_w *w, mge_buf *out, mge_error *err)
         s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
         goto out;
     }
+    if (!restore_names(w)) {
+        s = mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+        goto out;
+    }
     mge_graph_needed(g, g->noutputs, g->outputs, need, in_need);
     for (int i = 0; i < g->nnodes; i++)
         if (need[i])
             for (int k = 0; k < g->nodes[i].nin; k++)
-                if (mge_onnx_w_reads_input(&g->nodes[i], k))
+                if (mge_onnx_w_reads_input(w, &g->nodes[i], k))
                     init[g->nodes[i].in[k]] = 1;
     for (int i = 0; i < g->noutputs; i++)
         init[g->outputs[i]] = 1;
@@ -435,7 +482,7 @@ static mge_status build(mge_onnx_w *w, mge_buf *out, mge_error *err)
             s = mge_error_set(err, MGE_ERR_INVALID, "%s has no value (bind weights or initialize the parameters "
                               "first: mge-opt --weights, or mge-opt without it)", val->name);
         else
-            s = mge_onnx_w_tensor(w, val->name, val->data);
+            s = mge_onnx_w_tensor(w, mge_onnx_w_name(w, v), val->data);
     }
     for (int i = 0; i < g->nnodes && !s; i++) {
         if (!need[i])

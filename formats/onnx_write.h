@@ -21,6 +21,8 @@ typedef struct mge_onnx_w {
     int fresh;               /* counter for the names of helper values */
     int nunsupported;
     mge_buf unsupported;     /* "node 'NAME' (op): reason; ..." */
+    const char **names;      /* the ONNX name of each value (its mge name, or the ONNX
+                                name the importer kept in onnx.name.*) */
     const mge_node *cur;     /* the node being exported (names its helpers) */
     int ncur;                /* ONNX nodes emitted for it so far */
     const char *ovin[64];    /* when set: the ONNX names standing for the node's inputs */
@@ -67,7 +69,7 @@ mge_status mge_onnx_w_unsupported(mge_onnx_w *w, const char *fmt, ...) __attribu
 /* onnx_write_ops.c: whether the ONNX form of node n reads its input k as
  * it is (0: the exporter writes a converted copy, lstm's and gru's weights
  * in ONNX's gate order, and the original is no initializer). */
-int mge_onnx_w_reads_input(const mge_node *n, int k);
+int mge_onnx_w_reads_input(const mge_onnx_w *w, const mge_node *n, int k);
 /* onnx_write_ops.c: emits node n of w->g (MGE_ERR_UNSUPPORTED after
  * mge_onnx_w_unsupported; other errors set w->err). */
 mge_status mge_onnx_w_export_node(mge_onnx_w *w, const mge_node *n);

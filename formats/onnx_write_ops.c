@@ -635,6 +635,35 @@ static int gate_rows(const mge_value *p, int G, int64_t H, int64_t cols, const i
     return 1;
 }
 
+/* A [G*H, ...] value's gate blocks in ONNX's order, computed by the graph
+ * (weights that are inputs, as in an imported ONNX model), as [1, G*H, ...]. */
+static const char *gate_blocks(mge_onnx_w *w, const char *v, int G, const int *order)
+{
+    const char *parts[4], *sorted[4];
+    for (int g = 0; g < G; g++)
+        parts[g] = mge_onnx_w_tmp(w, "gate");
+    Onnx__NodeProto *nd = mge_onnx_w_node(w, "Split", 1, &v, G, parts);
+    mge_onnx_w_attr_i(w, nd, "axis", 0);
+    for (int g = 0; g < G; g++)
+        sorted[g] = parts[order[g]];
+    const char *cat = mge_onnx_w_tmp(w, "gates");
+    nd = mge_onnx_w_node(w, "Concat", G, sorted, 1, &cat);
+    mge_onnx_w_attr_i(w, nd, "axis", 0);
+    int64_t zero = 0;
+    return op(w, NULL, "Unsqueeze", NULL, 2, cat, mge_onnx_w_i64s(w, 1, &zero));
+}
+
+/* Concat along axis of k (1 or 2) values; the value itself for one. */
+static const char *cat_dirs(mge_onnx_w *w, int k, const char *const *v, int64_t axis)
+{
+    if (k == 1)
+        return v[0];
+    const char *o = mge_onnx_w_tmp(w, "dirs");
+    Onnx__NodeProto *nd = mge_onnx_w_node(w, "Concat", k, v, 1, &o);
+    mge_onnx_w_attr_i(w, nd, "axis", axis);
+    return nd ? o : NULL;
+}
+
 /* How many of x's companions (h0, c0) the node has: its inputs less x and
  * the params the attributes call for; -1 when they do not add up. */
 static int rnn_extra(const mge_node *n)
@@ -647,12 +676,27 @@ static int rnn_extra(const mge_node *n)
     return e < 0 || e > (n->op == MGE_OP_LSTM ? 2 : 1) ? -1 : e;
 }
 
-int mge_onnx_w_reads_input(const mge_node *n, int k)
+/* Whether every weight of the node (the inputs after x and its e
+ * companions) is f32 data: then they are written reordered, as initializers. */
+static int rnn_all_const(const mge_onnx_w *w, const mge_node *n, int e)
+{
+    for (int k = 1 + e; k < n->nin; k++) {
+        const mge_value *v = &w->g->values[n->in[k]];
+        if (v->kind == MGE_VAL_NODE || v->kind == MGE_VAL_INPUT || !v->data || v->data->dtype != MGE_F32)
+            return 0;
+    }
+    return 1;
+}
+
+int mge_onnx_w_reads_input(const mge_onnx_w *w, const mge_node *n, int k)
 {
     if (n->op != MGE_OP_LSTM && n->op != MGE_OP_GRU)
         return 1;
     int e = rnn_extra(n);
-    return e < 0 || k <= e;
+    if (e < 0 || k <= e)
+        return 1;
+    /* constant weights are written reordered, others read in the graph */
+    return !rnn_all_const(w, n, e);
 }
 
 static mge_status ex_rnn(mge_onnx_w *w, const mge_node *n)
@@ -686,19 +730,47 @@ static mge_status ex_rnn(mge_onnx_w *w, const mge_node *n)
         double *B = mge_onnx_w_alloc(w, (size_t)(D * 2 * G * H) * sizeof *B);
         if (!W || !R || !B)
             return NOMEM();
-        for (int d = 0; d < D; d++) {
+        int consts = rnn_all_const(w, n, extra);
+        for (int d = 0; d < D && consts; d++) {
             int base = 1 + extra + (int)(l * D + d) * per;
-            if (!gate_rows(val(w, n->in[base]), G, H, in, order, W + d * G * H * in) ||
-                !gate_rows(val(w, n->in[base + 1]), G, H, H, order, R + d * G * H * H) ||
-                (bias && (!gate_rows(val(w, n->in[base + 2]), G, H, 1, order, B + d * 2 * G * H) ||
-                          !gate_rows(val(w, n->in[base + 3]), G, H, 1, order, B + d * 2 * G * H + G * H))))
-                return mge_onnx_w_unsupported(w, "the weights of layer %lld must be f32 constants of PyTorch's "
-                                              "shapes", (long long)l);
+            consts = gate_rows(val(w, n->in[base]), G, H, in, order, W + d * G * H * in) &&
+                     gate_rows(val(w, n->in[base + 1]), G, H, H, order, R + d * G * H * H) &&
+                     (!bias || (gate_rows(val(w, n->in[base + 2]), G, H, 1, order, B + d * 2 * G * H) &&
+                                gate_rows(val(w, n->in[base + 3]), G, H, 1, order, B + d * 2 * G * H + G * H)));
+            if (!consts)
+                return mge_onnx_w_unsupported(w, "the weights of layer %lld do not have PyTorch's shapes", (long long)l);
         }
-        int64_t wd[3] = {D, G * H, in}, rd[3] = {D, G * H, H}, bd[2] = {D, 2 * G * H};
-        const char *Wn = mge_onnx_w_const(w, MGE_F32, 3, wd, D * G * H * in, W);
-        const char *Rn = mge_onnx_w_const(w, MGE_F32, 3, rd, D * G * H * H, R);
-        const char *Bn = bias ? mge_onnx_w_const(w, MGE_F32, 2, bd, D * 2 * G * H, B) : "";
+        const char *Wn, *Rn, *Bn = "";
+        if (consts) {
+            int64_t wd[3] = {D, G * H, in}, rd[3] = {D, G * H, H}, bd[2] = {D, 2 * G * H};
+            Wn = mge_onnx_w_const(w, MGE_F32, 3, wd, D * G * H * in, W);
+            Rn = mge_onnx_w_const(w, MGE_F32, 3, rd, D * G * H * H, R);
+            if (bias)
+                Bn = mge_onnx_w_const(w, MGE_F32, 2, bd, D * 2 * G * H, B);
+        } else {
+            /* weights the graph computes or takes as inputs: reorder them in it */
+            const char *wv[2], *rv[2], *bv[2];
+            for (int d = 0; d < D; d++) {
+                int base = 1 + extra + (int)(l * D + d) * per;
+                for (int k = 0; k < per; k++) {
+                    const mge_value *pv = val(w, n->in[base + k]);
+                    int64_t rows = pv->ndim >= 1 ? pv->dims[0] : -1;
+                    if (pv->dtype != MGE_F32 || rows != G * H || pv->ndim != (k < 2 ? 2 : 1))
+                        return mge_onnx_w_unsupported(w, "%s: expected f32 [%lld%s]", pv->name,
+                                                      (long long)(G * H), k < 2 ? ", cols" : "");
+                }
+                wv[d] = gate_blocks(w, IN(base), G, order);
+                rv[d] = gate_blocks(w, IN(base + 1), G, order);
+                if (bias) {
+                    const char *bb[2] = {gate_blocks(w, IN(base + 2), G, order), gate_blocks(w, IN(base + 3), G, order)};
+                    bv[d] = cat_dirs(w, 2, bb, 1);
+                }
+            }
+            Wn = cat_dirs(w, D, wv, 0);
+            Rn = cat_dirs(w, D, rv, 0);
+            if (bias)
+                Bn = cat_dirs(w, D, bv, 0);
+        }
         const char *h0 = "", *c0 = "";
         if (extra) {
             int64_t s = l * D, e = l * D + D, ax = 0;
@@ -845,6 +917,12 @@ static mge_status export_node(mge_onnx_w *w, const mge_node *n)
     const mge_value *x = n->nin ? val(w, n->in[0]) : NULL;
     mge_dtype dt = w->float_ov ? MGE_F32 : x ? x->dtype : MGE_F32;
     int r = x ? x->ndim : 0;
+    if ((n->op == MGE_OP_ISINF || n->op == MGE_OP_ISNAN) && (dt == MGE_F16 || dt == MGE_BF16)) {
+        /* onnxruntime has no half IsInf: the test is the same on f32 */
+        const char *f = op(w, &nd, "Cast", NULL, 1, IN(0));
+        mge_onnx_w_attr_i(w, nd, "to", MGE_ONNX_FLOAT);
+        return op(w, NULL, d, OUT(0), 1, f) ? MGE_OK : NOMEM();
+    }
     if (d) {
         const char *in[8];
         for (int i = 0; i < n->nin && i < 8; i++)
@@ -1057,6 +1135,44 @@ static mge_status export_node(mge_onnx_w *w, const mge_node *n)
         mge_onnx_w_attr_i(w, nd, "axis", ints_at(n, MGE_KEY_axis, 0, -1));
         return nd ? MGE_OK : NOMEM();
     }
+    case MGE_OP_RESHAPE_AS:
+        /* dy's elements under x's shape (how the importer writes some
+         * reductions; as a gradient op it never reaches an inference graph) */
+        return op(w, NULL, "Reshape", OUT(0), 2, IN(0), op(w, NULL, "Shape", NULL, 1, IN(1))) ? MGE_OK : NOMEM();
+    case MGE_OP_GATHER_ELEMENTS_GRAD: {
+        /* (dy, idx, x): zeros like x with dy added where gather_elements
+         * read: ScatterElements with reduction add (opset 16) */
+        int ot = mge_onnx_dtype_to(val(w, n->in[2])->dtype);
+        if (!ot)
+            return mge_onnx_w_unsupported(w, "dtype %s", mge_dtype_name(val(w, n->in[2])->dtype));
+        const char *z = op(w, &nd, "ConstantOfShape", NULL, 1, op(w, NULL, "Shape", NULL, 1, IN(2)));
+        mge_onnx_w_attr_scalar(w, nd, "value", ot, 0);
+        op(w, &nd, "ScatterElements", OUT(0), 3, z, IN(1), IN(0));
+        mge_onnx_w_attr_i(w, nd, "axis", ints_at(n, MGE_KEY_axis, 0, 0));
+        mge_onnx_w_attr_s(w, nd, "reduction", "add");
+        return nd ? MGE_OK : NOMEM();
+    }
+    case MGE_OP_GATHER_GRAD: {
+        /* (dy, idx, x; axis): zeros like x with dy's slices added where
+         * gather read; along axis 0 that is ScatterND (reduction add) with
+         * the indices as [..., 1] */
+        int rx = val(w, n->in[2])->ndim;
+        int64_t ax = ints_at(n, MGE_KEY_axis, 0, 0);
+        if (ax < 0)
+            ax += rx;
+        if (ax != 0)
+            return mge_onnx_w_unsupported(w, "axis %lld (only axis 0 has a ScatterND form)", (long long)ax);
+        int ot = mge_onnx_dtype_to(val(w, n->in[2])->dtype);
+        if (!ot)
+            return mge_onnx_w_unsupported(w, "dtype %s", mge_dtype_name(val(w, n->in[2])->dtype));
+        int64_t last = -1;
+        const char *z = op(w, &nd, "ConstantOfShape", NULL, 1, op(w, NULL, "Shape", NULL, 1, IN(2)));
+        mge_onnx_w_attr_scalar(w, nd, "value", ot, 0);
+        const char *ix = op(w, NULL, "Unsqueeze", NULL, 2, as_i64(w, n->in[1]), mge_onnx_w_i64s(w, 1, &last));
+        op(w, &nd, "ScatterND", OUT(0), 3, z, ix, IN(0));
+        mge_onnx_w_attr_s(w, nd, "reduction", "add");
+        return nd ? MGE_OK : NOMEM();
+    }
     case MGE_OP_EMBEDDING:
         if (n->nin < 2)
             return mge_onnx_w_unsupported(w, "no weight input");
@@ -1096,6 +1212,22 @@ static mge_status export_node(mge_onnx_w *w, const mge_node *n)
         if (n->nin > 1 || mge_node_attr(n, MGE_KEY_sizes)) {
             in[1] = vec_input(w, n, MGE_KEY_sizes);
             nin = 2;
+        } else {
+            /* mge's parts are ceil(dim / k), the rest last; opset 17's Split
+             * without sizes wants them even: give the sizes when dim is known */
+            int64_t ax = ints_at(n, MGE_KEY_axis, 0, 0), k = n->nout;
+            if (ax < 0)
+                ax += r;
+            int64_t dim = ax >= 0 && ax < r ? x->dims[ax] : -1;
+            if (dim >= 0 && dim % k) {
+                int64_t c = (dim + k - 1) / k, sz[4];
+                for (int i = 0; i < k && i < 4; i++)
+                    sz[i] = i + 1 < k ? c : dim - c * (k - 1);
+                in[1] = mge_onnx_w_i64s(w, (int)k, sz);
+                nin = 2;
+            } else if (dim < 0) {
+                return mge_onnx_w_unsupported(w, "equal parts of an axis that is not a number (give sizes)");
+            }
         }
         for (int k = 0; k < n->nout && k < 4; k++)
             outs[k] = OUT(k);
