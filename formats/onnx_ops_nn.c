@@ -624,6 +624,8 @@ static mge_status conv_resize(mge_onnx_ctx *c, mge_onnx_node *n)
     int nax = mge_onnx_attr_ints(n, "axes", axes, 4);
     if (nax < 0)
         nax = 4;
+    if (nax < 1 || nax > 4)
+        return mge_onnx_fail(c, n, "axes has %d values for rank 4", nax);
     for (int i = 0; i < nax; i++)
         if ((axes[i] = mge_onnx_axis(axes[i], rank)) < 0)
             return mge_onnx_fail(c, n, "axes out of range");
@@ -936,7 +938,7 @@ static mge_status conv_lppool(mge_onnx_ctx *c, mge_onnx_node *n)
             s[i] = t[i];
     }
     if ((cnt = mge_onnx_attr_ints(n, "dilations", t, 4)) >= 0)
-        for (int i = 0; i < cnt; i++)
+        for (int i = 0; i < cnt && i < 4; i++)
             if (t[i] != 1)
                 return mge_onnx_unsupported(c, n, "dilated LpPool");
     for (int i = 0; i < nsp; i++)
