@@ -253,3 +253,20 @@ def test_onnx_pools():
             check(model(op, 19, list(x3.shape), [], attrs), x3, f"{op} 1-D {attrs}")
         check(model("MaxPool", 12, list(x3.shape), [], dict(kernel_shape=[2], dilations=[2], strides=[1])), x3,
               "MaxPool 1-D dilated")
+
+
+def test_onnx_groupnorm18_runtime_scale():
+    """opset 18's per-group scale and bias as graph inputs: expanded per channel at run time."""
+    rng = np.random.default_rng(9)
+    feeds = {"X": rng.standard_normal((2, 6, 3, 4)).astype(np.float32),
+             "S": rng.standard_normal(3).astype(np.float32), "B": rng.standard_normal(3).astype(np.float32)}
+    node = helper.make_node("GroupNormalization", ["X", "S", "B"], ["Y"], num_groups=3, epsilon=1e-3)
+    g = helper.make_graph([node], "t", [helper.make_tensor_value_info(k, TensorProto.FLOAT, v.shape)
+                                        for k, v in feeds.items()],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
+    path = os.path.join(tmpdir(), "gn.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), path)
+    _, out, _ = run([tool("mge-run"), path], stdin=npy_stream(*feeds.values()))
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    e = rel_err(read_stream(out)[0], ref)
+    assert e < TOL, f"GroupNormalization-18 runtime scale: rel error {e:.3g}"
