@@ -1,5 +1,5 @@
 /* onnx_ops.c — which converter an ONNX op_type has: the tables of the
- * onnx_ops_<group>.c files, searched in order (core, shape, nn, math). */
+ * onnx_ops_<group>.c files, searched in order (core, shape, nn, rnn, math, reduce, loss). */
 #include "onnx.h"
 
 #include <string.h>

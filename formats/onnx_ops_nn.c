@@ -368,9 +368,19 @@ static mge_status conv_groupnorm(mge_onnx_ctx *c, mge_onnx_node *n)
         /* per group: repeat each group's value over its channels */
         for (int k = 1; k < 3; k++) {
             const mge_tensor *t = mge_onnx_data(c, in[k]);
-            if (!t)
-                return mge_onnx_unsupported(c, n, "opset %lld per-group %s computed at run time (mge's group_norm "
-                                            "takes it per channel)", (long long)c->opset, k == 1 ? "scale" : "bias");
+            if (!t) {
+                /* at run time: [G] -> [G, 1] -> [G, C/G] -> [C] */
+                const mge_value *v = mge_onnx_value(c, in[k]);
+                if (v->ndim != 1 || v->dims[0] != G || v->dtype != MGE_F32)
+                    return mge_onnx_fail(c, n, "%s must be f32[%lld]", k == 1 ? "scale" : "bias", (long long)G);
+                int64_t s1[2] = {G, 1}, s2[2] = {G, C / G};
+                mge_attr ea[1] = {mge_onnx_ais(MGE_KEY_shape, 2, s2)};
+                int y = reshape_tmp(c, n, in[k], 2, s1);
+                if (y < 0 || (y = mge_onnx_emit_tmp(c, n, MGE_OP_EXPAND, 1, &y, 1, ea)) < 0 ||
+                    (in[k] = reshape_tmp(c, n, y, 1, &C)) < 0)
+                    return done(c, -1);
+                continue;
+            }
             if (t->dtype != MGE_F32 || mge_tensor_numel(t) != G)
                 return mge_onnx_fail(c, n, "%s must be f32[%lld]", k == 1 ? "scale" : "bias", (long long)G);
             float v[4096];
@@ -624,6 +634,8 @@ static mge_status conv_resize(mge_onnx_ctx *c, mge_onnx_node *n)
     int nax = mge_onnx_attr_ints(n, "axes", axes, 4);
     if (nax < 0)
         nax = 4;
+    if (nax < 1 || nax > 4)
+        return mge_onnx_fail(c, n, "axes has %d values for rank 4", nax);
     for (int i = 0; i < nax; i++)
         if ((axes[i] = mge_onnx_axis(axes[i], rank)) < 0)
             return mge_onnx_fail(c, n, "axes out of range");
@@ -936,7 +948,7 @@ static mge_status conv_lppool(mge_onnx_ctx *c, mge_onnx_node *n)
             s[i] = t[i];
     }
     if ((cnt = mge_onnx_attr_ints(n, "dilations", t, 4)) >= 0)
-        for (int i = 0; i < cnt; i++)
+        for (int i = 0; i < cnt && i < 4; i++)
             if (t[i] != 1)
                 return mge_onnx_unsupported(c, n, "dilated LpPool");
     for (int i = 0; i < nsp; i++)

@@ -224,17 +224,18 @@ static mge_status conv_rnn_layer(mge_onnx_ctx *c, mge_onnx_node *n, int gru)
     /* sequence_lens: every sequence full length only */
     int sl = mge_onnx_in(c, n, 4);
     if (sl >= 0) {
-        int64_t lens[4096];
-        int cnt;
-        if (!mge_onnx_data(c, sl))
+        const mge_tensor *lt = mge_onnx_data(c, sl);
+        if (!lt)
             return mge_onnx_unsupported(c, n, "sequence_lens computed at run time (mge runs every sequence to the "
                                         "full length)");
-        if ((st = mge_onnx_known_ints(c, n, sl, "sequence_lens", lens, 4096, &cnt)))
-            return st;
-        for (int k = 0; k < cnt; k++)
-            if (mge_dim_is_symbol(S) || S < 0 || lens[k] != S)
+        if (lt->dtype != MGE_I32 && lt->dtype != MGE_I64)
+            return mge_onnx_fail(c, n, "sequence_lens must be int32");
+        for (int64_t k = 0, cnt = mge_tensor_numel(lt); k < cnt; k++) {
+            int64_t len = lt->dtype == MGE_I32 ? ((const int32_t *)lt->data)[k] : ((const int64_t *)lt->data)[k];
+            if (mge_dim_is_symbol(S) || S < 0 || len != S)
                 return mge_onnx_unsupported(c, n, "sequence_lens other than the full length (variable-length "
                                             "sequences)");
+        }
     }
     int64_t wd[3] = {D, G * H, I}, rd[3] = {D, G * H, H}, bd[2] = {D, 2 * G * H};
     const float *W, *R, *B = NULL;

@@ -253,3 +253,67 @@ def test_onnx_pools():
             check(model(op, 19, list(x3.shape), [], attrs), x3, f"{op} 1-D {attrs}")
         check(model("MaxPool", 12, list(x3.shape), [], dict(kernel_shape=[2], dilations=[2], strides=[1])), x3,
               "MaxPool 1-D dilated")
+
+
+def test_onnx_groupnorm18_runtime_scale():
+    """opset 18's per-group scale and bias as graph inputs: expanded per channel at run time."""
+    rng = np.random.default_rng(9)
+    feeds = {"X": rng.standard_normal((2, 6, 3, 4)).astype(np.float32),
+             "S": rng.standard_normal(3).astype(np.float32), "B": rng.standard_normal(3).astype(np.float32)}
+    node = helper.make_node("GroupNormalization", ["X", "S", "B"], ["Y"], num_groups=3, epsilon=1e-3)
+    g = helper.make_graph([node], "t", [helper.make_tensor_value_info(k, TensorProto.FLOAT, v.shape)
+                                        for k, v in feeds.items()],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
+    path = os.path.join(tmpdir(), "gn.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), path)
+    _, out, _ = run([tool("mge-run"), path], stdin=npy_stream(*feeds.values()))
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    e = rel_err(read_stream(out)[0], ref)
+    assert e < TOL, f"GroupNormalization-18 runtime scale: rel error {e:.3g}"
+
+
+NODE_DATA = os.environ.get("MGE_ONNX_NODE_DATA", os.path.join(os.path.expanduser("~"), ".cache", "mge", "onnx-1.16.2",
+                                                              "onnx", "backend", "test", "data", "node"))
+FOLDED_PASS = {
+    "test_constant_pad", "test_constant_pad_axes", "test_constant_pad_negative_axes", "test_edge_pad",
+    "test_reflect_pad", "test_resize_downsample_scales_linear", "test_resize_upsample_scales_linear",
+    "test_resize_upsample_scales_linear_align_corners", "test_resize_upsample_scales_nearest",
+    "test_resize_upsample_scales_nearest_axes_2_3", "test_resize_upsample_scales_nearest_axes_3_2",
+    "test_upsample_nearest",
+}
+
+
+def test_onnx_node_suite_folded():
+    """The ONNX node suite's Pad, Resize and Upsample tests with their
+    shape inputs made initializers, against the suite's expected outputs:
+    FOLDED_PASS must pass, every other one must be refused, never wrong."""
+    import glob
+    if not os.path.isdir(NODE_DATA):
+        raise Skip(f"no ONNX node test data in {NODE_DATA} (scripts/deps fetches it)")
+    import re
+    names = sorted(t for t in os.listdir(NODE_DATA)
+                   if re.match(r"test_(resize|upsample|constant_pad|edge_pad|reflect_pad|wrap_pad)", t)
+                   and not t.endswith("_expanded"))
+    assert len(names) >= 40, f"only {len(names)} Pad/Resize/Upsample node tests in {NODE_DATA}"
+    assert FOLDED_PASS <= set(names), f"missing node tests: {sorted(FOLDED_PASS - set(names))}"
+    for t in names:
+        m = onnx.load(os.path.join(NODE_DATA, t, "model.onnx"))
+        ds = sorted(glob.glob(os.path.join(NODE_DATA, t, "test_data_set_*")))[0]
+        ins = [numpy_helper.to_array(onnx.load_tensor(f)) for f in sorted(glob.glob(ds + "/input_*.pb"))]
+        outs = [numpy_helper.to_array(onnx.load_tensor(f)) for f in sorted(glob.glob(ds + "/output_*.pb"))]
+        g = m.graph
+        for k in range(1, len(g.input)):
+            g.initializer.append(numpy_helper.from_array(ins[k], g.input[k].name))
+        del g.input[1:]
+        path = os.path.join(tmpdir(), t + ".onnx")
+        onnx.save(m, path)
+        rc, out, err = run([tool("mge-run"), path], stdin=npy_stream(ins[0]), check=False)
+        if t not in FOLDED_PASS:
+            assert rc == 1 and "unsupported" in err, f"{t}: expected unsupported, got exit {rc}: {err}"
+            continue
+        assert rc == 0, f"{t}: mge-run exited {rc}: {err}"
+        got = read_stream(out)
+        assert len(got) == len(outs)
+        for gv, r in zip(got, outs):
+            assert gv.shape == r.shape, f"{t}: shape {gv.shape} != {r.shape}"
+            assert np.allclose(gv, r, rtol=1e-3, atol=1e-5), f"{t}: max abs diff {np.max(np.abs(gv - r))}"

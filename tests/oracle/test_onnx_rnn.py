@@ -84,7 +84,7 @@ def case(kind, seed, S=6, N=3, I=5, H=7, layers=2, bf=False, state=False):
         assert e < TOL, f"{kind} seed {seed} output {i} (bf={bf}, state={state}): rel error {e:.3g} vs PyTorch"
 
 
-def node_case(kind, seed, S=5, N=2, I=4, H=6, direction=None, layout=0, state=True, bias=True):
+def node_case(kind, seed, S=5, N=2, I=4, H=6, direction=None, layout=0, state=True, bias=True, seq_lens=None):
     """Each LSTM/GRU node of an exported 2-layer bidirectional model, alone
     (direction/layout changed when given: the weights keep their first
     direction for forward/reverse)."""
@@ -121,9 +121,13 @@ def node_case(kind, seed, S=5, N=2, I=4, H=6, direction=None, layout=0, state=Tr
                     a.s = direction.encode()
         # onnxruntime runs layout 0 only: layout 1 is checked against it transposed
         feeds = {"X": rng.standard_normal((S, N, inp)).astype(np.float32)}
-        ins = ["X"] + [node.input[k] if k < len(node.input) else "" for k in (1, 2, 3)]
+        ins = ["X"] + [node.input[k] if k < len(node.input) else "" for k in (1, 2, 3)] + [""]
+        if seq_lens is not None:
+            # an initializer: mge takes it when every sequence is full length
+            tensors.append(numpy_helper.from_array(np.array(seq_lens, dtype=np.int32), "L"))
+            ins[4] = "L"
         if state:
-            ins += ["", "H0"] + (["C0"] if kind == "lstm" else [])
+            ins += ["H0"] + (["C0"] if kind == "lstm" else [])
             for nm in ins[5:]:
                 feeds[nm] = rng.standard_normal((D, N, H)).astype(np.float32)
         while not ins[-1]:
@@ -151,6 +155,10 @@ def node_case(kind, seed, S=5, N=2, I=4, H=6, direction=None, layout=0, state=Tr
         if layout:
             refs = [r.transpose(2, 0, 1, 3) if i == 0 else r.swapaxes(0, 1) for i, r in enumerate(refs)]
         mine = [v.swapaxes(0, 1).copy() if layout else v for v in feeds.values()]
+        if seq_lens is not None and any(v != S for v in seq_lens):
+            rc, _, err = run([tool("mge-run"), save(layout, f"n{li}.onnx")], stdin=npy_stream(*mine), check=False)
+            assert rc == 1 and "sequence_lens" in err, f"{kind}: partial sequence_lens: exit {rc}: {err}"
+            continue
         _, out, _ = run([tool("mge-run"), save(layout, f"n{li}.onnx")], stdin=npy_stream(*mine))
         got = read_stream(out)
         assert len(got) == len(refs), f"{kind} node {li}: {len(got)} outputs for {len(refs)}"
@@ -168,6 +176,8 @@ def test_onnx_lstm_nodes():
     node_case("lstm", 4, direction="reverse")
     node_case("lstm", 5, layout=1)
     node_case("lstm", 6, direction="reverse", layout=1, bias=False)
+    node_case("lstm", 7, seq_lens=[5, 5])
+    node_case("lstm", 8, seq_lens=[5, 3])
 
 
 def test_onnx_gru_nodes():
@@ -177,6 +187,8 @@ def test_onnx_gru_nodes():
     node_case("gru", 4, direction="reverse")
     node_case("gru", 5, layout=1)
     node_case("gru", 6, direction="reverse", layout=1, bias=False)
+    node_case("gru", 7, seq_lens=[5, 5], state=False)
+    node_case("gru", 8, seq_lens=[2, 5])
 
 
 def test_onnx_lstm_2layer_bidirectional():
