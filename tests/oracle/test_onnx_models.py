@@ -21,6 +21,8 @@ line per model and opset instead (ok, or mge's first complaint): every
 model when none is named."""
 import os
 
+import numpy as np
+
 from common import Skip, need_torch, npy_stream, read_stream, rel_err, run, tmpdir, tool
 
 need_torch()
@@ -65,6 +67,9 @@ def _compare(what, refs, gots, xs):
             if r.shape != g.shape:
                 raise AssertionError(f"{what}: input {list(x.shape)} output {k}: shape {list(g.shape)}, "
                                      f"ONNX Runtime {list(r.shape)}")
+            if not np.abs(r).max() > 0:
+                raise AssertionError(f"{what}: input {list(x.shape)} output {k}: ONNX Runtime's output is all "
+                                     "zero (a degenerate model: the comparison would prove nothing)")
             e = rel_err(g, r)
             if not e < TOL:
                 raise AssertionError(f"{what}: input {list(x.shape)} output {k}: rel err {e:.3g} > {TOL}")
