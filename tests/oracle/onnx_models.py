@@ -6,7 +6,8 @@ random init, weights=None; BatchNorm statistics moved away from 0/1 so a
 wrong BatchNorm shows), in eval mode, and says which axes of its one input
 are dynamic in the export: the batch always, H/W where the model allows
 (everything with adaptive pooling; not vit_b_16, whose position embedding
-fixes 224x224), the sequence length for the LSTM and the Transformer.
+fixes 224x224; its zero-initialized head and class token get random
+values), the sequence length for the LSTM and the Transformer.
 
 export(name, opset) writes the .onnx once into ~/.cache/mge/onnx-models
 (MGE_ONNX_MODELS_CACHE overrides), keyed by name, opset and EXPORT_VERSION
@@ -16,7 +17,7 @@ import os
 import tempfile
 import warnings
 
-EXPORT_VERSION = 2
+EXPORT_VERSION = 3
 SEED = 1234
 CACHE = os.environ.get("MGE_ONNX_MODELS_CACHE",
                        os.path.join(os.path.expanduser("~"), ".cache", "mge", "onnx-models"))
@@ -145,6 +146,12 @@ def build(name):
                 if m.affine:
                     m.weight.copy_(torch.rand(c, generator=gen) * 0.5 + 0.75)
                     m.bias.copy_(torch.randn(c, generator=gen) * 0.1)
+        # parameters left all zero by the init (vit_b_16's class token and
+        # head: its output would be exactly 0 for any input) get small
+        # random values, so the output depends on the whole network
+        for _, p in model.named_parameters():
+            if p.dim() >= 2 and not p.abs().max() > 0:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.02)
     return model.eval()
 
 
