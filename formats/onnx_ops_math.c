@@ -197,6 +197,15 @@ static mge_status conv_direct(mge_onnx_ctx *c, mge_onnx_node *n)
             if (dt == MGE_BOOL)
                 return mge_onnx_fail(c, n, "%s of bool tensors", n->op_type);
         }
+        /* x * Sigmoid(x) (how exporters spell SiLU/Swish): mge's silu,
+         * which the fuse passes fold into the layer before it */
+        if (op == MGE_OP_MUL && mge_dtype_is_float(dt))
+            for (int k = 0; k < 2; k++) {
+                const mge_value *sv = mge_onnx_value(c, in[k]);
+                if (sv->kind == MGE_VAL_NODE && sv->producer >= 0 &&
+                    c->g->nodes[sv->producer].op == MGE_OP_SIGMOID && c->g->nodes[sv->producer].in[0] == in[1 - k])
+                    return fin(c, n, MGE_OP_SILU, 1, &in[1 - k], 0, NULL);
+            }
         if (nin == 2) {
             mge_status s = legacy_bcast(c, n, in[0], &in[1]);
             if (s)
@@ -543,6 +552,12 @@ static mge_status conv_clip(mge_onnx_ctx *c, mge_onnx_node *n)
     int known = (!has[0] || kn[0]) && (!has[1] || kn[1]);
     int clamp_dt = mge_dtype_is_float(dt) || dt == MGE_I8 || dt == MGE_I32 || dt == MGE_I64;
     if (known && clamp_dt && !(has[0] && b[0] != b[0]) && !(has[1] && b[1] != b[1])) {
+        /* ReLU6 and ReLU as exported (Clip(0, 6), Clip(0)): the activations
+         * the fuse passes fold into the layer before them */
+        if (dt == MGE_F32 && has[0] && b[0] == 0 && has[1] && b[1] == 6)
+            return fin(c, n, MGE_OP_RELU6, 1, &x, 0, NULL);
+        if (dt == MGE_F32 && has[0] && b[0] == 0 && (!has[1] || b[1] == INFINITY))
+            return fin(c, n, MGE_OP_RELU, 1, &x, 0, NULL);
         mge_attr at[2];
         int na = 0;
         if (has[0])
