@@ -75,6 +75,8 @@ _mge_values() {
     --optimizer) words="sgd adam adamw" ;;
     --method) words="minmax percentile entropy" ;;
     --dtype) words="int8 f16 bf16" ;;
+    --loss) words="cross_entropy mse" ;;
+    --emit) words="mge text onnx" ;;
     --sort) words="time flops name" ;;
     --schedule) words="constant step: cosine cosine:" ;;
     --passes)
@@ -151,8 +153,8 @@ _mge_complete() {
     fi
     # the model (mge-dump also shows tensor files)
     case $tool in
-    mge-dump) _mge_files "$cur" mgt mge npy npz ;;
-    *) _mge_files "$cur" mgt mge ;;
+    mge-dump) _mge_files "$cur" mgt mge onnx npy npz ;;
+    *) _mge_files "$cur" mgt mge onnx ;;
     esac
 }
 
