@@ -695,9 +695,75 @@ static mge_status report_unsupported(reader *r)
     return mge_error_set(c->err, MGE_ERR_UNSUPPORTED, "%s", msg);
 }
 
+/* ---------------------------------------------------------------- nesting */
+
+/* protobuf-c unpacks nested messages by recursion, with no limit: If nodes
+ * nested 10^4 deep (3 messages a level) overflow the stack. The wire format
+ * is walked first with the schema's descriptors and deeper nesting is
+ * refused; 100 is protobuf's own default limit. Bytes the walk cannot parse
+ * end it: protobuf-c then says what is wrong with them. */
+#define MAX_NESTING 100
+
+static int wire_varint(const uint8_t *p, size_t n, size_t *i, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (int sh = 0; sh < 64 && *i < n; sh += 7) {
+        uint8_t b = p[(*i)++];
+        x |= (uint64_t)(b & 0x7f) << sh;
+        if (!(b & 0x80)) {
+            *v = x;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* 0 when a message below p[0..n) is nested deeper than MAX_NESTING */
+static int nesting_ok(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t n, int depth)
+{
+    if (depth > MAX_NESTING)
+        return 0;
+    size_t i = 0;
+    while (i < n) {
+        uint64_t tag, len;
+        if (!wire_varint(p, n, &i, &tag))
+            return 1;
+        switch (tag & 7) {
+        case 0:
+            if (!wire_varint(p, n, &i, &len))
+                return 1;
+            break;
+        case 1:
+            if (n - i < 8)
+                return 1;
+            i += 8;
+            break;
+        case 5:
+            if (n - i < 4)
+                return 1;
+            i += 4;
+            break;
+        case 2: {
+            if (!wire_varint(p, n, &i, &len) || len > n - i || (tag >> 3) > 0x1fffffff)
+                return 1;
+            const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(d, (unsigned)(tag >> 3));
+            if (f && f->type == PROTOBUF_C_TYPE_MESSAGE && !nesting_ok(f->descriptor, p + i, (size_t)len, depth + 1))
+                return 0;
+            i += (size_t)len;
+            break;
+        }
+        default: return 1; /* groups and invalid wire types */
+        }
+    }
+    return 1;
+}
+
 mge_status mge_onnx_read(const void *buf, size_t n, const char *dir, mge_graph **out, mge_error *err)
 {
     *out = NULL;
+    if (!nesting_ok(&onnx__model_proto__descriptor, buf, n, 0))
+        return mge_error_set(err, MGE_ERR_FORMAT, "not a valid ONNX model: messages nested more than %d deep",
+                             MAX_NESTING);
     Onnx__ModelProto *m = onnx__model_proto__unpack(&allocator, n, buf);
     if (!m)
         return mge_error_set(err, MGE_ERR_FORMAT, "not a valid ONNX model: the protobuf is truncated or corrupted");

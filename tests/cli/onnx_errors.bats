@@ -117,6 +117,28 @@ raw = bytes(raw)'
     rejects "$T/big2.onnx" "not a valid ONNX model"
 }
 
+@test "If nodes nested 20000 deep are refused, not a stack overflow" {
+    # each level: GraphProto.node -> NodeProto.attribute -> AttributeProto.g;
+    # built from the inside out (lengths only), then written outside in
+    mk "$T/deep.onnx" 'def varint(n):
+    out = b""
+    while True:
+        b, n = n & 0x7f, n >> 7
+        out += bytes([b | 0x80 if n else b])
+        if not n:
+            return out
+tagl = lambda f, n: varint(f << 3 | 2) + varint(n)
+L, pre = 0, []
+for i in range(20000):
+    a = tagl(1, 4) + b"then" + tagl(6, L)
+    nd = tagl(4, 2) + b"If" + tagl(5, len(a) + L)
+    gr = tagl(1, len(nd) + len(a) + L)
+    L += len(gr) + len(nd) + len(a)
+    pre.append(gr + nd + a)
+raw = b"\x08\x08" + tagl(2, 1) + b"x" + tagl(7, L) + b"".join(reversed(pre)) + tagl(8, 2) + b"\x10\x0d"'
+    rejects "$T/deep.onnx" "not a valid ONNX model: messages nested more than 100 deep"
+}
+
 @test "a graph with a cycle is refused" {
     mk "$T/cyc.onnx" 'm = model([h.make_node("Add", ["x", "b2"], ["a"]), h.make_node("Relu", ["a"], ["b2"])],
               [vi("x", T.FLOAT, [2])], [vi("b2", T.FLOAT, [2])])'
@@ -194,6 +216,14 @@ raw = bytes(raw)'
             { echo "$stderr"; return 1; }
         [ ! -e "$T/out" ]
     done
+    py 'np.save(sys.argv[1], np.ones((2, 3), np.float32))' "$T/x.npy"
+    run --separate-stderr "$MGE_RUN" - -i "$T/x.npy" -o "$T/out" < "$T/m/e.onnx"
+    assert_failure 1
+    [[ "$stderr" == "mge-run: <stdin>: error: "*"the model came from a stream: give its path"* ]] || { echo "$stderr"; return 1; }
+    [ ! -e "$T/out" ]
+    # the same model by its path reads the weights beside it
+    run --separate-stderr "$MGE_RUN" "$T/m/e.onnx" -i "$T/x.npy" -o "$T/out"
+    assert_success
 }
 
 @test "external data saved by onnx.save_model loads and runs" {
