@@ -339,8 +339,10 @@ static const char *nlabel(const Onnx__NodeProto *n, char *b, size_t bn)
 {
     if (n->name && *n->name)
         snprintf(b, bn, "'%s' (%s)", n->name, n->op_type ? n->op_type : "?");
+    else if (n->n_output && n->output[0] && *n->output[0])
+        snprintf(b, bn, "%s -> '%s'", n->op_type ? n->op_type : "?", n->output[0]);
     else
-        snprintf(b, bn, "%s -> '%s'", n->op_type ? n->op_type : "?", n->n_output && n->output[0] ? n->output[0] : "");
+        snprintf(b, bn, "%s", n->op_type ? n->op_type : "?");
     return b;
 }
 
@@ -368,6 +370,8 @@ static mge_status convert_node(reader *r, const Onnx__NodeProto *n)
     char b[300];
     if (!n->op_type || !*n->op_type)
         return mge_error_set(c->err, MGE_ERR_FORMAT, "node %s has no op_type", nlabel(n, b, sizeof b));
+    if (n->n_output == 0) /* every op of the default domain has one at least */
+        return mge_error_set(c->err, MGE_ERR_FORMAT, "node %s has no outputs", nlabel(n, b, sizeof b));
     /* inputs: defined before, or poisoned by an unsupported node */
     int poisoned = 0;
     for (size_t i = 0; i < n->n_input; i++) {

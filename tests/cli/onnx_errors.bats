@@ -336,6 +336,8 @@ m.opset_import.append(h.make_opsetid("ai.onnx.ml", 3))'
     rejects "$T/undef.onnx" "output 'ghost' is not defined by any node, input or initializer"
     mk "$T/twice.onnx" 'm = good(); m.graph.output.append(vi("y", T.FLOAT, [2, 3]))'
     rejects "$T/twice.onnx" "graph output 'y' is listed twice"
+    mk "$T/nodeout.onnx" 'm = good(); del m.graph.node[1].output[:]'
+    rejects "$T/nodeout.onnx" "node Relu has no outputs"
 }
 
 @test "an output that is an input, an initializer or another output gets a copy under its own name" {
