@@ -63,6 +63,9 @@ rejects() {
     run --separate-stderr "$MGE_BIN/mge-train" "$f" --data "$T/none.npz" -o "$T/out"
     [ "$status" = 1 ] && [[ "$stderr" == "mge-train: $f: error: "*"$want"* ]] || { echo "mge-train: $stderr"; return 1; }
     [ ! -e "$T/out" ]
+    run --separate-stderr "$MGE_BIN/mge-quant" "$f" --calib "$T/none.npy" -o "$T/out"
+    [ "$status" = 1 ] && [[ "$stderr" == "mge-quant: $f: error: "*"$want"* ]] || { echo "mge-quant: $stderr"; return 1; }
+    [ ! -e "$T/out" ]
 }
 
 @test "the good model the damaged ones start from runs" {
