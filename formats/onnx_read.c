@@ -213,7 +213,7 @@ static mge_status materialize(reader *r, nm_ent *e)
 int mge_onnx_lookup(mge_onnx_ctx *c, const char *name)
 {
     reader *r = (reader *)c;
-    nm_ent *e = nm_find(&r->map, name);
+    nm_ent *e = name ? nm_find(&r->map, name) : NULL;
     if (!e)
         return -1;
     if (e->state == NM_INIT && materialize(r, e))
@@ -369,7 +369,8 @@ static mge_status convert_node(reader *r, const Onnx__NodeProto *n)
     mge_onnx_ctx *c = &r->c;
     char b[300];
     if (!n->op_type || !*n->op_type)
-        return mge_error_set(c->err, MGE_ERR_FORMAT, "node %s has no op_type", nlabel(n, b, sizeof b));
+        return mge_error_set(c->err, MGE_ERR_FORMAT, "node %s%s%s has no op_type", *n->name ? "'" : "making '",
+                             *n->name ? n->name : n->n_output ? n->output[0] : "", "'");
     if (n->n_output == 0) /* every op of the default domain has one at least */
         return mge_error_set(c->err, MGE_ERR_FORMAT, "node %s has no outputs", nlabel(n, b, sizeof b));
     /* inputs: defined before, or poisoned by an unsupported node */
@@ -699,6 +700,71 @@ static mge_status report_unsupported(reader *r)
     return mge_error_set(c->err, MGE_ERR_UNSUPPORTED, "%s", msg);
 }
 
+/* ---------------------------------------------------------------- absent names */
+
+/* protobuf-c leaves an absent string NULL; converters compare, hash and
+ * print names (a branch output without a name crashed If), so every name in
+ * every graph is made "" when absent, allocated as free_unpacked frees it.
+ * Recursion is bounded by the nesting check. 0 when out of memory. */
+static int fill(char **p)
+{
+    if (*p)
+        return 1;
+    char *e = al_alloc(NULL, 1);
+    if (!e)
+        return 0;
+    e[0] = 0;
+    *p = e;
+    return 1;
+}
+
+static int fill_graph(Onnx__GraphProto *g);
+
+static int fill_tensor(Onnx__TensorProto *t)
+{
+    return fill(&t->name);
+}
+
+static int fill_node(Onnx__NodeProto *n)
+{
+    if (!fill(&n->name) || !fill(&n->op_type) || !fill(&n->domain))
+        return 0;
+    for (size_t i = 0; i < n->n_attribute; i++) {
+        Onnx__AttributeProto *a = n->attribute[i];
+        if (!fill(&a->name) || (a->g && !fill_graph(a->g)) || (a->t && !fill_tensor(a->t)))
+            return 0;
+        for (size_t k = 0; k < a->n_graphs; k++)
+            if (!fill_graph(a->graphs[k]))
+                return 0;
+        for (size_t k = 0; k < a->n_tensors; k++)
+            if (!fill_tensor(a->tensors[k]))
+                return 0;
+    }
+    return 1;
+}
+
+static int fill_graph(Onnx__GraphProto *g)
+{
+    if (!fill(&g->name))
+        return 0;
+    for (size_t i = 0; i < g->n_node; i++)
+        if (!fill_node(g->node[i]))
+            return 0;
+    for (size_t i = 0; i < g->n_initializer; i++)
+        if (!fill_tensor(g->initializer[i]))
+            return 0;
+    for (size_t i = 0; i < g->n_input; i++)
+        if (!fill(&g->input[i]->name))
+            return 0;
+    for (size_t i = 0; i < g->n_output; i++)
+        if (!fill(&g->output[i]->name))
+            return 0;
+    for (size_t i = 0; i < g->n_value_info; i++)
+        if (!fill(&g->value_info[i]->name))
+            return 0;
+    return 1;
+}
+
 /* ---------------------------------------------------------------- nesting */
 
 /* protobuf-c unpacks nested messages by recursion, with no limit: If nodes
@@ -771,6 +837,10 @@ mge_status mge_onnx_read(const void *buf, size_t n, const char *dir, mge_graph *
     Onnx__ModelProto *m = onnx__model_proto__unpack(&allocator, n, buf);
     if (!m)
         return mge_error_set(err, MGE_ERR_FORMAT, "not a valid ONNX model: the protobuf is truncated or corrupted");
+    if (m->graph && !fill_graph(m->graph)) {
+        onnx__model_proto__free_unpacked(m, &allocator);
+        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+    }
     reader r;
     memset(&r, 0, sizeof r);
     mge_error_clear(err);

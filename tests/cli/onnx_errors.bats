@@ -343,6 +343,22 @@ m.opset_import.append(h.make_opsetid("ai.onnx.ml", 3))'
     rejects "$T/nodeout.onnx" "node Relu has no outputs"
 }
 
+@test "absent names (a branch output, a graph input, a node's op_type) are refused, not a crash" {
+    # protobuf leaves them NULL: the fuzzer found If reading a branch output's
+    mk "$T/if.onnx" 'nameless = onnx.ValueInfoProto(type=vi("t", T.FLOAT, [2]).type)
+then_g = h.make_graph([h.make_node("Relu", ["x"], ["t"])], "then", [], [nameless])
+m = model([h.make_node("Constant", [], ["c"], value=nh.from_array(np.array(True))),
+           h.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=then_g)],
+          [vi("x", T.FLOAT, [2])], [vi("y", T.FLOAT, [2])])'
+    rejects "$T/if.onnx" "If -> 'y'"
+    mk "$T/in.onnx" 'm = good(); m.graph.input[0].ClearField("name")'
+    rejects "$T/in.onnx" "graph input 0 has no name"
+    mk "$T/op.onnx" 'm = good(); m.graph.node[1].ClearField("op_type")'
+    rejects "$T/op.onnx" "node making 'y' has no op_type"
+    mk "$T/init.onnx" 'm = good(); m.graph.initializer[0].ClearField("name")'
+    rejects "$T/init.onnx" "initializer 0 has no name"
+}
+
 @test "an output that is an input, an initializer or another output gets a copy under its own name" {
     mk "$T/alias.onnx" 'm = model([h.make_node("Identity", ["x"], ["y"]), h.make_node("Identity", ["x"], ["z"]),
                h.make_node("Relu", ["x"], ["r"]), h.make_node("Identity", ["r"], ["r2"])],
