@@ -117,7 +117,9 @@ static mge_status read_external(const Onnx__TensorProto *tp, const char *dir, mg
     if (len >= 0 && (size_t)len != t->nbytes)
         return mge_error_set(err, MGE_ERR_FORMAT, "external data '%s': length %lld, but the shape needs %zu bytes", loc,
                              (long long)len, t->nbytes);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO named as the data must not hang the open (it is
+     * refused below; reads of regular files ignore the flag) */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return mge_error_set(err, MGE_ERR_IO, "external data '%s': %s", path, strerror(errno));
     struct stat st;

@@ -208,6 +208,17 @@ raw = b"\x08\x08" + tagl(2, 1) + b"x" + tagl(7, L) + b"".join(reversed(pre)) + t
     rejects "$T/m/neg.onnx" "external data: bad offset '-4'"
 }
 
+@test "external data that is a FIFO or a folder is refused, without hanging" {
+    mkdir -p "$T/m/dir.bin"
+    mkfifo "$T/m/fifo.bin"
+    mk "$T/m/fifo.onnx" 'm = good(); m.graph.initializer[0].CopyFrom(ext("b", [3], "fifo.bin"))'
+    run --separate-stderr timeout 20 "$MGE_DUMP" "$T/m/fifo.onnx"
+    assert_failure 1
+    [[ "$stderr" == *"error: initializer 'b': external data '$T/m/fifo.bin': not a regular file" ]] || { echo "$stderr"; return 1; }
+    mk "$T/m/dir.onnx" 'm = good(); m.graph.initializer[0].CopyFrom(ext("b", [3], "dir.bin"))'
+    rejects "$T/m/dir.onnx" "not a regular file"
+}
+
 @test "a model from stdin with external data is refused: it has no folder" {
     mkdir -p "$T/m"
     py 'np.arange(3, dtype=np.float32).tofile(sys.argv[1])' "$T/m/w.bin"
