@@ -34,6 +34,14 @@ static mge_status read_at(const unsigned char *data, size_t size, size_t shift, 
     return s;
 }
 
+/* UBSan only prints by default, and the run goes on: undefined behaviour
+ * (a float cast past int64's range, a NULL name) is a finding like a crash */
+const char *__ubsan_default_options(void);
+const char *__ubsan_default_options(void)
+{
+    return "halt_on_error=1:print_stacktrace=1";
+}
+
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
