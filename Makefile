@@ -183,9 +183,10 @@ fuzz-onnx-seeds:
 
 # ------------------------------------------------------------------ ONNX node tests
 # the whole ONNX backend node suite with the per-op report (make check runs
-# only the regression list, tests/onnx/node-pass.txt, in tests/cli/onnx_nodes.bats)
+# only the regression list, tests/onnx/node-pass.txt, in tests/cli/onnx_nodes.bats);
+# ONNX_ARGS passes options on: make check-onnx ONNX_ARGS="-v -k test_conv"
 check-onnx: all
-	@scripts/onnx-node-tests --mge-run $(CURDIR)/$(BINDIR)/mge-run; rc=$$?; [ $$rc = 77 ] && rc=0; exit $$rc
+	@scripts/onnx-node-tests --mge-run $(CURDIR)/$(BINDIR)/mge-run $(ONNX_ARGS); rc=$$?; [ $$rc = 77 ] && rc=0; exit $$rc
 
 # ------------------------------------------------------------------ demo, bench
 # demo sets up too: it is the README's first command on a fresh machine

@@ -163,7 +163,9 @@ int64_t mge_onnx_attr_i(mge_onnx_node *n, const char *name, int64_t def)
         return a->i;
     if (a->n_ints == 1)
         return a->ints[0];
-    if (a->has_f)
+    /* an integer written as a float (old exporters): only when it is one;
+     * a float past int64's range would make the cast undefined */
+    if (a->has_f && a->f == floorf(a->f) && fabsf(a->f) < 9.0e15f)
         return (int64_t)a->f;
     return def;
 }

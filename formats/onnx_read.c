@@ -213,7 +213,7 @@ static mge_status materialize(reader *r, nm_ent *e)
 int mge_onnx_lookup(mge_onnx_ctx *c, const char *name)
 {
     reader *r = (reader *)c;
-    nm_ent *e = nm_find(&r->map, name);
+    nm_ent *e = name ? nm_find(&r->map, name) : NULL;
     if (!e)
         return -1;
     if (e->state == NM_INIT && materialize(r, e))
@@ -339,8 +339,10 @@ static const char *nlabel(const Onnx__NodeProto *n, char *b, size_t bn)
 {
     if (n->name && *n->name)
         snprintf(b, bn, "'%s' (%s)", n->name, n->op_type ? n->op_type : "?");
+    else if (n->n_output && n->output[0] && *n->output[0])
+        snprintf(b, bn, "%s -> '%s'", n->op_type ? n->op_type : "?", n->output[0]);
     else
-        snprintf(b, bn, "%s -> '%s'", n->op_type ? n->op_type : "?", n->n_output && n->output[0] ? n->output[0] : "");
+        snprintf(b, bn, "%s", n->op_type ? n->op_type : "?");
     return b;
 }
 
@@ -367,7 +369,10 @@ static mge_status convert_node(reader *r, const Onnx__NodeProto *n)
     mge_onnx_ctx *c = &r->c;
     char b[300];
     if (!n->op_type || !*n->op_type)
-        return mge_error_set(c->err, MGE_ERR_FORMAT, "node %s has no op_type", nlabel(n, b, sizeof b));
+        return mge_error_set(c->err, MGE_ERR_FORMAT, "node %s%s%s has no op_type", *n->name ? "'" : "making '",
+                             *n->name ? n->name : n->n_output ? n->output[0] : "", "'");
+    if (n->n_output == 0) /* every op of the default domain has one at least */
+        return mge_error_set(c->err, MGE_ERR_FORMAT, "node %s has no outputs", nlabel(n, b, sizeof b));
     /* inputs: defined before, or poisoned by an unsupported node */
     int poisoned = 0;
     for (size_t i = 0; i < n->n_input; i++) {
@@ -695,12 +700,147 @@ static mge_status report_unsupported(reader *r)
     return mge_error_set(c->err, MGE_ERR_UNSUPPORTED, "%s", msg);
 }
 
+/* ---------------------------------------------------------------- absent names */
+
+/* protobuf-c leaves an absent string NULL; converters compare, hash and
+ * print names (a branch output without a name crashed If), so every name in
+ * every graph is made "" when absent, allocated as free_unpacked frees it.
+ * Recursion is bounded by the nesting check. 0 when out of memory. */
+static int fill(char **p)
+{
+    if (*p)
+        return 1;
+    char *e = al_alloc(NULL, 1);
+    if (!e)
+        return 0;
+    e[0] = 0;
+    *p = e;
+    return 1;
+}
+
+static int fill_graph(Onnx__GraphProto *g);
+
+static int fill_tensor(Onnx__TensorProto *t)
+{
+    return fill(&t->name);
+}
+
+static int fill_node(Onnx__NodeProto *n)
+{
+    if (!fill(&n->name) || !fill(&n->op_type) || !fill(&n->domain))
+        return 0;
+    for (size_t i = 0; i < n->n_attribute; i++) {
+        Onnx__AttributeProto *a = n->attribute[i];
+        if (!fill(&a->name) || (a->g && !fill_graph(a->g)) || (a->t && !fill_tensor(a->t)))
+            return 0;
+        for (size_t k = 0; k < a->n_graphs; k++)
+            if (!fill_graph(a->graphs[k]))
+                return 0;
+        for (size_t k = 0; k < a->n_tensors; k++)
+            if (!fill_tensor(a->tensors[k]))
+                return 0;
+    }
+    return 1;
+}
+
+static int fill_graph(Onnx__GraphProto *g)
+{
+    if (!fill(&g->name))
+        return 0;
+    for (size_t i = 0; i < g->n_node; i++)
+        if (!fill_node(g->node[i]))
+            return 0;
+    for (size_t i = 0; i < g->n_initializer; i++)
+        if (!fill_tensor(g->initializer[i]))
+            return 0;
+    for (size_t i = 0; i < g->n_input; i++)
+        if (!fill(&g->input[i]->name))
+            return 0;
+    for (size_t i = 0; i < g->n_output; i++)
+        if (!fill(&g->output[i]->name))
+            return 0;
+    for (size_t i = 0; i < g->n_value_info; i++)
+        if (!fill(&g->value_info[i]->name))
+            return 0;
+    return 1;
+}
+
+/* ---------------------------------------------------------------- nesting */
+
+/* protobuf-c unpacks nested messages by recursion, with no limit: If nodes
+ * nested 10^4 deep (3 messages a level) overflow the stack. The wire format
+ * is walked first with the schema's descriptors and deeper nesting is
+ * refused; 100 is protobuf's own default limit. Bytes the walk cannot parse
+ * end it: protobuf-c then says what is wrong with them. */
+#define MAX_NESTING 100
+
+static int wire_varint(const uint8_t *p, size_t n, size_t *i, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (int sh = 0; sh < 64 && *i < n; sh += 7) {
+        uint8_t b = p[(*i)++];
+        x |= (uint64_t)(b & 0x7f) << sh;
+        if (!(b & 0x80)) {
+            *v = x;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* 0 when a message below p[0..n) is nested deeper than MAX_NESTING */
+static int nesting_ok(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t n, int depth)
+{
+    if (depth > MAX_NESTING)
+        return 0;
+    size_t i = 0;
+    while (i < n) {
+        uint64_t tag, len;
+        if (!wire_varint(p, n, &i, &tag))
+            return 1;
+        switch (tag & 7) {
+        case 0:
+            if (!wire_varint(p, n, &i, &len))
+                return 1;
+            break;
+        case 1:
+            if (n - i < 8)
+                return 1;
+            i += 8;
+            break;
+        case 5:
+            if (n - i < 4)
+                return 1;
+            i += 4;
+            break;
+        case 2: {
+            if (!wire_varint(p, n, &i, &len) || len > n - i || (tag >> 3) > 0x1fffffff)
+                return 1;
+            const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(d, (unsigned)(tag >> 3));
+            if (f && f->type == PROTOBUF_C_TYPE_MESSAGE && !nesting_ok(f->descriptor, p + i, (size_t)len, depth + 1))
+                return 0;
+            i += (size_t)len;
+            break;
+        }
+        default: return 1; /* groups and invalid wire types */
+        }
+    }
+    return 1;
+}
+
 mge_status mge_onnx_read(const void *buf, size_t n, const char *dir, mge_graph **out, mge_error *err)
 {
     *out = NULL;
+    if (!nesting_ok(&onnx__model_proto__descriptor, buf, n, 0))
+        return mge_error_set(err, MGE_ERR_FORMAT, "not a valid ONNX model: messages nested more than %d deep",
+                             MAX_NESTING);
     Onnx__ModelProto *m = onnx__model_proto__unpack(&allocator, n, buf);
     if (!m)
         return mge_error_set(err, MGE_ERR_FORMAT, "not a valid ONNX model: the protobuf is truncated or corrupted");
+    if (m->graph && !fill_graph(m->graph)) {
+        onnx__model_proto__free_unpacked(m, &allocator);
+        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+    }
     reader r;
     memset(&r, 0, sizeof r);
     mge_error_clear(err);

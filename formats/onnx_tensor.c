@@ -117,7 +117,9 @@ static mge_status read_external(const Onnx__TensorProto *tp, const char *dir, mg
     if (len >= 0 && (size_t)len != t->nbytes)
         return mge_error_set(err, MGE_ERR_FORMAT, "external data '%s': length %lld, but the shape needs %zu bytes", loc,
                              (long long)len, t->nbytes);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO named as the data must not hang the open (it is
+     * refused below; reads of regular files ignore the flag) */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return mge_error_set(err, MGE_ERR_IO, "external data '%s': %s", path, strerror(errno));
     struct stat st;
@@ -149,6 +151,9 @@ static mge_status read_external(const Onnx__TensorProto *tp, const char *dir, mg
         got += (size_t)k;
     }
     close(fd);
+    if (t->dtype == MGE_BOOL) /* any nonzero byte is true */
+        for (size_t i = 0; i < t->nbytes; i++)
+            ((uint8_t *)t->data)[i] = ((uint8_t *)t->data)[i] != 0;
     return MGE_OK;
 }
 
@@ -178,6 +183,16 @@ mge_status mge_onnx_tensor(const Onnx__TensorProto *tp, const char *dir, mge_ten
                                  mge_shape_str(t->dtype, t->ndim, t->dims, (char[96]){0}, 96), t->nbytes);
         if (t->nbytes == 0)
             return MGE_OK;
+        if (ot == MGE_ONNX_BOOL) {
+            /* any nonzero byte is true; mge's bools are 0 or 1 */
+            t->data = mge_aligned_alloc(t->nbytes);
+            if (!t->data)
+                return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+            t->flags |= MGE_TENSOR_OWNED;
+            for (size_t i = 0; i < t->nbytes; i++)
+                ((uint8_t *)t->data)[i] = tp->raw_data.data[i] != 0;
+            return MGE_OK;
+        }
         if (((uintptr_t)tp->raw_data.data & 63) == 0) {
             t->data = tp->raw_data.data; /* borrowed: the message outlives the graph's use of it */
             return MGE_OK;

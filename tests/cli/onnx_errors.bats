@@ -63,6 +63,9 @@ rejects() {
     run --separate-stderr "$MGE_BIN/mge-train" "$f" --data "$T/none.npz" -o "$T/out"
     [ "$status" = 1 ] && [[ "$stderr" == "mge-train: $f: error: "*"$want"* ]] || { echo "mge-train: $stderr"; return 1; }
     [ ! -e "$T/out" ]
+    run --separate-stderr "$MGE_BIN/mge-quant" "$f" --calib "$T/none.npy" -o "$T/out"
+    [ "$status" = 1 ] && [[ "$stderr" == "mge-quant: $f: error: "*"$want"* ]] || { echo "mge-quant: $stderr"; return 1; }
+    [ ! -e "$T/out" ]
 }
 
 @test "the good model the damaged ones start from runs" {
@@ -115,6 +118,28 @@ i = raw.index(b"\x4a\x0c")   # raw_data (field 9) of 12 bytes
 raw[i + 1] = 0x7f
 raw = bytes(raw)'
     rejects "$T/big2.onnx" "not a valid ONNX model"
+}
+
+@test "If nodes nested 20000 deep are refused, not a stack overflow" {
+    # each level: GraphProto.node -> NodeProto.attribute -> AttributeProto.g;
+    # built from the inside out (lengths only), then written outside in
+    mk "$T/deep.onnx" 'def varint(n):
+    out = b""
+    while True:
+        b, n = n & 0x7f, n >> 7
+        out += bytes([b | 0x80 if n else b])
+        if not n:
+            return out
+tagl = lambda f, n: varint(f << 3 | 2) + varint(n)
+L, pre = 0, []
+for i in range(20000):
+    a = tagl(1, 4) + b"then" + tagl(6, L)
+    nd = tagl(4, 2) + b"If" + tagl(5, len(a) + L)
+    gr = tagl(1, len(nd) + len(a) + L)
+    L += len(gr) + len(nd) + len(a)
+    pre.append(gr + nd + a)
+raw = b"\x08\x08" + tagl(2, 1) + b"x" + tagl(7, L) + b"".join(reversed(pre)) + tagl(8, 2) + b"\x10\x0d"'
+    rejects "$T/deep.onnx" "not a valid ONNX model: messages nested more than 100 deep"
 }
 
 @test "a graph with a cycle is refused" {
@@ -183,6 +208,17 @@ raw = bytes(raw)'
     rejects "$T/m/neg.onnx" "external data: bad offset '-4'"
 }
 
+@test "external data that is a FIFO or a folder is refused, without hanging" {
+    mkdir -p "$T/m/dir.bin"
+    mkfifo "$T/m/fifo.bin"
+    mk "$T/m/fifo.onnx" 'm = good(); m.graph.initializer[0].CopyFrom(ext("b", [3], "fifo.bin"))'
+    run --separate-stderr timeout 20 "$MGE_DUMP" "$T/m/fifo.onnx"
+    assert_failure 1
+    [[ "$stderr" == *"error: initializer 'b': external data '$T/m/fifo.bin': not a regular file" ]] || { echo "$stderr"; return 1; }
+    mk "$T/m/dir.onnx" 'm = good(); m.graph.initializer[0].CopyFrom(ext("b", [3], "dir.bin"))'
+    rejects "$T/m/dir.onnx" "not a regular file"
+}
+
 @test "a model from stdin with external data is refused: it has no folder" {
     mkdir -p "$T/m"
     py 'np.arange(3, dtype=np.float32).tofile(sys.argv[1])' "$T/m/w.bin"
@@ -194,6 +230,14 @@ raw = bytes(raw)'
             { echo "$stderr"; return 1; }
         [ ! -e "$T/out" ]
     done
+    py 'np.save(sys.argv[1], np.ones((2, 3), np.float32))' "$T/x.npy"
+    run --separate-stderr "$MGE_RUN" - -i "$T/x.npy" -o "$T/out" < "$T/m/e.onnx"
+    assert_failure 1
+    [[ "$stderr" == "mge-run: <stdin>: error: "*"the model came from a stream: give its path"* ]] || { echo "$stderr"; return 1; }
+    [ ! -e "$T/out" ]
+    # the same model by its path reads the weights beside it
+    run --separate-stderr "$MGE_RUN" "$T/m/e.onnx" -i "$T/x.npy" -o "$T/out"
+    assert_success
 }
 
 @test "external data saved by onnx.save_model loads and runs" {
@@ -306,6 +350,24 @@ m.opset_import.append(h.make_opsetid("ai.onnx.ml", 3))'
     rejects "$T/undef.onnx" "output 'ghost' is not defined by any node, input or initializer"
     mk "$T/twice.onnx" 'm = good(); m.graph.output.append(vi("y", T.FLOAT, [2, 3]))'
     rejects "$T/twice.onnx" "graph output 'y' is listed twice"
+    mk "$T/nodeout.onnx" 'm = good(); del m.graph.node[1].output[:]'
+    rejects "$T/nodeout.onnx" "node Relu has no outputs"
+}
+
+@test "absent names (a branch output, a graph input, a node's op_type) are refused, not a crash" {
+    # protobuf leaves them NULL: the fuzzer found If reading a branch output's
+    mk "$T/if.onnx" 'nameless = onnx.ValueInfoProto(type=vi("t", T.FLOAT, [2]).type)
+then_g = h.make_graph([h.make_node("Relu", ["x"], ["t"])], "then", [], [nameless])
+m = model([h.make_node("Constant", [], ["c"], value=nh.from_array(np.array(True))),
+           h.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=then_g)],
+          [vi("x", T.FLOAT, [2])], [vi("y", T.FLOAT, [2])])'
+    rejects "$T/if.onnx" "If -> 'y'"
+    mk "$T/in.onnx" 'm = good(); m.graph.input[0].ClearField("name")'
+    rejects "$T/in.onnx" "graph input 0 has no name"
+    mk "$T/op.onnx" 'm = good(); m.graph.node[1].ClearField("op_type")'
+    rejects "$T/op.onnx" "node making 'y' has no op_type"
+    mk "$T/init.onnx" 'm = good(); m.graph.initializer[0].ClearField("name")'
+    rejects "$T/init.onnx" "initializer 0 has no name"
 }
 
 @test "an output that is an input, an initializer or another output gets a copy under its own name" {

@@ -5,11 +5,14 @@
  * model comes "from a stream" (dir NULL), so external data is refused and
  * no mutation reaches the disk. Each input is read twice: from a 64-byte
  * aligned copy (raw_data borrowed) and from an odd address (raw_data
- * copied), and both must agree.
+ * copied), and both must agree. What mge-dump prints of the graph must
+ * parse back as the text form (the names the reader makes up are spellable).
  * Seeds: tests/fuzz/seeds/onnx (tiny models, tests/fuzz/make-onnx-seeds);
  * `make fuzz` adds small node-test models from the ONNX cache. */
 #include "mge.h"
+#include "text.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +32,14 @@ static mge_status read_at(const unsigned char *data, size_t size, size_t shift, 
     mge_status s = mge_onnx_read(buf + shift, size, NULL, g, err);
     mge_aligned_free(buf); /* the graph must not borrow the caller's bytes */
     return s;
+}
+
+/* UBSan only prints by default, and the run goes on: undefined behaviour
+ * (a float cast past int64's range, a NULL name) is a finding like a crash */
+const char *__ubsan_default_options(void);
+const char *__ubsan_default_options(void)
+{
+    return "halt_on_error=1:print_stacktrace=1";
 }
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
@@ -53,6 +64,15 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     mge_graph *g3 = NULL;
     must(mge_file_read(b1.p, b1.n, 0, &g3, &err) == MGE_OK);
     mge_graph_free(g3);
+    mge_buf t = {0};
+    must(mge_text_print(g, &t, &err) == MGE_OK);
+    g3 = NULL;
+    if (mge_text_parse_ex(t.p, t.n, NULL, MGE_TEXT_NO_FILES, &g3, &err) != MGE_OK) {
+        fprintf(stderr, "fuzz_onnx: the printed graph does not parse: %s\n%.*s\n", err.msg, (int)t.n, t.p);
+        abort();
+    }
+    mge_graph_free(g3);
+    mge_buf_free(&t);
     mge_buf_free(&b1);
     mge_buf_free(&b2);
     mge_graph_free(g);
