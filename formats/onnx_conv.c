@@ -232,7 +232,8 @@ const char *mge_onnx_attr_s(mge_onnx_node *n, const char *name, const char *def,
         len = a->s.len;
     }
     size_t k = len < bn - 1 ? len : bn - 1;
-    memcpy(buf, src, k);
+    if (k)
+        memcpy(buf, src, k);
     buf[k] = 0;
     return buf;
 }
