@@ -63,8 +63,10 @@ static void test_refusals(void)
     CHECK(mge_sniff_refuse(MGE_KIND_TAR, MGE_SNIFF_DATA, NULL, &e) == MGE_OK);
     CHECK(mge_sniff_refuse(MGE_KIND_IDX, MGE_SNIFF_DATA, NULL, &e) == MGE_OK);
     /* and what each says about the rest */
-    CHECK(mge_sniff_refuse(MGE_KIND_ONNX, MGE_SNIFF_MODEL, "m.onnx", &e) == MGE_ERR_UNSUPPORTED &&
-          strstr(e.msg, "ONNX") && strstr(e.msg, "yet") && strstr(e.msg, "onnx.load('m.onnx')"));
+    /* every model reader takes ONNX; given as weights, it says so and gives the recipe */
+    CHECK(mge_sniff_refuse(MGE_KIND_ONNX, MGE_SNIFF_MODEL, "m.onnx", &e) == MGE_OK);
+    CHECK(mge_sniff_refuse(MGE_KIND_ONNX, MGE_SNIFF_WEIGHTS, "m.onnx", &e) == MGE_ERR_UNSUPPORTED &&
+          strstr(e.msg, "ONNX") && strstr(e.msg, "every mge tool reads .onnx") && strstr(e.msg, "onnx.load('m.onnx')"));
     CHECK(mge_sniff_refuse(MGE_KIND_TORCH, MGE_SNIFF_WEIGHTS, "m.pt", &e) == MGE_ERR_UNSUPPORTED &&
           strstr(e.msg, "torch.load('m.pt'") && strstr(e.msg, "v.numpy() for k, v in sd.items()"));
     CHECK(mge_sniff_refuse(MGE_KIND_TORCH, MGE_SNIFF_WEIGHTS, NULL, &e) && strstr(e.msg, "'FILE'"));
