@@ -117,6 +117,17 @@ int mge_onnx_emit(mge_onnx_ctx *c, mge_onnx_node *n, int op, int nin, const int 
  * lowering); returns the output's value index or -1. */
 int mge_onnx_emit_tmp(mge_onnx_ctx *c, mge_onnx_node *n, int op, int nin, const int *in, int nattr,
                       const mge_attr *attrs);
+/* Both take an input < 0 as a failed earlier step of the same lowering
+ * (its error already set) and return -1 without emitting, so a chain of
+ * steps needs one check, at its end. */
+int mge_onnx_emit2(mge_onnx_ctx *c, mge_onnx_node *n, int op, int a, int b);   /* a binary step */
+/* The last step: mge_onnx_emit of one output, as a status. */
+mge_status mge_onnx_finish(mge_onnx_ctx *c, mge_onnx_node *n, int op, int nin, const int *in, int nattr,
+                           const mge_attr *attrs);
+int mge_onnx_reshape_tmp(mge_onnx_ctx *c, mge_onnx_node *n, int x, int nd, const int64_t *shape);
+int mge_onnx_transpose_tmp(mge_onnx_ctx *c, mge_onnx_node *n, int x, int nd, const int64_t *perm);
+/* "'NAME' (Op)", or "Op -> 'OUTPUT'" for a node without a name, into b. */
+const char *mge_onnx_node_label(mge_onnx_node *n, char *b, size_t bn);
 /* The node's output k is the existing value v (Identity, inference Dropout). */
 mge_status mge_onnx_alias(mge_onnx_ctx *c, mge_onnx_node *n, int k, int v);
 /* A new const value under a fresh name, holding t (taken over: zeroed). */

@@ -12,7 +12,7 @@
 mge_status mge_onnx_define(mge_onnx_ctx *c, const char *name, int v);
 mge_status mge_onnx_fresh_name(mge_onnx_ctx *c, const char *base, char *out, size_t n);
 
-static const char *node_label(mge_onnx_node *n, char *b, size_t bn)
+const char *mge_onnx_node_label(mge_onnx_node *n, char *b, size_t bn)
 {
     if (n->name && *n->name)
         snprintf(b, bn, "'%s' (%s)", n->name, n->op_type ? n->op_type : "?");
@@ -288,11 +288,25 @@ int mge_onnx_axis(int64_t a, int rank)
 
 /* ---------------------------------------------------------------- emitting */
 
+/* An input < 0 is a step of the lowering that failed (its error is set). */
+static int failed_input(mge_onnx_ctx *c, mge_onnx_node *n, int nin, const int *in)
+{
+    for (int i = 0; i < nin; i++)
+        if (in[i] < 0) {
+            if (!c->err->code)
+                mge_onnx_fail(c, n, "input %d of a lowering step is missing", i);
+            return 1;
+        }
+    return 0;
+}
+
 int mge_onnx_emit(mge_onnx_ctx *c, mge_onnx_node *n, int op, int nin, const int *in, int nattr,
                   const mge_attr *attrs, int nout)
 {
     char names[4][256];
     const char *np[4];
+    if (failed_input(c, n, nin, in))
+        return -1;
     if (nout < 1 || nout > 4 || nout > (int)n->n_output) {
         mge_onnx_fail(c, n, "converter asked for %d outputs of %zu", nout, n->n_output);
         return -1;
@@ -320,6 +334,8 @@ int mge_onnx_emit_tmp(mge_onnx_ctx *c, mge_onnx_node *n, int op, int nin, const 
                       const mge_attr *attrs)
 {
     char name[256], base[200];
+    if (failed_input(c, n, nin, in))
+        return -1;
     snprintf(base, sizeof base, "%s_%s", n->n_output && n->output[0] && *n->output[0] ? n->output[0] : "tmp",
              mge_op_info(op) ? mge_op_info(op)->name : "op");
     if (mge_onnx_fresh_name(c, base, name, sizeof name))
@@ -333,6 +349,31 @@ int mge_onnx_emit_tmp(mge_onnx_ctx *c, mge_onnx_node *n, int op, int nin, const 
         return -1;
     }
     return c->g->nodes[k].out[0];
+}
+
+int mge_onnx_emit2(mge_onnx_ctx *c, mge_onnx_node *n, int op, int a, int b)
+{
+    int in[2] = {a, b};
+    return mge_onnx_emit_tmp(c, n, op, 2, in, 0, NULL);
+}
+
+mge_status mge_onnx_finish(mge_onnx_ctx *c, mge_onnx_node *n, int op, int nin, const int *in, int nattr,
+                           const mge_attr *attrs)
+{
+    return mge_onnx_emit(c, n, op, nin, in, nattr, attrs, 1) < 0 ? (c->err->code ? c->err->code : MGE_ERR_INVALID)
+                                                                  : MGE_OK;
+}
+
+int mge_onnx_reshape_tmp(mge_onnx_ctx *c, mge_onnx_node *n, int x, int nd, const int64_t *shape)
+{
+    mge_attr a[1] = {mge_onnx_ais(MGE_KEY_shape, nd, shape)};
+    return mge_onnx_emit_tmp(c, n, MGE_OP_RESHAPE, 1, &x, 1, a);
+}
+
+int mge_onnx_transpose_tmp(mge_onnx_ctx *c, mge_onnx_node *n, int x, int nd, const int64_t *perm)
+{
+    mge_attr a[1] = {mge_onnx_ais(MGE_KEY_perm, nd, perm)};
+    return mge_onnx_emit_tmp(c, n, MGE_OP_TRANSPOSE, 1, &x, 1, a);
 }
 
 mge_status mge_onnx_alias(mge_onnx_ctx *c, mge_onnx_node *n, int k, int v)
@@ -397,9 +438,9 @@ mge_status mge_onnx_unsupported(mge_onnx_ctx *c, mge_onnx_node *n, const char *f
     c->nunsupported++;
     /* "'conv1' (Conv), opset 13: why" or "Conv -> 'y', opset 13: why" */
     if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx") != 0)
-        mge_buf_printf(&c->unsupported, "%s, domain %s: %s\n", node_label(n, b, sizeof b), n->domain, why);
+        mge_buf_printf(&c->unsupported, "%s, domain %s: %s\n", mge_onnx_node_label(n, b, sizeof b), n->domain, why);
     else
-        mge_buf_printf(&c->unsupported, "%s, opset %lld: %s\n", node_label(n, b, sizeof b), (long long)c->opset,
+        mge_buf_printf(&c->unsupported, "%s, opset %lld: %s\n", mge_onnx_node_label(n, b, sizeof b), (long long)c->opset,
                        why);
     return MGE_ERR_UNSUPPORTED;
 }
@@ -411,7 +452,7 @@ mge_status mge_onnx_fail(mge_onnx_ctx *c, mge_onnx_node *n, const char *fmt, ...
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    return mge_error_set(c->err, MGE_ERR_INVALID, "node %s: %s", node_label(n, b, sizeof b), why);
+    return mge_error_set(c->err, MGE_ERR_INVALID, "node %s: %s", mge_onnx_node_label(n, b, sizeof b), why);
 }
 
 void mge_onnx_warn(mge_onnx_ctx *c, const char *fmt, ...)

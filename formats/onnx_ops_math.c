@@ -42,45 +42,20 @@ int mge_onnx_scalar(mge_onnx_ctx *c, mge_onnx_node *n, mge_dtype dt, double v)
     return mge_onnx_const(c, n, &t);
 }
 
-/* One step of a lowering: op over in[0..nin) under a fresh name. */
-static int step(mge_onnx_ctx *c, mge_onnx_node *n, int op, int nin, const int *in, int nattr, const mge_attr *at)
-{
-    for (int i = 0; i < nin; i++)
-        if (in[i] < 0)
-            return -1;
-    return mge_onnx_emit_tmp(c, n, op, nin, in, nattr, at);
-}
-
 static int step1(mge_onnx_ctx *c, mge_onnx_node *n, int op, int a)
 {
-    return step(c, n, op, 1, &a, 0, NULL);
-}
-
-static int step2(mge_onnx_ctx *c, mge_onnx_node *n, int op, int a, int b)
-{
-    int in[2] = {a, b};
-    return step(c, n, op, 2, in, 0, NULL);
-}
-
-/* The last step: its output is the node's output 0. */
-static mge_status fin(mge_onnx_ctx *c, mge_onnx_node *n, int op, int nin, const int *in, int nattr,
-                      const mge_attr *at)
-{
-    for (int i = 0; i < nin; i++)
-        if (in[i] < 0)
-            return c->err->code ? c->err->code : MGE_ERR_INVALID;
-    return mge_onnx_emit(c, n, op, nin, in, nattr, at, 1) < 0 ? c->err->code : MGE_OK;
+    return mge_onnx_emit_tmp(c, n, op, 1, &a, 0, NULL);
 }
 
 static mge_status fin1(mge_onnx_ctx *c, mge_onnx_node *n, int op, int a)
 {
-    return fin(c, n, op, 1, &a, 0, NULL);
+    return mge_onnx_finish(c, n, op, 1, &a, 0, NULL);
 }
 
 static mge_status fin2(mge_onnx_ctx *c, mge_onnx_node *n, int op, int a, int b)
 {
     int in[2] = {a, b};
-    return fin(c, n, op, 2, in, 0, NULL);
+    return mge_onnx_finish(c, n, op, 2, in, 0, NULL);
 }
 
 /* Input i, which the op requires. */
@@ -140,7 +115,7 @@ static mge_status legacy_bcast(mge_onnx_ctx *c, mge_onnx_node *n, int a, int *b)
     for (int i = 0; i < ra - axis; i++)
         sh[i] = i < rb ? 0 : 1; /* 0: copy B's dim */
     mge_attr at[1] = {mge_onnx_ais(MGE_KEY_shape, ra - axis, sh)};
-    if ((*b = step(c, n, MGE_OP_RESHAPE, 1, b, 1, at)) < 0)
+    if ((*b = mge_onnx_emit_tmp(c, n, MGE_OP_RESHAPE, 1, b, 1, at)) < 0)
         return c->err->code;
     return MGE_OK;
 }
@@ -187,8 +162,8 @@ static mge_status conv_direct(mge_onnx_ctx *c, mge_onnx_node *n)
             return mge_onnx_alias(c, n, 0, in[0]);
         if (dt == MGE_U8 && op == MGE_OP_SIGN) {
             mge_attr at[1] = {mge_onnx_ai(MGE_KEY_dtype, MGE_U8)};
-            int g = step2(c, n, MGE_OP_GREATER, in[0], mge_onnx_scalar(c, n, dt, 0));
-            return fin(c, n, MGE_OP_CAST, 1, &g, 1, at);
+            int g = mge_onnx_emit2(c, n, MGE_OP_GREATER, in[0], mge_onnx_scalar(c, n, dt, 0));
+            return mge_onnx_finish(c, n, MGE_OP_CAST, 1, &g, 1, at);
         }
         if (direct_ops[i].dts == SINT && !mge_dtype_is_float(dt) && dt != MGE_I8 && dt != MGE_I32 && dt != MGE_I64)
             return mge_onnx_unsupported(c, n, "%s over %s (mge takes floats, i8, i32 and i64)", n->op_type,
@@ -204,7 +179,7 @@ static mge_status conv_direct(mge_onnx_ctx *c, mge_onnx_node *n)
                 const mge_value *sv = mge_onnx_value(c, in[k]);
                 if (sv->kind == MGE_VAL_NODE && sv->producer >= 0 &&
                     c->g->nodes[sv->producer].op == MGE_OP_SIGMOID && c->g->nodes[sv->producer].in[0] == in[1 - k])
-                    return fin(c, n, MGE_OP_SILU, 1, &in[1 - k], 0, NULL);
+                    return mge_onnx_finish(c, n, MGE_OP_SILU, 1, &in[1 - k], 0, NULL);
             }
         if (nin == 2) {
             mge_status s = legacy_bcast(c, n, in[0], &in[1]);
@@ -214,7 +189,7 @@ static mge_status conv_direct(mge_onnx_ctx *c, mge_onnx_node *n)
                 return mge_onnx_fail(c, n, "inputs of two dtypes (%s and %s)", mge_dtype_name(dt),
                                      mge_dtype_name(dtype_of(c, in[1])));
         }
-        return fin(c, n, op, nin, in, 0, NULL);
+        return mge_onnx_finish(c, n, op, nin, in, 0, NULL);
     }
     return mge_onnx_fail(c, n, "no mapping");
 }
@@ -228,7 +203,7 @@ static mge_status conv_leaky_relu(mge_onnx_ctx *c, mge_onnx_node *n)
     if ((s = need_in(c, n, 0, &x)) || (s = need_float(c, n, x)))
         return s;
     mge_attr at[1] = {mge_onnx_af(MGE_KEY_alpha, (float)mge_onnx_attr_f(n, "alpha", 0.01))};
-    return fin(c, n, MGE_OP_LEAKY_RELU, 1, &x, 1, at);
+    return mge_onnx_finish(c, n, MGE_OP_LEAKY_RELU, 1, &x, 1, at);
 }
 
 static mge_status conv_elu(mge_onnx_ctx *c, mge_onnx_node *n)
@@ -238,7 +213,7 @@ static mge_status conv_elu(mge_onnx_ctx *c, mge_onnx_node *n)
     if ((s = need_in(c, n, 0, &x)) || (s = need_float(c, n, x)))
         return s;
     mge_attr at[1] = {mge_onnx_af(MGE_KEY_alpha, (float)mge_onnx_attr_f(n, "alpha", 1.0))};
-    return fin(c, n, MGE_OP_ELU, 1, &x, 1, at);
+    return mge_onnx_finish(c, n, MGE_OP_ELU, 1, &x, 1, at);
 }
 
 /* Selu: mge's selu has the defaults; other alpha/gamma are gamma * elu(x, alpha). */
@@ -253,7 +228,7 @@ static mge_status conv_selu(mge_onnx_ctx *c, mge_onnx_node *n)
     if (alpha == 1.67326319217681884765625f && gamma == 1.05070102214813232421875f)
         return fin1(c, n, MGE_OP_SELU, x);
     mge_attr at[1] = {mge_onnx_af(MGE_KEY_alpha, alpha)};
-    int e = step(c, n, MGE_OP_ELU, 1, &x, 1, at);
+    int e = mge_onnx_emit_tmp(c, n, MGE_OP_ELU, 1, &x, 1, at);
     return fin2(c, n, MGE_OP_MUL, e, mge_onnx_scalar(c, n, dtype_of(c, x), gamma));
 }
 
@@ -270,7 +245,7 @@ static mge_status conv_celu(mge_onnx_ctx *c, mge_onnx_node *n)
     if (alpha == 1.0f)
         return fin1(c, n, MGE_OP_ELU, x);
     mge_dtype dt = dtype_of(c, x);
-    int q = step2(c, n, MGE_OP_DIV, x, mge_onnx_scalar(c, n, dt, alpha));
+    int q = mge_onnx_emit2(c, n, MGE_OP_DIV, x, mge_onnx_scalar(c, n, dt, alpha));
     int e = step1(c, n, MGE_OP_ELU, q);
     return fin2(c, n, MGE_OP_MUL, e, mge_onnx_scalar(c, n, dt, alpha));
 }
@@ -283,9 +258,9 @@ static mge_status conv_thresholded_relu(mge_onnx_ctx *c, mge_onnx_node *n)
     if ((s = need_in(c, n, 0, &x)) || (s = need_float(c, n, x)))
         return s;
     mge_dtype dt = dtype_of(c, x);
-    int m = step2(c, n, MGE_OP_GREATER, x, mge_onnx_scalar(c, n, dt, (float)mge_onnx_attr_f(n, "alpha", 1.0)));
+    int m = mge_onnx_emit2(c, n, MGE_OP_GREATER, x, mge_onnx_scalar(c, n, dt, (float)mge_onnx_attr_f(n, "alpha", 1.0)));
     int in[3] = {m, x, mge_onnx_scalar(c, n, dt, 0)};
-    return fin(c, n, MGE_OP_WHERE, 3, in, 0, NULL);
+    return mge_onnx_finish(c, n, MGE_OP_WHERE, 3, in, 0, NULL);
 }
 
 /* HardSigmoid: max(0, min(1, alpha x + beta)); mge's hsigmoid is alpha 1/6, beta 1/2. */
@@ -299,10 +274,10 @@ static mge_status conv_hard_sigmoid(mge_onnx_ctx *c, mge_onnx_node *n)
     if (alpha == (float)(1.0 / 6.0) && beta == 0.5f)
         return fin1(c, n, MGE_OP_HSIGMOID, x);
     mge_dtype dt = dtype_of(c, x);
-    int y = step2(c, n, MGE_OP_MUL, x, mge_onnx_scalar(c, n, dt, alpha));
-    y = step2(c, n, MGE_OP_ADD, y, mge_onnx_scalar(c, n, dt, beta));
+    int y = mge_onnx_emit2(c, n, MGE_OP_MUL, x, mge_onnx_scalar(c, n, dt, alpha));
+    y = mge_onnx_emit2(c, n, MGE_OP_ADD, y, mge_onnx_scalar(c, n, dt, beta));
     mge_attr at[2] = {mge_onnx_af(MGE_KEY_min, 0.0), mge_onnx_af(MGE_KEY_max, 1.0)};
-    return fin(c, n, MGE_OP_CLAMP, 1, &y, 2, at);
+    return mge_onnx_finish(c, n, MGE_OP_CLAMP, 1, &y, 2, at);
 }
 
 /* PRelu: mge's prelu when the slope is one value per channel (dim 1) or a
@@ -337,19 +312,19 @@ static mge_status conv_prelu(mge_onnx_ctx *c, mge_onnx_node *n)
         if (wv->ndim != 1) {
             int64_t sh[1] = {num};
             mge_attr at[1] = {mge_onnx_ais(MGE_KEY_shape, 1, sh)};
-            wi = step(c, n, MGE_OP_RESHAPE, 1, &w, 1, at);
+            wi = mge_onnx_emit_tmp(c, n, MGE_OP_RESHAPE, 1, &w, 1, at);
         } else {
             mge_onnx_make_param(c, w, 0);
         }
         mge_attr at[1] = {mge_onnx_ai(MGE_KEY_num, num)};
         int in[2] = {x, wi};
-        return fin(c, n, MGE_OP_PRELU, 2, in, 1, at);
+        return mge_onnx_finish(c, n, MGE_OP_PRELU, 2, in, 1, at);
     }
     if (xv->dtype == MGE_BOOL || xv->dtype == MGE_U8)
         return mge_onnx_unsupported(c, n, "PRelu over %s", mge_dtype_name(xv->dtype));
-    int neg = step2(c, n, MGE_OP_LESS, x, mge_onnx_scalar(c, n, xv->dtype, 0));
-    int in[3] = {neg, step2(c, n, MGE_OP_MUL, x, w), x};
-    return fin(c, n, MGE_OP_WHERE, 3, in, 0, NULL);
+    int neg = mge_onnx_emit2(c, n, MGE_OP_LESS, x, mge_onnx_scalar(c, n, xv->dtype, 0));
+    int in[3] = {neg, mge_onnx_emit2(c, n, MGE_OP_MUL, x, w), x};
+    return mge_onnx_finish(c, n, MGE_OP_WHERE, 3, in, 0, NULL);
 }
 
 /* Gelu (opset 20): approximate "none" is mge's gelu; "tanh" is
@@ -367,11 +342,11 @@ static mge_status conv_gelu(mge_onnx_ctx *c, mge_onnx_node *n)
     if (strcmp(ap, "tanh") != 0)
         return mge_onnx_fail(c, n, "approximate '%s': expected none or tanh", ap);
     mge_dtype dt = dtype_of(c, x);
-    int x3 = step2(c, n, MGE_OP_MUL, step1(c, n, MGE_OP_SQUARE, x), x);
-    int in = step2(c, n, MGE_OP_ADD, x, step2(c, n, MGE_OP_MUL, x3, mge_onnx_scalar(c, n, dt, 0.044715)));
-    int t = step1(c, n, MGE_OP_TANH, step2(c, n, MGE_OP_MUL, in, mge_onnx_scalar(c, n, dt, sqrt(2.0 / M_PI))));
-    int h = step2(c, n, MGE_OP_MUL, x, mge_onnx_scalar(c, n, dt, 0.5));
-    return fin2(c, n, MGE_OP_MUL, h, step2(c, n, MGE_OP_ADD, t, mge_onnx_scalar(c, n, dt, 1.0)));
+    int x3 = mge_onnx_emit2(c, n, MGE_OP_MUL, step1(c, n, MGE_OP_SQUARE, x), x);
+    int in = mge_onnx_emit2(c, n, MGE_OP_ADD, x, mge_onnx_emit2(c, n, MGE_OP_MUL, x3, mge_onnx_scalar(c, n, dt, 0.044715)));
+    int t = step1(c, n, MGE_OP_TANH, mge_onnx_emit2(c, n, MGE_OP_MUL, in, mge_onnx_scalar(c, n, dt, sqrt(2.0 / M_PI))));
+    int h = mge_onnx_emit2(c, n, MGE_OP_MUL, x, mge_onnx_scalar(c, n, dt, 0.5));
+    return fin2(c, n, MGE_OP_MUL, h, mge_onnx_emit2(c, n, MGE_OP_ADD, t, mge_onnx_scalar(c, n, dt, 1.0)));
 }
 
 /* Tan: sin / cos. */
@@ -421,24 +396,24 @@ static mge_status conv_pow(mge_onnx_ctx *c, mge_onnx_node *n)
                       n->n_output && n->output[0] ? n->output[0] : n->op_type);
     mge_attr at[1] = {mge_onnx_ai(MGE_KEY_dtype, w)};
     if (da != w)
-        a = step(c, n, MGE_OP_CAST, 1, &a, 1, at);
+        a = mge_onnx_emit_tmp(c, n, MGE_OP_CAST, 1, &a, 1, at);
     if (db != w)
-        b = step(c, n, MGE_OP_CAST, 1, &b, 1, at);
+        b = mge_onnx_emit_tmp(c, n, MGE_OP_CAST, 1, &b, 1, at);
     if (da == w)
         return fin2(c, n, MGE_OP_POW, a, b);
-    int p = step2(c, n, MGE_OP_POW, a, b);
+    int p = mge_onnx_emit2(c, n, MGE_OP_POW, a, b);
     if (!mge_dtype_is_float(da) && !mge_dtype_is_float(db))
         p = step1(c, n, MGE_OP_ROUND, p);
     mge_attr back[1] = {mge_onnx_ai(MGE_KEY_dtype, da)};
-    return fin(c, n, MGE_OP_CAST, 1, &p, 1, back);
+    return mge_onnx_finish(c, n, MGE_OP_CAST, 1, &p, 1, back);
 }
 
 /* trunc(q) of a float tensor: where(q < 0, ceil(q), floor(q)). */
 static int trunc_of(mge_onnx_ctx *c, mge_onnx_node *n, int q)
 {
-    int in[3] = {step2(c, n, MGE_OP_LESS, q, mge_onnx_scalar(c, n, dtype_of(c, q), 0)), step1(c, n, MGE_OP_CEIL, q),
+    int in[3] = {mge_onnx_emit2(c, n, MGE_OP_LESS, q, mge_onnx_scalar(c, n, dtype_of(c, q), 0)), step1(c, n, MGE_OP_CEIL, q),
                  step1(c, n, MGE_OP_FLOOR, q)};
-    return step(c, n, MGE_OP_WHERE, 3, in, 0, NULL);
+    return mge_onnx_emit_tmp(c, n, MGE_OP_WHERE, 3, in, 0, NULL);
 }
 
 /* Mod: fmod = 1 is C's fmod (the sign of a): a - b trunc(a / b); fmod = 0
@@ -458,17 +433,17 @@ static mge_status conv_mod(mge_onnx_ctx *c, mge_onnx_node *n)
         return mge_onnx_fail(c, n, "Mod of bool tensors");
     int fmod = mge_onnx_attr_i(n, "fmod", 0) != 0;
     int flt = mge_dtype_is_float(dt);
-    int q = step2(c, n, MGE_OP_DIV, a, b);
+    int q = mge_onnx_emit2(c, n, MGE_OP_DIV, a, b);
     if (flt)
         q = fmod ? trunc_of(c, n, q) : step1(c, n, MGE_OP_FLOOR, q);
     if (fmod || flt || dt == MGE_U8) /* u8: no signs to fix */
-        return fin2(c, n, MGE_OP_SUB, a, step2(c, n, MGE_OP_MUL, b, q));
-    int r = step2(c, n, MGE_OP_SUB, a, step2(c, n, MGE_OP_MUL, b, q));
+        return fin2(c, n, MGE_OP_SUB, a, mge_onnx_emit2(c, n, MGE_OP_MUL, b, q));
+    int r = mge_onnx_emit2(c, n, MGE_OP_SUB, a, mge_onnx_emit2(c, n, MGE_OP_MUL, b, q));
     int zero = mge_onnx_scalar(c, n, dt, 0);
-    int nz = step1(c, n, MGE_OP_NOT, step2(c, n, MGE_OP_EQUAL, r, zero));
-    int diff = step2(c, n, MGE_OP_XOR, step2(c, n, MGE_OP_LESS, r, zero), step2(c, n, MGE_OP_LESS, b, zero));
-    int in[3] = {step2(c, n, MGE_OP_AND, nz, diff), step2(c, n, MGE_OP_ADD, r, b), r};
-    return fin(c, n, MGE_OP_WHERE, 3, in, 0, NULL);
+    int nz = step1(c, n, MGE_OP_NOT, mge_onnx_emit2(c, n, MGE_OP_EQUAL, r, zero));
+    int diff = mge_onnx_emit2(c, n, MGE_OP_XOR, mge_onnx_emit2(c, n, MGE_OP_LESS, r, zero), mge_onnx_emit2(c, n, MGE_OP_LESS, b, zero));
+    int in[3] = {mge_onnx_emit2(c, n, MGE_OP_AND, nz, diff), mge_onnx_emit2(c, n, MGE_OP_ADD, r, b), r};
+    return mge_onnx_finish(c, n, MGE_OP_WHERE, 3, in, 0, NULL);
 }
 
 /* ---------------------------------------------------------------- variadic */
@@ -503,7 +478,7 @@ static mge_status conv_variadic(mge_onnx_ctx *c, mge_onnx_node *n)
                                  mge_dtype_name(dtype_of(c, v)));
         if (i == nin - 1 && !mean)
             return fin2(c, n, op, acc, v);
-        if ((acc = step2(c, n, op, acc, v)) < 0)
+        if ((acc = mge_onnx_emit2(c, n, op, acc, v)) < 0)
             return c->err->code;
     }
     return fin2(c, n, MGE_OP_DIV, acc, mge_onnx_scalar(c, n, dt, nin));
@@ -555,22 +530,22 @@ static mge_status conv_clip(mge_onnx_ctx *c, mge_onnx_node *n)
         /* ReLU6 and ReLU as exported (Clip(0, 6), Clip(0)): the activations
          * the fuse passes fold into the layer before them */
         if (dt == MGE_F32 && has[0] && b[0] == 0 && has[1] && b[1] == 6)
-            return fin(c, n, MGE_OP_RELU6, 1, &x, 0, NULL);
+            return mge_onnx_finish(c, n, MGE_OP_RELU6, 1, &x, 0, NULL);
         if (dt == MGE_F32 && has[0] && b[0] == 0 && (!has[1] || b[1] == INFINITY))
-            return fin(c, n, MGE_OP_RELU, 1, &x, 0, NULL);
+            return mge_onnx_finish(c, n, MGE_OP_RELU, 1, &x, 0, NULL);
         mge_attr at[2];
         int na = 0;
         if (has[0])
             at[na++] = mge_onnx_af(MGE_KEY_min, b[0]);
         if (has[1])
             at[na++] = mge_onnx_af(MGE_KEY_max, b[1]);
-        return fin(c, n, MGE_OP_CLAMP, 1, &x, na, at);
+        return mge_onnx_finish(c, n, MGE_OP_CLAMP, 1, &x, na, at);
     }
     for (int k = 0; k < 2; k++)
         if (has[k] && bv[k] < 0 && (bv[k] = mge_onnx_scalar(c, n, dt, b[k])) < 0)
             return c->err->code;
     if (has[0] && has[1])
-        return fin2(c, n, MGE_OP_MINIMUM, step2(c, n, MGE_OP_MAXIMUM, x, bv[0]), bv[1]);
+        return fin2(c, n, MGE_OP_MINIMUM, mge_onnx_emit2(c, n, MGE_OP_MAXIMUM, x, bv[0]), bv[1]);
     return fin2(c, n, has[0] ? MGE_OP_MAXIMUM : MGE_OP_MINIMUM, x, has[0] ? bv[0] : bv[1]);
 }
 
@@ -586,7 +561,7 @@ static mge_status cast_to(mge_onnx_ctx *c, mge_onnx_node *n, int x, int onnx_to)
     if (dtype_of(c, x) == (mge_dtype)dt)
         return mge_onnx_alias(c, n, 0, x);
     mge_attr at[1] = {mge_onnx_ai(MGE_KEY_dtype, dt)};
-    return fin(c, n, MGE_OP_CAST, 1, &x, 1, at);
+    return mge_onnx_finish(c, n, MGE_OP_CAST, 1, &x, 1, at);
 }
 
 static mge_status conv_cast(mge_onnx_ctx *c, mge_onnx_node *n)

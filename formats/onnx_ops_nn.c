@@ -15,18 +15,6 @@
 
 /* ---------------------------------------------------------------- small emitters */
 
-static int reshape_tmp(mge_onnx_ctx *c, mge_onnx_node *n, int x, int nd, const int64_t *shape)
-{
-    mge_attr a[1] = {mge_onnx_ais(MGE_KEY_shape, nd, shape)};
-    return mge_onnx_emit_tmp(c, n, MGE_OP_RESHAPE, 1, &x, 1, a);
-}
-
-static int transpose_tmp(mge_onnx_ctx *c, mge_onnx_node *n, int x, int nd, const int64_t *perm)
-{
-    mge_attr a[1] = {mge_onnx_ais(MGE_KEY_perm, nd, perm)};
-    return mge_onnx_emit_tmp(c, n, MGE_OP_TRANSPOSE, 1, &x, 1, a);
-}
-
 static int binary_tmp(mge_onnx_ctx *c, mge_onnx_node *n, int op, int a, int b)
 {
     int in[2] = {a, b};
@@ -202,7 +190,7 @@ static mge_status conv_convtranspose(mge_onnx_ctx *c, mge_onnx_node *n)
     if (nsp == 1) {
         /* [N,C,L] -> [N,C,1,L]; W [C,M/g,k] -> [C,M/g,1,k] */
         int64_t xs[4] = {0, 0, 1, -1}, ws[4] = {wv->dims[0], wv->dims[1], 1, wv->dims[2]};
-        if ((xin = reshape_tmp(c, n, x, 4, xs)) < 0 || (win = reshape_tmp(c, n, w, 4, ws)) < 0)
+        if ((xin = mge_onnx_reshape_tmp(c, n, x, 4, xs)) < 0 || (win = mge_onnx_reshape_tmp(c, n, w, 4, ws)) < 0)
             return done(c, -1);
     }
     int64_t k2[2], s2[2], d2[2], op2[2], p2[2];
@@ -238,7 +226,7 @@ static mge_status conv_convtranspose(mge_onnx_ctx *c, mge_onnx_node *n)
             return done(c, -1);
         if (b >= 0) {
             int64_t bs[3] = {M, 1, 1};
-            int bb = reshape_tmp(c, n, b, 3, bs);
+            int bb = mge_onnx_reshape_tmp(c, n, b, 3, bs);
             if (bb < 0 || (y = binary_tmp(c, n, MGE_OP_ADD, y, bb)) < 0)
                 return done(c, -1);
         }
@@ -375,9 +363,9 @@ static mge_status conv_groupnorm(mge_onnx_ctx *c, mge_onnx_node *n)
                     return mge_onnx_fail(c, n, "%s must be f32[%lld]", k == 1 ? "scale" : "bias", (long long)G);
                 int64_t s1[2] = {G, 1}, s2[2] = {G, C / G};
                 mge_attr ea[1] = {mge_onnx_ais(MGE_KEY_shape, 2, s2)};
-                int y = reshape_tmp(c, n, in[k], 2, s1);
+                int y = mge_onnx_reshape_tmp(c, n, in[k], 2, s1);
                 if (y < 0 || (y = mge_onnx_emit_tmp(c, n, MGE_OP_EXPAND, 1, &y, 1, ea)) < 0 ||
-                    (in[k] = reshape_tmp(c, n, y, 1, &C)) < 0)
+                    (in[k] = mge_onnx_reshape_tmp(c, n, y, 1, &C)) < 0)
                     return done(c, -1);
                 continue;
             }
@@ -810,7 +798,7 @@ static mge_status space_depth(mge_onnx_ctx *c, mge_onnx_node *n, int to_space)
         int64_t s1[6] = {0, b, b, c2, H, W}, s1c[6] = {0, c2, b, b, H, W};
         static const int64_t p[6] = {0, 3, 4, 1, 5, 2}, pc[6] = {0, 1, 4, 2, 5, 3};
         int64_t s2[4] = {0, c2, H * b, W * b};
-        if ((y = reshape_tmp(c, n, x, 6, crd ? s1c : s1)) < 0 || (y = transpose_tmp(c, n, y, 6, crd ? pc : p)) < 0)
+        if ((y = mge_onnx_reshape_tmp(c, n, x, 6, crd ? s1c : s1)) < 0 || (y = mge_onnx_transpose_tmp(c, n, y, 6, crd ? pc : p)) < 0)
             return done(c, -1);
         mge_attr a[1] = {mge_onnx_ais(MGE_KEY_shape, 4, s2)};
         return done(c, mge_onnx_emit(c, n, MGE_OP_RESHAPE, 1, &y, 1, a, 1));
@@ -820,7 +808,7 @@ static mge_status space_depth(mge_onnx_ctx *c, mge_onnx_node *n, int to_space)
     int64_t s1[6] = {0, C, H / b, b, W / b, b};
     static const int64_t p[6] = {0, 3, 5, 1, 2, 4};
     int64_t s2[4] = {0, C * b * b, H / b, W / b};
-    if ((y = reshape_tmp(c, n, x, 6, s1)) < 0 || (y = transpose_tmp(c, n, y, 6, p)) < 0)
+    if ((y = mge_onnx_reshape_tmp(c, n, x, 6, s1)) < 0 || (y = mge_onnx_transpose_tmp(c, n, y, 6, p)) < 0)
         return done(c, -1);
     mge_attr a[1] = {mge_onnx_ais(MGE_KEY_shape, 4, s2)};
     return done(c, mge_onnx_emit(c, n, MGE_OP_RESHAPE, 1, &y, 1, a, 1));
@@ -897,7 +885,7 @@ mge_status mge_onnx_pool1d(mge_onnx_ctx *c, mge_onnx_node *n, int maxp)
             return done(c, -1);
     }
     int64_t s4[4] = {0, 0, 1, -1}, s3[3] = {0, 0, -1};
-    if ((xin = reshape_tmp(c, n, xin, 4, s4)) < 0)
+    if ((xin = mge_onnx_reshape_tmp(c, n, xin, 4, s4)) < 0)
         return done(c, -1);
     int64_t k2[2] = {1, k}, st2[2] = {1, s}, p2[2] = {0, sym ? pb : 0}, d2[2] = {1, d};
     mge_attr a[5];
@@ -968,7 +956,7 @@ static mge_status conv_lppool(mge_onnx_ctx *c, mge_onnx_node *n)
     if (y < 0 || (!sym && (y = mge_onnx_pad_input(c, n, y, nsp, pb, pe, 0.0)) < 0))
         return done(c, -1);
     int64_t s4[4] = {0, 0, 1, -1};
-    if (nsp == 1 && (y = reshape_tmp(c, n, y, 4, s4)) < 0)
+    if (nsp == 1 && (y = mge_onnx_reshape_tmp(c, n, y, 4, s4)) < 0)
         return done(c, -1);
     int64_t k2[2] = {nsp == 1 ? 1 : k[0], k[nsp - 1]}, s2[2] = {nsp == 1 ? 1 : s[0], s[nsp - 1]};
     int64_t p2[2] = {nsp == 1 || !sym ? 0 : pb[0], sym ? pb[nsp - 1] : 0};
@@ -981,7 +969,7 @@ static mge_status conv_lppool(mge_onnx_ctx *c, mge_onnx_node *n)
         return done(c, -1);
     if (nsp == 1) {
         int64_t s3[3] = {0, 0, -1};
-        if ((y = reshape_tmp(c, n, y, 3, s3)) < 0)
+        if ((y = mge_onnx_reshape_tmp(c, n, y, 3, s3)) < 0)
             return done(c, -1);
     }
     if (p == 1)

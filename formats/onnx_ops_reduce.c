@@ -19,29 +19,6 @@ int mge_onnx_scalar(mge_onnx_ctx *c, mge_onnx_node *n, mge_dtype dt, double v);
 
 /* ---------------------------------------------------------------- helpers */
 
-static int step(mge_onnx_ctx *c, mge_onnx_node *n, int op, int nin, const int *in, int nattr, const mge_attr *at)
-{
-    for (int i = 0; i < nin; i++)
-        if (in[i] < 0)
-            return -1;
-    return mge_onnx_emit_tmp(c, n, op, nin, in, nattr, at);
-}
-
-static int step2(mge_onnx_ctx *c, mge_onnx_node *n, int op, int a, int b)
-{
-    int in[2] = {a, b};
-    return step(c, n, op, 2, in, 0, NULL);
-}
-
-static mge_status fin(mge_onnx_ctx *c, mge_onnx_node *n, int op, int nin, const int *in, int nattr,
-                      const mge_attr *at)
-{
-    for (int i = 0; i < nin; i++)
-        if (in[i] < 0)
-            return c->err->code ? c->err->code : MGE_ERR_INVALID;
-    return mge_onnx_emit(c, n, op, nin, in, nattr, at, 1) < 0 ? c->err->code : MGE_OK;
-}
-
 static mge_status need_x(mge_onnx_ctx *c, mge_onnx_node *n, int *x)
 {
     if ((*x = mge_onnx_in(c, n, 0)) < 0)
@@ -84,14 +61,14 @@ static int hardmax(mge_onnx_ctx *c, mge_onnx_node *n, int x, int ax, int last)
         return -1;
     }
     mge_attr at[2] = {mge_onnx_ai(MGE_KEY_axis, ax), mge_onnx_ab(MGE_KEY_keepdim, 1)};
-    int am = step(c, n, MGE_OP_ARGMAX, 1, &x, 2, at);
-    int eq = step2(c, n, MGE_OP_EQUAL, am, iota(c, n, xv->dims[ax], ax, xv->ndim));
+    int am = mge_onnx_emit_tmp(c, n, MGE_OP_ARGMAX, 1, &x, 2, at);
+    int eq = mge_onnx_emit2(c, n, MGE_OP_EQUAL, am, iota(c, n, xv->dims[ax], ax, xv->ndim));
     mge_attr ca[1] = {cast_attr(xv->dtype)};
     if (eq < 0)
         return -1;
     if (last)
         return mge_onnx_emit(c, n, MGE_OP_CAST, 1, &eq, 1, ca, 1) < 0 ? -1 : 0;
-    return step(c, n, MGE_OP_CAST, 1, &eq, 1, ca);
+    return mge_onnx_emit_tmp(c, n, MGE_OP_CAST, 1, &eq, 1, ca);
 }
 
 static mge_status conv_softmax(mge_onnx_ctx *c, mge_onnx_node *n)
@@ -115,22 +92,22 @@ static mge_status conv_softmax(mge_onnx_ctx *c, mge_onnx_node *n)
         if (hard)
             return hardmax(c, n, x, ax, 1) < 0 ? (c->err->code ? c->err->code : MGE_ERR_UNSUPPORTED) : MGE_OK;
         mge_attr at[1] = {mge_onnx_ai(MGE_KEY_axis, ax)};
-        return fin(c, n, op, 1, &x, 1, at);
+        return mge_onnx_finish(c, n, op, 1, &x, 1, at);
     }
     /* the 2-D coercion: rows are x flattened from axis */
     mge_attr fa[1] = {mge_onnx_ai(MGE_KEY_start, ax)};
-    int f = step(c, n, MGE_OP_FLATTEN, 1, &x, 1, fa), y;
+    int f = mge_onnx_emit_tmp(c, n, MGE_OP_FLATTEN, 1, &x, 1, fa), y;
     if (hard) {
         y = f < 0 ? -1 : hardmax(c, n, f, ax, 0);
         if (y < 0)
             return c->err->code ? c->err->code : MGE_ERR_UNSUPPORTED;
     } else {
         mge_attr at[1] = {mge_onnx_ai(MGE_KEY_axis, -1)};
-        y = step(c, n, op, 1, &f, 1, at);
+        y = mge_onnx_emit_tmp(c, n, op, 1, &f, 1, at);
     }
-    int sh = step(c, n, MGE_OP_SHAPE, 1, &x, 0, NULL);
+    int sh = mge_onnx_emit_tmp(c, n, MGE_OP_SHAPE, 1, &x, 0, NULL);
     int in[2] = {y, sh};
-    return fin(c, n, MGE_OP_RESHAPE, 2, in, 0, NULL);
+    return mge_onnx_finish(c, n, MGE_OP_RESHAPE, 2, in, 0, NULL);
 }
 
 /* ---------------------------------------------------------------- Reduce* */
@@ -238,9 +215,9 @@ static mge_status conv_reduce(mge_onnx_ctx *c, mge_onnx_node *n)
                : t[0] == 'L' && (t[1] == '1' || t[1] == '2') && dt != MGE_U8 ? MGE_OP_ABS : -1;
         if (op == MGE_OP_SQUARE && dt == MGE_U8) {
             int in[2] = {x, x};
-            return fin(c, n, MGE_OP_MUL, 2, in, 0, NULL);
+            return mge_onnx_finish(c, n, MGE_OP_MUL, 2, in, 0, NULL);
         }
-        return op < 0 ? mge_onnx_alias(c, n, 0, x) : fin(c, n, op, 1, &x, 0, NULL);
+        return op < 0 ? mge_onnx_alias(c, n, 0, x) : mge_onnx_finish(c, n, op, 1, &x, 0, NULL);
     }
     /* over an empty set mge's max and min refuse; ONNX gives the dtype's lowest
      * (highest) value, -inf for LogSumExp: that added to the sum (0), for the shape */
@@ -255,50 +232,50 @@ static mge_status conv_reduce(mge_onnx_ctx *c, mge_onnx_node *n)
                   : dt == MGE_I32 ? 2147483647.0 : 9223372036854775807.0;
         int z = reduce_step(c, n, MGE_OP_SUM, x, all, nax, ax, keep, 0);
         int in[2] = {z, mge_onnx_scalar(c, n, dt, strcmp(t, "Min") == 0 ? hi : lo)};
-        return fin(c, n, MGE_OP_ADD, 2, in, 0, NULL);
+        return mge_onnx_finish(c, n, MGE_OP_ADD, 2, in, 0, NULL);
     }
     if (strcmp(t, "Sum") == 0 || strcmp(t, "Mean") == 0 || strcmp(t, "Prod") == 0 || minmax) {
         int op = t[1] == 'u' ? MGE_OP_SUM : t[1] == 'e' ? MGE_OP_MEAN : t[1] == 'r' ? MGE_OP_PROD
                : t[1] == 'a' ? MGE_OP_MAX : MGE_OP_MIN;
         if (dt == MGE_BOOL) { /* False < True: over u8 */
             mge_attr ca[1] = {cast_attr(MGE_U8)}, cb[1] = {cast_attr(MGE_BOOL)};
-            int u = step(c, n, MGE_OP_CAST, 1, &x, 1, ca);
+            int u = mge_onnx_emit_tmp(c, n, MGE_OP_CAST, 1, &x, 1, ca);
             int y = reduce_step(c, n, op, u, all, nax, ax, keep, 0);
-            return fin(c, n, MGE_OP_CAST, 1, &y, 1, cb);
+            return mge_onnx_finish(c, n, MGE_OP_CAST, 1, &y, 1, cb);
         }
         return reduce_step(c, n, op, x, all, nax, ax, keep, 1) < 0 ? c->err->code : MGE_OK;
     }
     if (strcmp(t, "L1") == 0) { /* u8: no sign to drop */
-        int a = dt == MGE_U8 ? x : step(c, n, MGE_OP_ABS, 1, &x, 0, NULL);
+        int a = dt == MGE_U8 ? x : mge_onnx_emit_tmp(c, n, MGE_OP_ABS, 1, &x, 0, NULL);
         return reduce_step(c, n, MGE_OP_SUM, a, all, nax, ax, keep, 1) < 0 ? c->err->code : MGE_OK;
     }
     if (sq) { /* square takes floats, i8, i32, i64; u8 multiplies */
-        int q = dt == MGE_U8 ? step2(c, n, MGE_OP_MUL, x, x) : step(c, n, MGE_OP_SQUARE, 1, &x, 0, NULL);
+        int q = dt == MGE_U8 ? mge_onnx_emit2(c, n, MGE_OP_MUL, x, x) : mge_onnx_emit_tmp(c, n, MGE_OP_SQUARE, 1, &x, 0, NULL);
         int y = reduce_step(c, n, MGE_OP_SUM, q, all, nax, ax, keep, t[0] == 'S');
         if (t[0] == 'S')
             return y < 0 ? c->err->code : MGE_OK;
-        return fin(c, n, MGE_OP_SQRT, 1, &y, 0, NULL);
+        return mge_onnx_finish(c, n, MGE_OP_SQRT, 1, &y, 0, NULL);
     }
     if (strcmp(t, "LogSum") == 0) {
         int y = reduce_step(c, n, MGE_OP_SUM, x, all, nax, ax, keep, 0);
-        return fin(c, n, MGE_OP_LOG, 1, &y, 0, NULL);
+        return mge_onnx_finish(c, n, MGE_OP_LOG, 1, &y, 0, NULL);
     }
     if (strcmp(t, "LogSumExp") == 0) {
         /* log(sum(exp(x - m))) + m, m the maximum (0 where infinite) */
         int m = reduce_step(c, n, MGE_OP_MAX, x, all, nax, ax, 1, 0);
-        int in[3] = {step(c, n, MGE_OP_ISINF, 1, &m, 0, NULL), mge_onnx_scalar(c, n, dt, 0), m};
-        m = step(c, n, MGE_OP_WHERE, 3, in, 0, NULL);
-        int e = step2(c, n, MGE_OP_SUB, x, m);
-        e = step(c, n, MGE_OP_EXP, 1, &e, 0, NULL);
+        int in[3] = {mge_onnx_emit_tmp(c, n, MGE_OP_ISINF, 1, &m, 0, NULL), mge_onnx_scalar(c, n, dt, 0), m};
+        m = mge_onnx_emit_tmp(c, n, MGE_OP_WHERE, 3, in, 0, NULL);
+        int e = mge_onnx_emit2(c, n, MGE_OP_SUB, x, m);
+        e = mge_onnx_emit_tmp(c, n, MGE_OP_EXP, 1, &e, 0, NULL);
         int l = reduce_step(c, n, MGE_OP_SUM, e, all, nax, ax, keep, 0);
-        l = step(c, n, MGE_OP_LOG, 1, &l, 0, NULL);
+        l = mge_onnx_emit_tmp(c, n, MGE_OP_LOG, 1, &l, 0, NULL);
         if (!keep && m >= 0) {
-            int sh = step(c, n, MGE_OP_SHAPE, 1, &l, 0, NULL);
+            int sh = mge_onnx_emit_tmp(c, n, MGE_OP_SHAPE, 1, &l, 0, NULL);
             int rin[2] = {m, sh};
-            m = step(c, n, MGE_OP_RESHAPE, 2, rin, 0, NULL);
+            m = mge_onnx_emit_tmp(c, n, MGE_OP_RESHAPE, 2, rin, 0, NULL);
         }
         int fi[2] = {l, m};
-        return fin(c, n, MGE_OP_ADD, 2, fi, 0, NULL);
+        return mge_onnx_finish(c, n, MGE_OP_ADD, 2, fi, 0, NULL);
     }
     return mge_onnx_fail(c, n, "no mapping");
 }
@@ -322,16 +299,16 @@ static mge_status conv_arg(mge_onnx_ctx *c, mge_onnx_node *n)
     int keep = mge_onnx_attr_i(n, "keepdims", 1) != 0;
     if (!mge_onnx_attr_i(n, "select_last_index", 0)) {
         mge_attr at[2] = {mge_onnx_ai(MGE_KEY_axis, ax), mge_onnx_ab(MGE_KEY_keepdim, keep)};
-        return fin(c, n, mx ? MGE_OP_ARGMAX : MGE_OP_ARGMIN, 1, &x, 2, at);
+        return mge_onnx_finish(c, n, mx ? MGE_OP_ARGMAX : MGE_OP_ARGMIN, 1, &x, 2, at);
     }
     /* the last index: the largest index where x equals its extreme */
     if (!known_dim(xv->dims[ax]))
         return mge_onnx_unsupported(c, n, "select_last_index = 1 along a dim not known at import");
     int64_t axl[1] = {ax};
     int m = reduce_step(c, n, mx ? MGE_OP_MAX : MGE_OP_MIN, x, 0, 1, axl, 1, 0);
-    int in[3] = {step2(c, n, MGE_OP_EQUAL, x, m), iota(c, n, xv->dims[ax], ax, xv->ndim),
+    int in[3] = {mge_onnx_emit2(c, n, MGE_OP_EQUAL, x, m), iota(c, n, xv->dims[ax], ax, xv->ndim),
                  mge_onnx_scalar(c, n, MGE_I64, -1)};
-    int w = step(c, n, MGE_OP_WHERE, 3, in, 0, NULL);
+    int w = mge_onnx_emit_tmp(c, n, MGE_OP_WHERE, 3, in, 0, NULL);
     return reduce_step(c, n, MGE_OP_MAX, w, 0, 1, axl, keep, 1) < 0 ? c->err->code : MGE_OK;
 }
 
@@ -359,7 +336,7 @@ static mge_status conv_cumsum(mge_onnx_ctx *c, mge_onnx_node *n)
         return mge_onnx_fail(c, n, "CumSum of bool");
     mge_attr at[3] = {mge_onnx_ai(MGE_KEY_axis, ax), mge_onnx_ab(MGE_KEY_exclusive, mge_onnx_attr_i(n, "exclusive", 0)),
                       mge_onnx_ab(MGE_KEY_reverse, mge_onnx_attr_i(n, "reverse", 0))};
-    return fin(c, n, MGE_OP_CUMSUM, 1, &x, 3, at);
+    return mge_onnx_finish(c, n, MGE_OP_CUMSUM, 1, &x, 3, at);
 }
 
 static mge_status conv_topk(mge_onnx_ctx *c, mge_onnx_node *n)

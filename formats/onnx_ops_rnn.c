@@ -43,18 +43,6 @@ static mge_status emit_multi(mge_onnx_ctx *c, mge_onnx_node *n, int op, int nin,
     return MGE_OK;
 }
 
-static int reshape_tmp(mge_onnx_ctx *c, mge_onnx_node *n, int x, int nd, const int64_t *shape)
-{
-    mge_attr a[1] = {mge_onnx_ais(MGE_KEY_shape, nd, shape)};
-    return mge_onnx_emit_tmp(c, n, MGE_OP_RESHAPE, 1, &x, 1, a);
-}
-
-static int transpose_tmp(mge_onnx_ctx *c, mge_onnx_node *n, int x, int nd, const int64_t *perm)
-{
-    mge_attr a[1] = {mge_onnx_ais(MGE_KEY_perm, nd, perm)};
-    return mge_onnx_emit_tmp(c, n, MGE_OP_TRANSPOSE, 1, &x, 1, a);
-}
-
 /* x reversed along axis (an index_select with S-1..0; S known). */
 static int reverse_tmp(mge_onnx_ctx *c, mge_onnx_node *n, int x, int axis, int64_t S)
 {
@@ -143,7 +131,7 @@ static int gates_rt(mge_onnx_ctx *c, mge_onnx_node *n, int v, int64_t d, int G, 
     if (y < 0)
         return -1;
     int64_t sh[2] = {G * H, cols};
-    return reshape_tmp(c, n, y, cols ? 2 : 1, sh);
+    return mge_onnx_reshape_tmp(c, n, y, cols ? 2 : 1, sh);
 }
 
 /* activations: absent, or the defaults (case as the spec spells them, or
@@ -257,7 +245,7 @@ static mge_status conv_rnn_layer(mge_onnx_ctx *c, mge_onnx_node *n, int gru)
         for (int k = 0; k < (gru ? 1 : 2); k++) {
             if (st0[k] >= 0 && layout) {
                 static const int64_t p[3] = {1, 0, 2};
-                if ((st0[k] = transpose_tmp(c, n, st0[k], 3, p)) < 0)
+                if ((st0[k] = mge_onnx_transpose_tmp(c, n, st0[k], 3, p)) < 0)
                     return c->err->code;
             }
         }
@@ -303,11 +291,11 @@ static mge_status conv_rnn_layer(mge_onnx_ctx *c, mge_onnx_node *n, int gru)
         if (reverse && (y = reverse_tmp(c, n, y, layout ? 1 : 0, S)) < 0)
             return c->err->code ? c->err->code : MGE_ERR_UNSUPPORTED;
         int64_t sh[4] = {0, 0, D, H};
-        if ((y = reshape_tmp(c, n, y, 4, sh)) < 0)
+        if ((y = mge_onnx_reshape_tmp(c, n, y, 4, sh)) < 0)
             return c->err->code;
         if (!layout) {
             static const int64_t p[4] = {0, 2, 1, 3};
-            if ((y = transpose_tmp(c, n, y, 4, p)) < 0)
+            if ((y = mge_onnx_transpose_tmp(c, n, y, 4, p)) < 0)
                 return c->err->code;
         }
         if ((st = mge_onnx_alias(c, n, 0, y)))
@@ -320,7 +308,7 @@ static mge_status conv_rnn_layer(mge_onnx_ctx *c, mge_onnx_node *n, int gru)
         int v = out[k];
         if (layout) {
             static const int64_t p[3] = {1, 0, 2};
-            if ((v = transpose_tmp(c, n, v, 3, p)) < 0)
+            if ((v = mge_onnx_transpose_tmp(c, n, v, 3, p)) < 0)
                 return c->err->code;
         }
         if ((st = mge_onnx_alias(c, n, k, v)))

@@ -335,17 +335,6 @@ static mge_status add_input(reader *r, const Onnx__ValueInfoProto *vi)
 
 /* ---------------------------------------------------------------- nodes */
 
-static const char *nlabel(const Onnx__NodeProto *n, char *b, size_t bn)
-{
-    if (n->name && *n->name)
-        snprintf(b, bn, "'%s' (%s)", n->name, n->op_type ? n->op_type : "?");
-    else if (n->n_output && n->output[0] && *n->output[0])
-        snprintf(b, bn, "%s -> '%s'", n->op_type ? n->op_type : "?", n->output[0]);
-    else
-        snprintf(b, bn, "%s", n->op_type ? n->op_type : "?");
-    return b;
-}
-
 static void poison(reader *r, const Onnx__NodeProto *n)
 {
     for (size_t o = 0; o < n->n_output; o++) {
@@ -372,7 +361,7 @@ static mge_status convert_node(reader *r, const Onnx__NodeProto *n)
         return mge_error_set(c->err, MGE_ERR_FORMAT, "node %s%s%s has no op_type", *n->name ? "'" : "making '",
                              *n->name ? n->name : n->n_output ? n->output[0] : "", "'");
     if (n->n_output == 0) /* every op of the default domain has one at least */
-        return mge_error_set(c->err, MGE_ERR_FORMAT, "node %s has no outputs", nlabel(n, b, sizeof b));
+        return mge_error_set(c->err, MGE_ERR_FORMAT, "node %s has no outputs", mge_onnx_node_label(n, b, sizeof b));
     /* inputs: defined before, or poisoned by an unsupported node */
     int poisoned = 0;
     for (size_t i = 0; i < n->n_input; i++) {
@@ -382,16 +371,16 @@ static mge_status convert_node(reader *r, const Onnx__NodeProto *n)
         nm_ent *e = nm_find(&r->map, in);
         if (!e)
             return mge_error_set(c->err, MGE_ERR_FORMAT, "node %s reads '%s', which nothing defines",
-                                 nlabel(n, b, sizeof b), in);
+                                 mge_onnx_node_label(n, b, sizeof b), in);
         if (e->state == NM_LATER)
             return mge_error_set(c->err, MGE_ERR_FORMAT,
                                  "node %s reads '%s' before it is defined (the nodes are not in topological order, or "
                                  "the graph has a cycle)",
-                                 nlabel(n, b, sizeof b), in);
+                                 mge_onnx_node_label(n, b, sizeof b), in);
         if (e->state == NM_UNCOMP) {
             /* reported on the node that does not compute it, once */
             mge_onnx_unsupported(c, e->node, "mge does not compute its output '%s', which node %s reads", in,
-                                 nlabel(n, b, sizeof b));
+                                 mge_onnx_node_label(n, b, sizeof b));
             e->state = NM_POISON;
         }
         if (e->state == NM_POISON)
@@ -405,7 +394,7 @@ static mge_status convert_node(reader *r, const Onnx__NodeProto *n)
     }
     if (default_domain(n->domain) && c->opset == 0)
         return mge_error_set(c->err, MGE_ERR_FORMAT, "node %s is of the default ONNX domain, but the model imports "
-                             "no opset of it (opset_import names only other domains)", nlabel(n, b, sizeof b));
+                             "no opset of it (opset_import names only other domains)", mge_onnx_node_label(n, b, sizeof b));
     const mge_onnx_op *op = default_domain(n->domain) ? mge_onnx_find_op(n->op_type) : NULL;
     mge_status s;
     if (!op) {
@@ -459,7 +448,7 @@ static mge_status declare_outputs(reader *r, size_t nn, Onnx__NodeProto *const *
             nm_ent *e = nm_find(&r->map, on);
             if (e)
                 return mge_error_set(c->err, MGE_ERR_FORMAT, "'%s' is defined twice (by node %s%s)", on,
-                                     nlabel(nodes[i], b, sizeof b),
+                                     mge_onnx_node_label(nodes[i], b, sizeof b),
                                      e->state == NM_INIT  ? " and as an initializer"
                                      : e->state == NM_DEF ? " and as an input"
                                                           : " and another node");
