@@ -60,6 +60,10 @@ struct mge_exec {
     int is_placed;
     mge_event **ev;          /* per value: a pending copy down, or NULL */
     void **prep;             /* per node: the device's prepared state, or NULL */
+    char *cst;               /* per value: it keeps its value between runs (params fixed), or NULL */
+    void **hprep;            /* per host node: its cpu kernel's prepared state, or NULL */
+    const mge_kernel **hprep_k;   /* the kernel that made it (to release it) */
+    char *hprep_done;
     int prep_done;
     mge_devinfo hinfo;
     int threads;
@@ -228,6 +232,14 @@ void mge_exec_free(mge_exec *e)
             if (e->prep[i])
                 e->dc->be->release(e->dc->dev, e->prep[i]);
     free(e->prep);
+    if (e->hprep)
+        for (int i = 0; i < e->g->nnodes; i++)
+            if (e->hprep[i] && e->hprep_k[i]->release)
+                e->hprep_k[i]->release(e->hprep[i]);
+    free(e->hprep);
+    free(e->hprep_k);
+    free(e->hprep_done);
+    free(e->cst);
     for (int d = 0; d < 2; d++) {
         const mge_backend_iface *be = d ? (e->dc ? e->dc->be : NULL) : e->hif;
         mge_device *dev = d ? (e->dc ? e->dc->dev : NULL) : e->host;
@@ -306,7 +318,8 @@ static mge_status mark_preprocess(mge_exec *e, mge_error *err)
         for (int k = 0; k < n->nout; k++)
             cst[n->out[k]] = 1;
     }
-    free(cst);
+    /* kept: which inputs a kernel's prepare may pack (host_prepare) */
+    e->cst = cst;
     if (!any) {
         free(pre);
         return MGE_OK;
@@ -912,6 +925,33 @@ static mge_status run_copy(mge_exec *e, const mge_node *n, mge_tensor *x, mge_te
     return MGE_OK;
 }
 
+/* Node i's cpu kernel state, made on its first run (the persistent inputs
+ * have their data by then); inputs that change between runs are hidden. */
+static mge_status host_prepare(mge_exec *e, int i, const mge_kernel *k, mge_tensor *const *in, mge_error *err)
+{
+    size_t nn = (size_t)(e->g->nnodes ? e->g->nnodes : 1);
+    if (!e->hprep && (!(e->hprep = calloc(nn, sizeof *e->hprep)) || !(e->hprep_k = calloc(nn, sizeof *e->hprep_k)) ||
+                      !(e->hprep_done = calloc(nn, 1)))) {
+        free(e->hprep);
+        free(e->hprep_k);
+        e->hprep = NULL;
+        e->hprep_k = NULL;
+        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+    }
+    if (e->hprep_done[i])
+        return MGE_OK;
+    const mge_node *n = &e->g->nodes[i];
+    mge_tensor *pin[64];
+    for (int j = 0; j < n->nin; j++)
+        pin[j] = e->cst[n->in[j]] ? in[j] : NULL;
+    mge_status s = k->prepare(n, pin, &e->hprep[i], err);
+    if (s)
+        return s;
+    e->hprep_k[i] = k;
+    e->hprep_done[i] = 1;
+    return MGE_OK;
+}
+
 static mge_status run_node(mge_exec *e, const mge_plan *p, int i, mge_error *err)
 {
     const mge_node *n = &e->g->nodes[i];
@@ -974,6 +1014,11 @@ static mge_status run_node(mge_exec *e, const mge_plan *p, int i, mge_error *err
     if (!k || !k->run)
         return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no %s kernel for %s on %s", n->name, oi->name,
                              mge_dtype_name(dt), d ? e->dc->name : e->be->name);
+    mge_status ps = !d && k->prepare && e->cst ? host_prepare(e, i, k, in, err) : MGE_OK;
+    if (ps) {
+        mge_error_prefix(err, "%s", n->name);
+        return ps;
+    }
     mge_kctx ctx;
     memset(&ctx, 0, sizeof ctx);
     ctx.threads = e->threads;
@@ -982,7 +1027,7 @@ static mge_status run_node(mge_exec *e, const mge_plan *p, int i, mge_error *err
     ctx.training = e->training;
     ctx.rng = &e->rng;
     ctx.seed = e->step_seed;
-    ctx.prepared = e->prep ? e->prep[i] : NULL;
+    ctx.prepared = d ? (e->prep ? e->prep[i] : NULL) : (e->hprep ? e->hprep[i] : NULL);
     ctx.opname = oi->name;
     ctx.comm = e->comm;
     mge_status s = d ? e->dc->be->launch(e->dc->dev, k, &ctx, n, in, out, err)

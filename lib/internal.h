@@ -266,9 +266,20 @@ typedef mge_status (*mge_kernel_fn)(const mge_kctx *ctx, const mge_node *n,
                                     mge_tensor *const *in, mge_tensor *const *out, mge_error *err);
 typedef size_t (*mge_ws_fn)(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int threads);
 
+/* A kernel's state made once from a node's persistent inputs (weights
+ * packed for it): in[k] is NULL for an input whose value may change from run
+ * to run. *state = NULL says there is nothing to keep. */
+typedef mge_status (*mge_kprep_fn)(const mge_node *n, mge_tensor *const *in, void **state, mge_error *err);
+
 typedef struct mge_kernel {
     mge_kernel_fn run;
     mge_ws_fn ws;            /* NULL: no scratch */
+    /* optional: the executor calls prepare once, on the first run of an
+     * inference executor whose params are fixed (mge_exec_opts.preprocess,
+     * not training), and passes the state as mge_kctx.prepared to every
+     * launch; elsewhere prepared is NULL and the kernel does without */
+    mge_kprep_fn prepare;
+    void (*release)(void *state);
 } mge_kernel;
 
 /* A backend: a kernel table indexed by op x dtype (of the first input).
@@ -356,13 +367,21 @@ void mge_ref_register_comm(mge_backend *b);
 void mge_cpu_register_comm(mge_backend *b);   /* sync_batchnorm on the pool (cpu_comm.c) */
 
 /* kernels/cpu/cpu_isa.c: the vector ISA kernels and passes may use (cpuid, capped by
- * MGE_CPU_ISA=baseline|avx2|avx2-vnni|avx512), and the int8 kernels' own
- * level: AVX2 (vpmaddubsw), AVX-VNNI (256-bit vpdpbusd), AVX-512 VNNI. */
+ * MGE_CPU_ISA=baseline|avx2|avx2-vnni|avx512|avx512-vnni|avx512-bf16|amx), the int8
+ * kernels' own level: AVX2 (vpmaddubsw), AVX-VNNI (256-bit vpdpbusd), AVX-512
+ * VNNI, AMX (tdpbusd); and the bf16 kernels' level: none (f32 kernels),
+ * AVX512-BF16 (vdpbf16ps), AMX (tdpbf16ps). The AMX levels imply the
+ * process holds the tile permission. */
 enum { MGE_ISA_BASE = 0, MGE_ISA_AVX2 = 1, MGE_ISA_AVX512 = 2 };
 int mge_cpu_isa(void);
-enum { MGE_INT8_BASE = 0, MGE_INT8_AVX2 = 1, MGE_INT8_AVXVNNI = 2, MGE_INT8_AVX512VNNI = 3 };
+enum { MGE_INT8_BASE = 0, MGE_INT8_AVX2 = 1, MGE_INT8_AVXVNNI = 2, MGE_INT8_AVX512VNNI = 3, MGE_INT8_AMX = 4 };
 int mge_cpu_int8(void);
-const char *mge_cpu_int8_name(int level);   /* "portable", "avx2", "avx-vnni", "avx512-vnni" */
+const char *mge_cpu_int8_name(int level);   /* "portable", "avx2", "avx-vnni", "avx512-vnni", "amx-int8" */
+enum { MGE_BF16_NONE = 0, MGE_BF16_AVX512 = 1, MGE_BF16_AMX = 2 };
+int mge_cpu_bf16(void);
+const char *mge_cpu_bf16_name(int level);   /* "none (f32)", "avx512-bf16", "amx-bf16" */
+/* Why the bf16 level is below AMX ("" when it is AMX), for -v. */
+const char *mge_cpu_bf16_note(void);
 
 /* OpenBLAS thread count. The executor sets it to 1: our pool is the only
  * one, and kernels call OpenBLAS from pool tasks, each on its own block

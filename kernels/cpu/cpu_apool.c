@@ -149,5 +149,5 @@ void mge_cpu_register_apool(mge_backend *b)
                               MGE_OP_ADAPTIVE_AVGPOOL2D_GRAD, MGE_OP_ADAPTIVE_MAXPOOL2D_GRAD,
                               MGE_OP_ADAPTIVE_AVGPOOL1D_GRAD, MGE_OP_ADAPTIVE_MAXPOOL1D_GRAD};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
-        b->k[ops[i]][MGE_F32] = (mge_kernel){cpu_apool, cpu_ref_ws};
+        b->k[ops[i]][MGE_F32] = (mge_kernel){.run = cpu_apool, .ws = cpu_ref_ws};
 }

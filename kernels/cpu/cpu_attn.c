@@ -343,8 +343,8 @@ static mge_status cpu_sdpa_grad(const mge_kctx *ctx, const mge_node *n, mge_tens
 
 void mge_cpu_register_attn(mge_backend *b)
 {
-    b->k[MGE_OP_EMBEDDING][MGE_I32] = (mge_kernel){cpu_embedding, NULL};
-    b->k[MGE_OP_EMBEDDING][MGE_I64] = (mge_kernel){cpu_embedding, NULL};
-    b->k[MGE_OP_SDPA][MGE_F32] = (mge_kernel){cpu_sdpa, at_ws};
-    b->k[MGE_OP_SDPA_GRAD][MGE_F32] = (mge_kernel){cpu_sdpa_grad, at_ws};
+    b->k[MGE_OP_EMBEDDING][MGE_I32] = (mge_kernel){.run = cpu_embedding, .ws = NULL};
+    b->k[MGE_OP_EMBEDDING][MGE_I64] = (mge_kernel){.run = cpu_embedding, .ws = NULL};
+    b->k[MGE_OP_SDPA][MGE_F32] = (mge_kernel){.run = cpu_sdpa, .ws = at_ws};
+    b->k[MGE_OP_SDPA_GRAD][MGE_F32] = (mge_kernel){.run = cpu_sdpa_grad, .ws = at_ws};
 }

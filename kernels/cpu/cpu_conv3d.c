@@ -215,7 +215,7 @@ static mge_status cpu_conv3d(const mge_kctx *ctx, const mge_node *n, mge_tensor 
 
 void mge_cpu_register_conv3d(mge_backend *b)
 {
-    b->k[MGE_OP_CONV3D][MGE_F32] = (mge_kernel){cpu_conv3d, conv3d_ws};
-    b->k[MGE_OP_CONV3D_GRAD_INPUT][MGE_F32] = (mge_kernel){cpu_conv3d, conv3d_ws};
-    b->k[MGE_OP_CONV3D_GRAD_WEIGHT][MGE_F32] = (mge_kernel){cpu_conv3d, conv3d_ws};
+    b->k[MGE_OP_CONV3D][MGE_F32] = (mge_kernel){.run = cpu_conv3d, .ws = conv3d_ws};
+    b->k[MGE_OP_CONV3D_GRAD_INPUT][MGE_F32] = (mge_kernel){.run = cpu_conv3d, .ws = conv3d_ws};
+    b->k[MGE_OP_CONV3D_GRAD_WEIGHT][MGE_F32] = (mge_kernel){.run = cpu_conv3d, .ws = conv3d_ws};
 }

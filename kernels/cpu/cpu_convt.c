@@ -171,10 +171,10 @@ void mge_cpu_register_convt(mge_backend *b)
     k_conv2d = b->k[MGE_OP_CONV2D][MGE_F32];
     k_grad_input = b->k[MGE_OP_CONV2D_GRAD_INPUT][MGE_F32];
     k_grad_weight = b->k[MGE_OP_CONV2D_GRAD_WEIGHT][MGE_F32];
-    b->k[MGE_OP_CONV_TRANSPOSE2D][MGE_F32] = (mge_kernel){convt_fwd, convt_fwd_ws};
-    b->k[MGE_OP_CONV_TRANSPOSE2D_GRAD_INPUT][MGE_F32] = (mge_kernel){convt_grad, convt_grad_ws};
-    b->k[MGE_OP_CONV_TRANSPOSE2D_GRAD_WEIGHT][MGE_F32] = (mge_kernel){convt_grad, convt_grad_ws};
-    b->k[MGE_OP_CONV1D][MGE_F32] = (mge_kernel){conv1d, conv1d_ws};
-    b->k[MGE_OP_CONV1D_GRAD_INPUT][MGE_F32] = (mge_kernel){conv1d, conv1d_ws};
-    b->k[MGE_OP_CONV1D_GRAD_WEIGHT][MGE_F32] = (mge_kernel){conv1d, conv1d_ws};
+    b->k[MGE_OP_CONV_TRANSPOSE2D][MGE_F32] = (mge_kernel){.run = convt_fwd, .ws = convt_fwd_ws};
+    b->k[MGE_OP_CONV_TRANSPOSE2D_GRAD_INPUT][MGE_F32] = (mge_kernel){.run = convt_grad, .ws = convt_grad_ws};
+    b->k[MGE_OP_CONV_TRANSPOSE2D_GRAD_WEIGHT][MGE_F32] = (mge_kernel){.run = convt_grad, .ws = convt_grad_ws};
+    b->k[MGE_OP_CONV1D][MGE_F32] = (mge_kernel){.run = conv1d, .ws = conv1d_ws};
+    b->k[MGE_OP_CONV1D_GRAD_INPUT][MGE_F32] = (mge_kernel){.run = conv1d, .ws = conv1d_ws};
+    b->k[MGE_OP_CONV1D_GRAD_WEIGHT][MGE_F32] = (mge_kernel){.run = conv1d, .ws = conv1d_ws};
 }

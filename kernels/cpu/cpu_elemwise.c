@@ -340,16 +340,16 @@ static mge_status cpu_binary(const mge_kctx *ctx, const mge_node *n, mge_tensor 
 void mge_cpu_register_elemwise(mge_backend *b)
 {
     cpu_isa_avx2();   /* decided once, before any kernel runs on pool threads */
-#define UN_REG_(ID, F, W, D) b->k[MGE_OP_##ID][MGE_F32] = (mge_kernel){cpu_unary, cpu_ref_ws};
+#define UN_REG_(ID, F, W, D) b->k[MGE_OP_##ID][MGE_F32] = (mge_kernel){.run = cpu_unary, .ws = cpu_ref_ws};
     KACT_LIST(UN_REG_)
 #undef UN_REG_
-    b->k[MGE_OP_DROPOUT][MGE_F32] = (mge_kernel){cpu_unary, cpu_ref_ws};
-    b->k[MGE_OP_UNARY_GRAD][MGE_F32] = (mge_kernel){cpu_unary_grad, cpu_ref_ws};
-    b->k[MGE_OP_PRELU][MGE_F32] = (mge_kernel){cpu_prelu, cpu_ref_ws};
-    b->k[MGE_OP_ISNAN][MGE_F32] = (mge_kernel){cpu_isclass, cpu_ref_ws};
-    b->k[MGE_OP_ISINF][MGE_F32] = (mge_kernel){cpu_isclass, cpu_ref_ws};
+    b->k[MGE_OP_DROPOUT][MGE_F32] = (mge_kernel){.run = cpu_unary, .ws = cpu_ref_ws};
+    b->k[MGE_OP_UNARY_GRAD][MGE_F32] = (mge_kernel){.run = cpu_unary_grad, .ws = cpu_ref_ws};
+    b->k[MGE_OP_PRELU][MGE_F32] = (mge_kernel){.run = cpu_prelu, .ws = cpu_ref_ws};
+    b->k[MGE_OP_ISNAN][MGE_F32] = (mge_kernel){.run = cpu_isclass, .ws = cpu_ref_ws};
+    b->k[MGE_OP_ISINF][MGE_F32] = (mge_kernel){.run = cpu_isclass, .ws = cpu_ref_ws};
     static const int bi[] = {MGE_OP_ADD, MGE_OP_SUB, MGE_OP_MUL, MGE_OP_DIV,
                              MGE_OP_POW, MGE_OP_MAXIMUM, MGE_OP_MINIMUM};
     for (size_t i = 0; i < sizeof bi / sizeof bi[0]; i++)
-        b->k[bi[i]][MGE_F32] = (mge_kernel){cpu_binary, cpu_ref_ws};
+        b->k[bi[i]][MGE_F32] = (mge_kernel){.run = cpu_binary, .ws = cpu_ref_ws};
 }

@@ -390,5 +390,5 @@ static mge_status cpu_fused_elem(const mge_kctx *ctx, const mge_node *n, mge_ten
 void mge_cpu_register_fused_elem(mge_backend *b)
 {
     cpu_isa_avx2();   /* decided once, before any kernel runs on pool threads */
-    b->k[MGE_OP_FUSED_ELEMWISE][MGE_F32] = (mge_kernel){cpu_fused_elem, cpu_ref_ws};
+    b->k[MGE_OP_FUSED_ELEMWISE][MGE_F32] = (mge_kernel){.run = cpu_fused_elem, .ws = cpu_ref_ws};
 }

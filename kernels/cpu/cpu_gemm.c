@@ -672,9 +672,9 @@ static mge_status cpu_matmul(const mge_kctx *ctx, const mge_node *n, mge_tensor 
 void mge_cpu_register_gemm(mge_backend *b)
 {
     cpu_isa_avx2();   /* decided once, before any kernel runs on pool threads */
-    b->k[MGE_OP_CONV2D][MGE_F32] = (mge_kernel){cpu_conv2d, conv_ws};
-    b->k[MGE_OP_LINEAR][MGE_F32] = (mge_kernel){cpu_linear, lin_ws};
-    b->k[MGE_OP_MATMUL][MGE_F32] = (mge_kernel){cpu_matmul, cpu_ref_ws};
-    b->k[MGE_OP_FUSED_CONV2D][MGE_F32] = (mge_kernel){cpu_conv2d, conv_ws};
-    b->k[MGE_OP_FUSED_LINEAR][MGE_F32] = (mge_kernel){cpu_linear, lin_ws};
+    b->k[MGE_OP_CONV2D][MGE_F32] = (mge_kernel){.run = cpu_conv2d, .ws = conv_ws};
+    b->k[MGE_OP_LINEAR][MGE_F32] = (mge_kernel){.run = cpu_linear, .ws = lin_ws};
+    b->k[MGE_OP_MATMUL][MGE_F32] = (mge_kernel){.run = cpu_matmul, .ws = cpu_ref_ws};
+    b->k[MGE_OP_FUSED_CONV2D][MGE_F32] = (mge_kernel){.run = cpu_conv2d, .ws = conv_ws};
+    b->k[MGE_OP_FUSED_LINEAR][MGE_F32] = (mge_kernel){.run = cpu_linear, .ws = lin_ws};
 }

@@ -230,8 +230,8 @@ static mge_status cpu_rms_norm(const mge_kctx *ctx, const mge_node *n, mge_tenso
 
 void mge_cpu_register_gnorm(mge_backend *b)
 {
-    b->k[MGE_OP_GROUP_NORM][MGE_F32] = (mge_kernel){cpu_group_norm, cpu_ref_ws};
-    b->k[MGE_OP_INSTANCE_NORM][MGE_F32] = (mge_kernel){cpu_group_norm, cpu_ref_ws};
-    b->k[MGE_OP_GROUP_NORM_GRAD][MGE_F32] = (mge_kernel){cpu_group_norm_grad, gn_grad_ws};
-    b->k[MGE_OP_RMS_NORM][MGE_F32] = (mge_kernel){cpu_rms_norm, cpu_ref_ws};
+    b->k[MGE_OP_GROUP_NORM][MGE_F32] = (mge_kernel){.run = cpu_group_norm, .ws = cpu_ref_ws};
+    b->k[MGE_OP_INSTANCE_NORM][MGE_F32] = (mge_kernel){.run = cpu_group_norm, .ws = cpu_ref_ws};
+    b->k[MGE_OP_GROUP_NORM_GRAD][MGE_F32] = (mge_kernel){.run = cpu_group_norm_grad, .ws = gn_grad_ws};
+    b->k[MGE_OP_RMS_NORM][MGE_F32] = (mge_kernel){.run = cpu_rms_norm, .ws = cpu_ref_ws};
 }

@@ -685,8 +685,8 @@ static mge_status cpu_linear_grad(const mge_kctx *ctx, const mge_node *n, mge_te
 void mge_cpu_register_grad_conv(mge_backend *b)
 {
     cpu_isa_avx2();   /* decided once, before any kernel runs on pool threads */
-    b->k[MGE_OP_CONV2D_GRAD_INPUT][MGE_F32] = (mge_kernel){cpu_conv2d_grad_input, gi_ws};
-    b->k[MGE_OP_CONV2D_GRAD_WEIGHT][MGE_F32] = (mge_kernel){cpu_conv2d_grad_weight, gw_ws};
-    b->k[MGE_OP_LINEAR_GRAD_INPUT][MGE_F32] = (mge_kernel){cpu_linear_grad, cpu_ref_ws};
-    b->k[MGE_OP_LINEAR_GRAD_WEIGHT][MGE_F32] = (mge_kernel){cpu_linear_grad, cpu_ref_ws};
+    b->k[MGE_OP_CONV2D_GRAD_INPUT][MGE_F32] = (mge_kernel){.run = cpu_conv2d_grad_input, .ws = gi_ws};
+    b->k[MGE_OP_CONV2D_GRAD_WEIGHT][MGE_F32] = (mge_kernel){.run = cpu_conv2d_grad_weight, .ws = gw_ws};
+    b->k[MGE_OP_LINEAR_GRAD_INPUT][MGE_F32] = (mge_kernel){.run = cpu_linear_grad, .ws = cpu_ref_ws};
+    b->k[MGE_OP_LINEAR_GRAD_WEIGHT][MGE_F32] = (mge_kernel){.run = cpu_linear_grad, .ws = cpu_ref_ws};
 }

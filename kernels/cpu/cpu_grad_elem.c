@@ -347,7 +347,7 @@ void mge_cpu_register_grad_elem(mge_backend *b)
                                MGE_OP_TANH_GRAD,     MGE_OP_GELU_GRAD,  MGE_OP_SILU_GRAD,       MGE_OP_HSWISH_GRAD,
                                MGE_OP_HSIGMOID_GRAD, MGE_OP_ABS_GRAD,   MGE_OP_DROPOUT_GRAD};
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
-        b->k[acts[i]][MGE_F32] = (mge_kernel){cpu_act_grad, cpu_ref_ws};
-    b->k[MGE_OP_SUM_TO][MGE_F32] = (mge_kernel){cpu_sum_to, cpu_sum_to_ws};
-    b->k[MGE_OP_MSE_GRAD][MGE_F32] = (mge_kernel){cpu_mse_grad, cpu_ref_ws};
+        b->k[acts[i]][MGE_F32] = (mge_kernel){.run = cpu_act_grad, .ws = cpu_ref_ws};
+    b->k[MGE_OP_SUM_TO][MGE_F32] = (mge_kernel){.run = cpu_sum_to, .ws = cpu_sum_to_ws};
+    b->k[MGE_OP_MSE_GRAD][MGE_F32] = (mge_kernel){.run = cpu_mse_grad, .ws = cpu_ref_ws};
 }

@@ -102,5 +102,5 @@ static mge_status cpu_layernorm_grad(const mge_kctx *ctx, const mge_node *n, mge
 
 void mge_cpu_register_grad_layernorm(mge_backend *b)
 {
-    b->k[MGE_OP_LAYERNORM_GRAD][MGE_F32] = (mge_kernel){cpu_layernorm_grad, cpu_ref_ws};
+    b->k[MGE_OP_LAYERNORM_GRAD][MGE_F32] = (mge_kernel){.run = cpu_layernorm_grad, .ws = cpu_ref_ws};
 }

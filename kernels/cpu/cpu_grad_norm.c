@@ -377,8 +377,8 @@ static mge_status cpu_sum(const mge_kctx *ctx, const mge_node *n, mge_tensor *co
 void mge_cpu_register_grad_norm(mge_backend *b)
 {
     cpu_isa_avx2();   /* decided once, before any kernel runs on pool threads */
-    b->k[MGE_OP_BATCHNORM][MGE_F32] = (mge_kernel){cpu_batchnorm_fwd, cpu_ref_ws};
-    b->k[MGE_OP_BATCHNORM_GRAD][MGE_F32] = (mge_kernel){cpu_batchnorm_grad, cpu_ref_ws};
-    b->k[MGE_OP_SUM][MGE_F32] = (mge_kernel){cpu_sum, cpu_ref_ws};
-    b->k[MGE_OP_MEAN][MGE_F32] = (mge_kernel){cpu_sum, cpu_ref_ws};
+    b->k[MGE_OP_BATCHNORM][MGE_F32] = (mge_kernel){.run = cpu_batchnorm_fwd, .ws = cpu_ref_ws};
+    b->k[MGE_OP_BATCHNORM_GRAD][MGE_F32] = (mge_kernel){.run = cpu_batchnorm_grad, .ws = cpu_ref_ws};
+    b->k[MGE_OP_SUM][MGE_F32] = (mge_kernel){.run = cpu_sum, .ws = cpu_ref_ws};
+    b->k[MGE_OP_MEAN][MGE_F32] = (mge_kernel){.run = cpu_sum, .ws = cpu_ref_ws};
 }

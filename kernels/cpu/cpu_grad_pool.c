@@ -371,7 +371,7 @@ static size_t pg_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const 
 void mge_cpu_register_grad_pool(mge_backend *b)
 {
     cpu_isa_avx2();   /* decided once, before any kernel runs on pool threads */
-    b->k[MGE_OP_MAXPOOL2D_GRAD][MGE_F32] = (mge_kernel){cpu_pool2d_grad, pg_ws};
-    b->k[MGE_OP_AVGPOOL2D_GRAD][MGE_F32] = (mge_kernel){cpu_pool2d_grad, pg_ws};
-    b->k[MGE_OP_GLOBAL_AVGPOOL_GRAD][MGE_F32] = (mge_kernel){cpu_global_avgpool_grad, NULL};
+    b->k[MGE_OP_MAXPOOL2D_GRAD][MGE_F32] = (mge_kernel){.run = cpu_pool2d_grad, .ws = pg_ws};
+    b->k[MGE_OP_AVGPOOL2D_GRAD][MGE_F32] = (mge_kernel){.run = cpu_pool2d_grad, .ws = pg_ws};
+    b->k[MGE_OP_GLOBAL_AVGPOOL_GRAD][MGE_F32] = (mge_kernel){.run = cpu_global_avgpool_grad, .ws = NULL};
 }

@@ -367,12 +367,12 @@ void mge_cpu_register_index(mge_backend *b)
     for (int dt = 0; dt < MGE_NDTYPES; dt++) {
         if (dt == MGE_QS8 || dt == MGE_QS32)
             continue;
-        b->k[MGE_OP_GATHER][dt] = (mge_kernel){cpu_gather, cpu_ref_ws};
-        b->k[MGE_OP_INDEX_SELECT][dt] = (mge_kernel){cpu_gather, cpu_ref_ws};
-        b->k[MGE_OP_GATHER_ELEMENTS][dt] = (mge_kernel){cpu_elements, cpu_ref_ws};
-        b->k[MGE_OP_SCATTER][dt] = (mge_kernel){cpu_elements, cpu_ref_ws};
-        b->k[MGE_OP_SCATTER_ND][dt] = (mge_kernel){cpu_scatter_nd, cpu_ref_ws};
+        b->k[MGE_OP_GATHER][dt] = (mge_kernel){.run = cpu_gather, .ws = cpu_ref_ws};
+        b->k[MGE_OP_INDEX_SELECT][dt] = (mge_kernel){.run = cpu_gather, .ws = cpu_ref_ws};
+        b->k[MGE_OP_GATHER_ELEMENTS][dt] = (mge_kernel){.run = cpu_elements, .ws = cpu_ref_ws};
+        b->k[MGE_OP_SCATTER][dt] = (mge_kernel){.run = cpu_elements, .ws = cpu_ref_ws};
+        b->k[MGE_OP_SCATTER_ND][dt] = (mge_kernel){.run = cpu_scatter_nd, .ws = cpu_ref_ws};
     }
-    b->k[MGE_OP_ONE_HOT][MGE_I32] = (mge_kernel){cpu_one_hot, cpu_ref_ws};
-    b->k[MGE_OP_ONE_HOT][MGE_I64] = (mge_kernel){cpu_one_hot, cpu_ref_ws};
+    b->k[MGE_OP_ONE_HOT][MGE_I32] = (mge_kernel){.run = cpu_one_hot, .ws = cpu_ref_ws};
+    b->k[MGE_OP_ONE_HOT][MGE_I64] = (mge_kernel){.run = cpu_one_hot, .ws = cpu_ref_ws};
 }

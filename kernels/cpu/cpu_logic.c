@@ -164,9 +164,9 @@ void mge_cpu_register_logic(mge_backend *b)
     static const mge_dtype dts[] = {MGE_F32, MGE_I32, MGE_I64};
     for (size_t i = 0; i < sizeof cmp / sizeof cmp[0]; i++)
         for (size_t k = 0; k < sizeof dts / sizeof dts[0]; k++)
-            b->k[cmp[i]][dts[k]] = (mge_kernel){cpu_compare, cpu_ref_ws};
-    b->k[MGE_OP_WHERE][MGE_BOOL] = (mge_kernel){cpu_where, cpu_ref_ws};
+            b->k[cmp[i]][dts[k]] = (mge_kernel){.run = cpu_compare, .ws = cpu_ref_ws};
+    b->k[MGE_OP_WHERE][MGE_BOOL] = (mge_kernel){.run = cpu_where, .ws = cpu_ref_ws};
     static const int bop[] = {MGE_OP_NOT, MGE_OP_AND, MGE_OP_OR, MGE_OP_XOR};
     for (size_t i = 0; i < sizeof bop / sizeof bop[0]; i++)
-        b->k[bop[i]][MGE_BOOL] = (mge_kernel){cpu_bool, cpu_ref_ws};
+        b->k[bop[i]][MGE_BOOL] = (mge_kernel){.run = cpu_bool, .ws = cpu_ref_ws};
 }

@@ -228,6 +228,6 @@ static mge_status cpu_ce2_grad(const mge_kctx *ctx, const mge_node *n, mge_tenso
 
 void mge_cpu_register_loss(mge_backend *b)
 {
-    b->k[MGE_OP_CROSS_ENTROPY][MGE_F32] = (mge_kernel){cpu_ce2, ce2_ws};
-    b->k[MGE_OP_CROSS_ENTROPY_GRAD][MGE_F32] = (mge_kernel){cpu_ce2_grad, cpu_ref_ws};
+    b->k[MGE_OP_CROSS_ENTROPY][MGE_F32] = (mge_kernel){.run = cpu_ce2, .ws = ce2_ws};
+    b->k[MGE_OP_CROSS_ENTROPY_GRAD][MGE_F32] = (mge_kernel){.run = cpu_ce2_grad, .ws = cpu_ref_ws};
 }

@@ -240,7 +240,7 @@ static mge_status cpu_softmax(const mge_kctx *ctx, const mge_node *n, mge_tensor
 void mge_cpu_register_misc(mge_backend *b)
 {
     cpu_isa_avx2();   /* decided once, before any kernel runs on pool threads */
-    b->k[MGE_OP_LAYERNORM][MGE_F32] = (mge_kernel){cpu_layernorm, cpu_ref_ws};
-    b->k[MGE_OP_SOFTMAX][MGE_F32] = (mge_kernel){cpu_softmax, sm_ws};
-    b->k[MGE_OP_LOG_SOFTMAX][MGE_F32] = (mge_kernel){cpu_softmax, sm_ws};
+    b->k[MGE_OP_LAYERNORM][MGE_F32] = (mge_kernel){.run = cpu_layernorm, .ws = cpu_ref_ws};
+    b->k[MGE_OP_SOFTMAX][MGE_F32] = (mge_kernel){.run = cpu_softmax, .ws = sm_ws};
+    b->k[MGE_OP_LOG_SOFTMAX][MGE_F32] = (mge_kernel){.run = cpu_softmax, .ws = sm_ws};
 }

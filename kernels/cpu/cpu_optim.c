@@ -385,8 +385,8 @@ static size_t optim_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *con
 void mge_cpu_register_optim(mge_backend *b)
 {
     cpu_isa_avx2();   /* decided once, before any kernel runs on pool threads */
-    b->k[MGE_OP_SGD][MGE_F32] = (mge_kernel){cpu_sgd, optim_ws};
-    b->k[MGE_OP_ADAM][MGE_F32] = (mge_kernel){cpu_adam, optim_ws};
-    b->k[MGE_OP_SUMSQ][MGE_F32] = (mge_kernel){cpu_sumsq, optim_ws};
+    b->k[MGE_OP_SGD][MGE_F32] = (mge_kernel){.run = cpu_sgd, .ws = optim_ws};
+    b->k[MGE_OP_ADAM][MGE_F32] = (mge_kernel){.run = cpu_adam, .ws = optim_ws};
+    b->k[MGE_OP_SUMSQ][MGE_F32] = (mge_kernel){.run = cpu_sumsq, .ws = optim_ws};
     /* clip_coef adds a handful of scalars: the ref kernel is the fast one */
 }

@@ -103,7 +103,7 @@ static mge_status cpu_pad(const mge_kctx *ctx, const mge_node *n, mge_tensor *co
 
 void mge_cpu_register_pad(mge_backend *b)
 {
-    b->k[MGE_OP_PAD][MGE_F32] = (mge_kernel){cpu_pad, cpu_ref_ws};
-    b->k[MGE_OP_PAD][MGE_F16] = (mge_kernel){cpu_pad, cpu_ref_ws};
-    b->k[MGE_OP_PAD][MGE_BF16] = (mge_kernel){cpu_pad, cpu_ref_ws};
+    b->k[MGE_OP_PAD][MGE_F32] = (mge_kernel){.run = cpu_pad, .ws = cpu_ref_ws};
+    b->k[MGE_OP_PAD][MGE_F16] = (mge_kernel){.run = cpu_pad, .ws = cpu_ref_ws};
+    b->k[MGE_OP_PAD][MGE_BF16] = (mge_kernel){.run = cpu_pad, .ws = cpu_ref_ws};
 }

@@ -131,5 +131,5 @@ void mge_cpu_register_permute(mge_backend *b)
 {
     for (int dt = 0; dt < MGE_NDTYPES; dt++)
         if (dt != MGE_QS8 && dt != MGE_QS32)
-            b->k[MGE_OP_TRANSPOSE][dt] = (mge_kernel){cpu_permute, cpu_ref_ws};
+            b->k[MGE_OP_TRANSPOSE][dt] = (mge_kernel){.run = cpu_permute, .ws = cpu_ref_ws};
 }

@@ -340,7 +340,7 @@ static mge_status cpu_global_avgpool(const mge_kctx *ctx, const mge_node *n, mge
 void mge_cpu_register_pool(mge_backend *b)
 {
     cpu_isa_avx2();   /* decided once, before any kernel runs on pool threads */
-    b->k[MGE_OP_MAXPOOL2D][MGE_F32] = (mge_kernel){cpu_pool2d, pool_ws};
-    b->k[MGE_OP_AVGPOOL2D][MGE_F32] = (mge_kernel){cpu_pool2d, pool_ws};
-    b->k[MGE_OP_GLOBAL_AVGPOOL][MGE_F32] = (mge_kernel){cpu_global_avgpool, NULL};
+    b->k[MGE_OP_MAXPOOL2D][MGE_F32] = (mge_kernel){.run = cpu_pool2d, .ws = pool_ws};
+    b->k[MGE_OP_AVGPOOL2D][MGE_F32] = (mge_kernel){.run = cpu_pool2d, .ws = pool_ws};
+    b->k[MGE_OP_GLOBAL_AVGPOOL][MGE_F32] = (mge_kernel){.run = cpu_global_avgpool, .ws = NULL};
 }

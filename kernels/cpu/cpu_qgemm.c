@@ -410,6 +410,7 @@ static qg_level qg_pick(int64_t M, int has128)
     qg_level l = {BASE_MR, BASE_NR, 0, 0, ukr_base};
 #if QG_X86
     switch (mge_cpu_int8()) {
+    case MGE_INT8_AMX:   /* until the tile kernels: the AVX-512 VNNI ones */
     case MGE_INT8_AVX512VNNI: l = (qg_level){Z_MR, Z_NR, 1, 0, ukr_512}; break;
     case MGE_INT8_AVXVNNI: l = (qg_level){Y_MR, V_NR, 1, 0, ukr_vnni}; break;
     case MGE_INT8_AVX2:
@@ -1460,6 +1461,6 @@ static mge_status cpu_qlinear(const mge_kctx *ctx, const mge_node *n, mge_tensor
 void mge_cpu_register_qgemm(mge_backend *b)
 {
     mge_cpu_int8();   /* decided once, before any kernel runs on pool threads */
-    b->k[MGE_OP_QCONV2D][MGE_QS8] = (mge_kernel){cpu_qconv2d, qconv_ws};
-    b->k[MGE_OP_QLINEAR][MGE_QS8] = (mge_kernel){cpu_qlinear, qlin_ws};
+    b->k[MGE_OP_QCONV2D][MGE_QS8] = (mge_kernel){.run = cpu_qconv2d, .ws = qconv_ws};
+    b->k[MGE_OP_QLINEAR][MGE_QS8] = (mge_kernel){.run = cpu_qlinear, .ws = qlin_ws};
 }

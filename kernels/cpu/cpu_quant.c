@@ -466,10 +466,10 @@ static mge_status cpu_global_avgpool_qs8(const mge_kctx *ctx, const mge_node *n,
 void mge_cpu_register_quant(mge_backend *b)
 {
     mge_cpu_isa();   /* decided once, before any kernel runs on pool threads */
-    b->k[MGE_OP_QUANTIZE][MGE_F32] = (mge_kernel){cpu_quantize, NULL};
-    b->k[MGE_OP_DEQUANTIZE][MGE_QS8] = (mge_kernel){cpu_quantize, NULL};
-    b->k[MGE_OP_QADD][MGE_QS8] = (mge_kernel){cpu_qadd, NULL};
-    b->k[MGE_OP_MAXPOOL2D][MGE_QS8] = (mge_kernel){cpu_maxpool_qs8, maxpool_ws};
-    b->k[MGE_OP_AVGPOOL2D][MGE_QS8] = (mge_kernel){cpu_avgpool_qs8, avgpool_ws};
-    b->k[MGE_OP_GLOBAL_AVGPOOL][MGE_QS8] = (mge_kernel){cpu_global_avgpool_qs8, NULL};
+    b->k[MGE_OP_QUANTIZE][MGE_F32] = (mge_kernel){.run = cpu_quantize, .ws = NULL};
+    b->k[MGE_OP_DEQUANTIZE][MGE_QS8] = (mge_kernel){.run = cpu_quantize, .ws = NULL};
+    b->k[MGE_OP_QADD][MGE_QS8] = (mge_kernel){.run = cpu_qadd, .ws = NULL};
+    b->k[MGE_OP_MAXPOOL2D][MGE_QS8] = (mge_kernel){.run = cpu_maxpool_qs8, .ws = maxpool_ws};
+    b->k[MGE_OP_AVGPOOL2D][MGE_QS8] = (mge_kernel){.run = cpu_avgpool_qs8, .ws = avgpool_ws};
+    b->k[MGE_OP_GLOBAL_AVGPOOL][MGE_QS8] = (mge_kernel){.run = cpu_global_avgpool_qs8, .ws = NULL};
 }

@@ -138,6 +138,6 @@ static mge_status cpu_resize(const mge_kctx *ctx, const mge_node *n, mge_tensor 
 
 void mge_cpu_register_resize(mge_backend *b)
 {
-    b->k[MGE_OP_RESIZE][MGE_F32] = (mge_kernel){cpu_resize, resize_ws};
-    b->k[MGE_OP_RESIZE_GRAD][MGE_F32] = (mge_kernel){cpu_resize, resize_ws};
+    b->k[MGE_OP_RESIZE][MGE_F32] = (mge_kernel){.run = cpu_resize, .ws = resize_ws};
+    b->k[MGE_OP_RESIZE_GRAD][MGE_F32] = (mge_kernel){.run = cpu_resize, .ws = resize_ws};
 }

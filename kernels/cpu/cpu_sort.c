@@ -159,10 +159,10 @@ void mge_cpu_register_sort(mge_backend *b)
     for (int dt = 0; dt < MGE_NDTYPES; dt++) {
         if (!ksort_dtype_ok((mge_dtype)dt))
             continue;
-        b->k[MGE_OP_TOPK][dt] = (mge_kernel){cpu_sort, cpu_ref_ws};
-        b->k[MGE_OP_SORT][dt] = (mge_kernel){cpu_sort, cpu_ref_ws};
-        b->k[MGE_OP_ARGSORT][dt] = (mge_kernel){cpu_sort, cpu_ref_ws};
+        b->k[MGE_OP_TOPK][dt] = (mge_kernel){.run = cpu_sort, .ws = cpu_ref_ws};
+        b->k[MGE_OP_SORT][dt] = (mge_kernel){.run = cpu_sort, .ws = cpu_ref_ws};
+        b->k[MGE_OP_ARGSORT][dt] = (mge_kernel){.run = cpu_sort, .ws = cpu_ref_ws};
         if (!mge_dtype_is_float((mge_dtype)dt) || dt == MGE_F32)   /* f16, bf16: ref */
-            b->k[MGE_OP_CUMSUM][dt] = (mge_kernel){cpu_sort, cpu_ref_ws};
+            b->k[MGE_OP_CUMSUM][dt] = (mge_kernel){.run = cpu_sort, .ws = cpu_ref_ws};
     }
 }

@@ -529,6 +529,6 @@ void mge_cpu_register_winograd(mge_backend *b)
 {
     mge_cpu_register_winograd_nchwc(b);
     cpu_isa_avx2();   /* decided once, before any kernel runs on pool threads */
-    b->k[MGE_OP_CONV2D_WINOGRAD][MGE_F32] = (mge_kernel){cpu_winograd, wg_ws};
-    b->k[MGE_OP_WINOGRAD_WEIGHT][MGE_F32] = (mge_kernel){cpu_winograd_weight, ww_ws};
+    b->k[MGE_OP_CONV2D_WINOGRAD][MGE_F32] = (mge_kernel){.run = cpu_winograd, .ws = wg_ws};
+    b->k[MGE_OP_WINOGRAD_WEIGHT][MGE_F32] = (mge_kernel){.run = cpu_winograd_weight, .ws = ww_ws};
 }

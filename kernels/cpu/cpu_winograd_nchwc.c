@@ -617,6 +617,6 @@ static mge_status cpu_wino_weight_nchwc(const mge_kctx *ctx, const mge_node *n, 
 
 void mge_cpu_register_winograd_nchwc(mge_backend *b)
 {
-    b->k[MGE_OP_CONV2D_WINOGRAD_NCHWC][MGE_F32] = (mge_kernel){cpu_wino_nchwc, wn_ws};
-    b->k[MGE_OP_WINOGRAD_WEIGHT_NCHWC][MGE_F32] = (mge_kernel){cpu_wino_weight_nchwc, wnw_ws};
+    b->k[MGE_OP_CONV2D_WINOGRAD_NCHWC][MGE_F32] = (mge_kernel){.run = cpu_wino_nchwc, .ws = wn_ws};
+    b->k[MGE_OP_WINOGRAD_WEIGHT_NCHWC][MGE_F32] = (mge_kernel){.run = cpu_wino_weight_nchwc, .ws = wnw_ws};
 }

@@ -284,8 +284,8 @@ void mge_ref_register_convt(mge_backend *b)
         b->k[MGE_OP_CONV_TRANSPOSE2D][dt].run = convt_fwd;
         b->k[MGE_OP_CONV_TRANSPOSE2D_GRAD_INPUT][dt].run = convt_grad;
         b->k[MGE_OP_CONV_TRANSPOSE2D_GRAD_WEIGHT][dt].run = convt_grad;
-        b->k[MGE_OP_CONV1D][dt] = (mge_kernel){conv1d_ref, conv1d_ref_ws};
-        b->k[MGE_OP_CONV1D_GRAD_INPUT][dt] = (mge_kernel){conv1d_ref, conv1d_ref_ws};
-        b->k[MGE_OP_CONV1D_GRAD_WEIGHT][dt] = (mge_kernel){conv1d_ref, conv1d_ref_ws};
+        b->k[MGE_OP_CONV1D][dt] = (mge_kernel){.run = conv1d_ref, .ws = conv1d_ref_ws};
+        b->k[MGE_OP_CONV1D_GRAD_INPUT][dt] = (mge_kernel){.run = conv1d_ref, .ws = conv1d_ref_ws};
+        b->k[MGE_OP_CONV1D_GRAD_WEIGHT][dt] = (mge_kernel){.run = conv1d_ref, .ws = conv1d_ref_ws};
     }
 }

@@ -126,6 +126,6 @@ static mge_status fused_linear_f32(const mge_kctx *ctx, const mge_node *n, mge_t
 void mge_ref_register_fused(mge_backend *b)
 {
     /* no scratch: each output element is computed and stored once */
-    b->k[MGE_OP_FUSED_CONV2D][MGE_F32] = (mge_kernel){fused_conv2d_f32, NULL};
-    b->k[MGE_OP_FUSED_LINEAR][MGE_F32] = (mge_kernel){fused_linear_f32, NULL};
+    b->k[MGE_OP_FUSED_CONV2D][MGE_F32] = (mge_kernel){.run = fused_conv2d_f32, .ws = NULL};
+    b->k[MGE_OP_FUSED_LINEAR][MGE_F32] = (mge_kernel){.run = fused_linear_f32, .ws = NULL};
 }

@@ -125,8 +125,8 @@ static mge_status pool_grad_float(const mge_kctx *ctx, const mge_node *n, mge_te
 void mge_ref_register_grad_pool(mge_backend *b)
 {
     REF_EACH_FLOAT(dt) {
-        b->k[MGE_OP_MAXPOOL2D_GRAD][dt] = (mge_kernel){pool_grad_float, pg_ws};
-        b->k[MGE_OP_AVGPOOL2D_GRAD][dt] = (mge_kernel){pool_grad_float, pg_ws};
-        b->k[MGE_OP_GLOBAL_AVGPOOL_GRAD][dt] = (mge_kernel){pool_grad_float, NULL};
+        b->k[MGE_OP_MAXPOOL2D_GRAD][dt] = (mge_kernel){.run = pool_grad_float, .ws = pg_ws};
+        b->k[MGE_OP_AVGPOOL2D_GRAD][dt] = (mge_kernel){.run = pool_grad_float, .ws = pg_ws};
+        b->k[MGE_OP_GLOBAL_AVGPOOL_GRAD][dt] = (mge_kernel){.run = pool_grad_float, .ws = NULL};
     }
 }

@@ -494,7 +494,7 @@ static void test_errors(void)
         {"input x : f32[N,4]\ny = rleu(x)\n", 2, 5, "unknown op 'rleu' (did you mean relu"},
         {"input x : f32[N,4]\ny = conv(x)\n", 2, 5, "did you mean conv2d"},
         {"input x : f32[N,4]\ny = relu(x, alpha=1)\n", 2, 13, "relu takes no attributes"},
-        {"input x : f32[N,4]\ny = linear(x, out=2, kernal=3)\n", 2, 22, "no attribute 'kernal' (attributes: out, bias)"},
+        {"input x : f32[N,4]\ny = linear(x, out=2, kernal=3)\n", 2, 22, "no attribute 'kernal' (attributes: out, bias, precision)"},
         {"input x : f32[N,4]\ny = linear(x, out=2.5)\n", 2, 19, "expected an integer"},
         {"input x : f32[N,4]\ny = linear(x, out=2, bias=1)\n", 2, 27, "expected true or false"},
         {"input x : f32[N,4]\ny = cast(x, dtype=f31)\n", 2, 19, "expected a dtype"},
