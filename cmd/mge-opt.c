@@ -468,17 +468,24 @@ static int split_names(char *s, char **out, int cap)
  * this CPU will make of it. */
 static int apply_precision(mge_graph *g, const char *where, int prec, char *keep_arg)
 {
-    char *keep[256];
+    char *keep[256], *names = keep_arg ? strdup(keep_arg) : NULL;
     int nkeep = 0;
-    if (keep_arg && (nkeep = split_names(keep_arg, keep, 256)) < 0) {
+    if (keep_arg && !names) {
+        cli_error(NULL, "out of memory");
+        return -1;
+    }
+    if (names && (nkeep = split_names(names, keep, 256)) < 0) {
         cli_error(where, "--keep-f32: an empty name or more than 256 names");
+        free(names);
         return -1;
     }
     mge_error err;
     mge_error_clear(&err);
     char note[512];
     int nset = 0;
-    if (mge_precision_set(g, prec, nkeep, (const char *const *)keep, &nset, note, sizeof note, &err)) {
+    mge_status s = mge_precision_set(g, prec, nkeep, (const char *const *)keep, &nset, note, sizeof note, &err);
+    free(names);
+    if (s) {
         cli_mge_error(where, &err);
         return -1;
     }

@@ -56,7 +56,7 @@ int mge_cpu_bf16_kernels(const char **name, const char **why)
     if (why)
         *why = note ? note : "";
     if (name)
-        *name = mge_cpu_bf16_name(l);
+        *name = l == MGE_BF16_AMX ? "amx-bf16" : l == MGE_BF16_AVX512 ? "avx512-bf16" : "none (f32)";
     return l;
 }
 
