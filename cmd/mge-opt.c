@@ -59,9 +59,8 @@ static void help(void)
            "\n"
            "Examples:\n"
            "  mge-opt net.mgt -o net.mge                     # assemble text into .mge\n"
-           "  mge-opt net.mgt --weights w.npz -O2 --verify -o net.mge   # bind, optimize, check the outputs\n"
-           "  mge-opt -O2 net.mge -o net.onnx                # optimize, then export to ONNX\n"
-           "  mge-opt net.mgt -O2 --precision bf16 --keep-f32 fc --verify -o net.mge   # bf16 but the head\n", cli_prog);
+           "  mge-opt net.mgt --weights w.npz -O2 --precision bf16 --keep-f32 fc2 --verify -o net.mge  # bf16 but fc2\n"
+           "  mge-opt -O2 net.mge -o net.onnx                # optimize, then export to ONNX\n", cli_prog);
 }
 
 static void list_passes(void)

@@ -357,6 +357,23 @@ static inline size_t cpu_ref_ws(const mge_node *n, mge_tensor *const *in, mge_te
 /* Elements per task below which a pass over memory is not worth splitting. */
 #define CPU_GRAIN 16384
 
+/* cpu_bf16.c: the bf16 layers (precision=bf16) on AMX or AVX512-BF16.
+ * *_ok: whether the node runs there (bf16, a bf16 level, shapes it takes);
+ * *_ws: its scratch (0 when not); prepare packs the weights once. */
+int mge_cpu_bf16_conv_ok(const mge_node *n, const mge_tensor *x, const mge_tensor *w, const mge_tensor *y);
+size_t mge_cpu_bf16_conv_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int threads);
+mge_status mge_cpu_bf16_conv_prepare(const mge_node *n, mge_tensor *const *in, void **state, mge_error *err);
+mge_status mge_cpu_bf16_conv(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
+                             mge_error *err);
+int mge_cpu_bf16_linear_ok(const mge_node *n, const mge_tensor *x, const mge_tensor *w);
+size_t mge_cpu_bf16_linear_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int threads);
+mge_status mge_cpu_bf16_linear_prepare(const mge_node *n, mge_tensor *const *in, void **state, mge_error *err);
+/* linear / fused_linear: y = act(x w^T + bias + res); bias, res may be NULL, act -1 */
+mge_status mge_cpu_bf16_linear(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
+                               mge_tensor *const *out, const float *bias, const float *res, int act, float alpha,
+                               mge_error *err);
+void mge_cpu_bf16_release(void *state);
+
 /* cpu_sgemm.c: mge's own sgemm. C[M,N] = alpha * op(A) op(B) + beta * C,
  * row-major, lda/ldb/ldc in elements, op(X) = X^T when transX. Runs on
  * ctx's pool (ctx or its pool may be NULL: serial); bit-identical at any

@@ -848,10 +848,11 @@ static int64_t pad_floats(const mge_tensor *x, const mge_node *n)
 
 static size_t conv_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int threads)
 {
-    (void)threads;
     if (in[0]->ndim != 5 || out[0]->ndim != 5)
         return cpu_ref_ws(n, in, out, threads);
-    return sizeof(float) * (size_t)(pad_floats(in[0], n) + out[0]->dims[1] * out[0]->dims[4] + 16);
+    size_t f32 = sizeof(float) * (size_t)(pad_floats(in[0], n) + out[0]->dims[1] * out[0]->dims[4] + 16);
+    size_t bf = mge_cpu_bf16_conv_ws(n, in, out, threads);   /* bf16 layers: cpu_bf16.c */
+    return bf > f32 ? bf : f32;
 }
 
 /* The kind of at most maxnb blocks whose strips cover the row with the
@@ -897,6 +898,8 @@ static mge_status conv2d_nchwc(const mge_kctx *ctx, const mge_node *n, mge_tenso
     if (x->dtype != MGE_F32 || x->ndim != 5 || y->ndim != 5 || n->nin != 2 + bias + res || x->dims[4] > 64 ||
         y->dims[4] > 64 || (G != 1 && (w->ndim != 4 || y->dims[4] != x->dims[4])) || (G == 1 && w->ndim != 6))
         return cpu_fallback(ctx, n, in, out, err);
+    if (mge_cpu_bf16_conv_ok(n, x, w, y))
+        return mge_cpu_bf16_conv(ctx, n, in, out, err);
     blk_conv q;
     memset(&q, 0, sizeof q);
     q.N = x->dims[0], q.Cb = x->dims[1], q.H = x->dims[2], q.W = x->dims[3], q.ci = x->dims[4], q.c = y->dims[4];
@@ -975,5 +978,8 @@ void mge_cpu_register_blocked(mge_backend *b)
     b->k[MGE_OP_FROM_NCHWC][MGE_F32].run = from_nchwc;
     b->k[MGE_OP_CONV2D_NCHWC][MGE_F32].run = conv2d_nchwc;
     b->k[MGE_OP_CONV2D_NCHWC][MGE_F32].ws = conv_ws;
+    b->k[MGE_OP_CONV2D_NCHWC][MGE_F32].prepare = mge_cpu_bf16_conv_prepare;
+    b->k[MGE_OP_CONV2D_NCHWC][MGE_F32].release = mge_cpu_bf16_release;
+    mge_cpu_bf16();   /* decided (and AMX permitted) before pool threads run tile code */
     b->k[MGE_OP_MAXPOOL2D_NCHWC][MGE_F32].run = maxpool_nchwc;
 }

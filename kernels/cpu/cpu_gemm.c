@@ -538,7 +538,9 @@ static int64_t lin_rows(mge_tensor *const *in, int64_t K)
 
 static size_t lin_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int threads)
 {
-    size_t ref = cpu_ref_ws(n, in, out, threads), own = 0;
+    size_t ref = cpu_ref_ws(n, in, out, threads), own = mge_cpu_bf16_linear_ws(n, in, out, threads);
+    if (own)
+        return own > ref ? own : ref;
     if (in[1]->ndim == 2) {
         int64_t O = in[1]->dims[0], K = in[1]->dims[1], M = lin_rows(in, K);
         if (lin_t(M, O, K))
@@ -571,6 +573,8 @@ static mge_status cpu_linear(const mge_kctx *ctx, const mge_node *n, mge_tensor 
         return MGE_OK;
     if (!cpu_blas_fits(M, O, K))
         return cpu_fallback(ctx, n, in, out, err);
+    if (K > 0 && mge_cpu_bf16_linear_ok(n, x, w))
+        return mge_cpu_bf16_linear(ctx, n, in, out, b, epi.res, epi.act, epi.alpha, err);
     float *y = out[0]->data;
     if (K == 0) {
         fill_block(y, O, M, O, NULL, b);
@@ -673,8 +677,12 @@ void mge_cpu_register_gemm(mge_backend *b)
 {
     cpu_isa_avx2();   /* decided once, before any kernel runs on pool threads */
     b->k[MGE_OP_CONV2D][MGE_F32] = (mge_kernel){.run = cpu_conv2d, .ws = conv_ws};
-    b->k[MGE_OP_LINEAR][MGE_F32] = (mge_kernel){.run = cpu_linear, .ws = lin_ws};
+    b->k[MGE_OP_LINEAR][MGE_F32] = (mge_kernel){.run = cpu_linear, .ws = lin_ws, .prepare = mge_cpu_bf16_linear_prepare,
+                                                .release = mge_cpu_bf16_release};
     b->k[MGE_OP_MATMUL][MGE_F32] = (mge_kernel){.run = cpu_matmul, .ws = cpu_ref_ws};
     b->k[MGE_OP_FUSED_CONV2D][MGE_F32] = (mge_kernel){.run = cpu_conv2d, .ws = conv_ws};
-    b->k[MGE_OP_FUSED_LINEAR][MGE_F32] = (mge_kernel){.run = cpu_linear, .ws = lin_ws};
+    b->k[MGE_OP_FUSED_LINEAR][MGE_F32] = (mge_kernel){.run = cpu_linear, .ws = lin_ws,
+                                                      .prepare = mge_cpu_bf16_linear_prepare,
+                                                      .release = mge_cpu_bf16_release};
+    mge_cpu_bf16();   /* decided (and AMX permitted) before pool threads run tile code */
 }

@@ -190,7 +190,7 @@ assert r["device_peak_bytes"] >= r["device_persistent_bytes"] + r["device_arena_
     cmp "$T/cpu.npy" "$T/null.npy"
     MGE_BACKEND_PATH="$PLUGINS" run --separate-stderr "$MGE_RUN" "$D/lenet.mge" --device badabi < "$D/mnist.npy"
     assert_failure 1
-    [[ "$stderr" == *"libmge-badabi.so is built for backend ABI version 101; this libmge needs 1"* ]]
+    [[ "$stderr" == *"libmge-badabi.so is built for backend ABI version 102; this libmge needs 2"* ]]
     # without the path the plugin is not found, so the name is unknown
     run --separate-stderr "$MGE_RUN" "$D/lenet.mge" --device testnull
     assert_failure 2
