@@ -69,9 +69,20 @@ struct bf_prod {
     const void *ud;
 };
 
-static size_t bf_per_thread(int64_t nsteps)
+/* Few row blocks on big weights (resnet18's last stage: 49 pixels, 4.5 MiB
+ * of bf16 weights): each task packs all of an image's blocks and takes a
+ * pair of column blocks, so B is read once, not once per block; else each
+ * task takes one block of rows over all of B. */
+static int bf_whole(int64_t mimg, int64_t nsteps)
 {
-    return (size_t)nsteps * BF_STEP * 2 + 2 * BF_ROWS * 16 * sizeof(float) + 64;
+    int64_t nb = (mimg + BF_ROWS - 1) / BF_ROWS;
+    return nb <= 4 && nb * nsteps * BF_STEP * 2 <= (1 << 20);
+}
+
+static size_t bf_per_thread(int64_t mimg, int64_t nsteps)
+{
+    int64_t nb = bf_whole(mimg, nsteps) ? (mimg + BF_ROWS - 1) / BF_ROWS : 1;
+    return (size_t)(nb * nsteps) * BF_STEP * 2 + 2 * BF_ROWS * 16 * sizeof(float) + 64;
 }
 
 #if BF_X86
@@ -82,12 +93,13 @@ typedef struct bf_tilecfg {
     uint8_t rows[16];
 } bf_tilecfg;
 
-BF_AMX static void bf_block_amx(const bf_prod *p, const uint16_t *a, float *c, int64_t n, int64_t m0, int rows)
+BF_AMX static void bf_block_amx(const bf_prod *p, const uint16_t *a, float *c, int64_t n, int64_t m0, int rows,
+                                int64_t ob0, int64_t ob1)
 {
     const int64_t S = p->nsteps;
-    for (int64_t ob = 0; ob < p->nob; ob += 2) {
+    for (int64_t ob = ob0; ob < ob1; ob += 2) {
         const uint16_t *b0 = p->B + ob * S * BF_TILE;
-        int two = ob + 1 < p->nob;
+        int two = ob + 1 < ob1;
         const uint16_t *b1 = two ? b0 + S * BF_TILE : b0;
         _tile_zero(0);
         _tile_zero(1);
@@ -137,9 +149,10 @@ BF_512 static void bf_half_512(const uint16_t *a, const uint16_t *b, int64_t S, 
         _mm512_storeu_ps(c + i * 16, acc[i]);
 }
 
-BF_512 static void bf_block_512(const bf_prod *p, const uint16_t *a, float *c, int64_t n, int64_t m0, int rows)
+BF_512 static void bf_block_512(const bf_prod *p, const uint16_t *a, float *c, int64_t n, int64_t m0, int rows,
+                                int64_t ob0, int64_t ob1)
 {
-    for (int64_t ob = 0; ob < p->nob; ob++) {
+    for (int64_t ob = ob0; ob < ob1; ob++) {
         const uint16_t *b = p->B + ob * p->nsteps * BF_TILE;
         bf_half_512(a, b, p->nsteps, c);
         if (rows > 16)
@@ -171,17 +184,33 @@ static void bf_task(void *arg, int64_t begin, int64_t end, int thread)
     char *base = p->scratch + (size_t)thread * p->per_thread;
     uint16_t *a = (uint16_t *)base;
     float *c = (float *)(base + (size_t)p->nsteps * BF_STEP * 2);
-    int64_t nb = (p->mimg + BF_ROWS - 1) / BF_ROWS;
+    int64_t nb = (p->mimg + BF_ROWS - 1) / BF_ROWS, npair = (p->nob + 1) / 2;
+    int whole = bf_whole(p->mimg, p->nsteps);
+    if (whole)
+        c = (float *)(base + (size_t)(nb * p->nsteps) * BF_STEP * 2);
     if (p->level == MGE_BF16_AMX)
         bf_tiles_on();
+    int64_t packed = -1;   /* the image whose blocks a holds (whole) */
     for (int64_t t = begin; t < end; t++) {
-        int64_t n = t / nb, m0 = t % nb * BF_ROWS;
-        int rows = (int)(p->mimg - m0 < BF_ROWS ? p->mimg - m0 : BF_ROWS);
-        p->pack(p, n, m0, a);
-        if (p->level == MGE_BF16_AMX)
-            bf_block_amx(p, a, c, n, m0, rows);
-        else
-            bf_block_512(p, a, c, n, m0, rows);
+        int64_t n = whole ? t / npair : t / nb, ob0 = 0, ob1 = p->nob;
+        if (whole) {
+            ob0 = t % npair * 2, ob1 = ob0 + 2 < p->nob ? ob0 + 2 : p->nob;
+            if (packed != n)
+                for (int64_t k = 0; k < nb; k++)
+                    p->pack(p, n, k * BF_ROWS, a + k * p->nsteps * BF_STEP);
+            packed = n;
+        }
+        for (int64_t k = whole ? 0 : t % nb; k < (whole ? nb : t % nb + 1); k++) {
+            int64_t m0 = k * BF_ROWS;
+            int rows = (int)(p->mimg - m0 < BF_ROWS ? p->mimg - m0 : BF_ROWS);
+            const uint16_t *ak = whole ? a + k * p->nsteps * BF_STEP : a;
+            if (!whole)
+                p->pack(p, n, m0, a);
+            if (p->level == MGE_BF16_AMX)
+                bf_block_amx(p, ak, c, n, m0, rows, ob0, ob1);
+            else
+                bf_block_512(p, ak, c, n, m0, rows, ob0, ob1);
+        }
     }
     if (p->level == MGE_BF16_AMX)
         bf_tiles_off();
@@ -194,7 +223,8 @@ static void bf_task(void *arg, int64_t begin, int64_t end, int thread)
 static void bf_run(const mge_kctx *ctx, bf_prod *p)
 {
     int64_t nb = (p->mimg + BF_ROWS - 1) / BF_ROWS;
-    cpu_parallel(ctx, p->nimg * nb, 1, bf_task, p);
+    int64_t per = bf_whole(p->mimg, p->nsteps) ? (p->nob + 1) / 2 : nb;
+    cpu_parallel(ctx, p->nimg * per, 1, bf_task, p);
 }
 
 /* ---------------------------------------------------------------- shared */
@@ -228,9 +258,9 @@ static int bf_level(const mge_node *n)
 }
 
 /* Scratch: the per-call B (when not prepared), then each thread's A and C. */
-static size_t bf_ws(int64_t nob, int64_t nsteps, int threads)
+static size_t bf_ws(int64_t mimg, int64_t nob, int64_t nsteps, int threads)
 {
-    return bf_b_bytes(nob, nsteps) + (size_t)(threads > 0 ? threads : 1) * bf_per_thread(nsteps) + 64;
+    return bf_b_bytes(nob, nsteps) + (size_t)(threads > 0 ? threads : 1) * bf_per_thread(mimg, nsteps) + 64;
 }
 
 static mge_status bf_prepare_with(const mge_node *n, int64_t nob, int64_t nsteps,
@@ -263,17 +293,21 @@ typedef struct bf_conv {
     float alpha;
 } bf_conv;
 
+/* ci: the input's block, 16 (NCHW16c) or 1 (a plain NCHW input, the stem:
+ * its K is (channel, tap), im2col style, 32 per step). */
 int mge_cpu_bf16_conv_ok(const mge_node *n, const mge_tensor *x, const mge_tensor *w, const mge_tensor *y)
 {
     return bf_level(n) && mge_node_int(n, MGE_KEY_groups, 1) == 1 && x->dtype == MGE_F32 && x->ndim == 5 &&
-           x->dims[4] == 16 && y->ndim == 5 && y->dims[4] == 16 && w->ndim == 6 && w->dims[4] == 16 &&
-           w->dims[5] == 16;
+           (x->dims[4] == 16 || x->dims[4] == 1) && y->ndim == 5 && y->dims[4] == 16 && w->ndim == 6 &&
+           w->dims[4] == x->dims[4] && w->dims[5] == 16;
 }
 
-static int64_t conv_nsteps(const mge_node *n, int64_t Cb)
+static int64_t conv_nsteps_ci(const mge_node *n, int64_t Cb, int64_t ci)
 {
-    return mge_node_ints(n, MGE_KEY_kernel, 0, 1) * mge_node_ints(n, MGE_KEY_kernel, 1, 1) * ((Cb + 1) / 2);
+    int64_t taps = mge_node_ints(n, MGE_KEY_kernel, 0, 1) * mge_node_ints(n, MGE_KEY_kernel, 1, 1);
+    return ci == 1 ? (Cb * taps + 31) / 32 : taps * ((Cb + 1) / 2);
 }
+
 
 /* w [Ob][Cb][KH][KW][16 in][16 out] -> B [Ob][(tap, kb)][16 pairs][16][2] */
 static void conv_packb(const mge_node *n, const mge_tensor *w, uint16_t *B)
@@ -296,7 +330,89 @@ static void conv_packb(const mge_node *n, const mge_tensor *w, uint16_t *B)
             }
 }
 
+/* w [Ob][C][KH][KW][1][16] -> B [Ob][K/32][16 pairs][16][2], k = (c, ky, kx) */
+static void conv1_packb(const mge_node *n, const mge_tensor *w, uint16_t *B)
+{
+    const float *wd = w->data;
+    int64_t Ob = w->dims[0], K = w->dims[1] * w->dims[2] * w->dims[3], S = (K + 31) / 32;
+    (void)n;
+    for (int64_t ob = 0; ob < Ob; ob++)
+        for (int64_t s = 0; s < S; s++) {
+            uint16_t *tile = B + (ob * S + s) * BF_TILE;
+            for (int r = 0; r < 16; r++)
+                for (int j = 0; j < 16; j++)
+                    for (int e = 0; e < 2; e++) {
+                        int64_t k = s * 32 + 2 * r + e;
+                        tile[r * 32 + j * 2 + e] = bf_round(k < K ? wd[(ob * K + k) * 16 + j] : 0.0f);
+                    }
+        }
+}
+
 #if BF_X86
+/* the stem: one pixel's im2col row, gathered and converted 32 at a time */
+BF_512 static void conv1_pack(const bf_prod *p, int64_t n, int64_t m0, uint16_t *a)
+{
+    const bf_conv *q = p->ud;
+    const int64_t S = p->nsteps, C = q->Cb, HW = q->H * q->W;
+    const float *xn = q->x + n * C * HW;
+    float buf[64];
+    /* a tap row (KW inputs in a row) as one masked load where the taps are
+     * adjacent: lanes outside the image are masked off (and so read nothing) */
+    if (q->dw == 1 && q->KW <= 16 && S * 32 + 16 <= 1024) {
+        float row_f[1024 + 16];
+        for (int i = 0; i < BF_ROWS; i++) {
+            int64_t m = m0 + i, k = 0;
+            uint16_t *row = a + i * 32;
+            if (m < p->mimg) {
+                int64_t oy = m / q->OW, ox = m % q->OW, ix0 = ox * q->sw - q->pw;
+                uint32_t mk = 0;
+                for (int64_t kx = 0; kx < q->KW; kx++)
+                    mk |= (uint32_t)(ix0 + kx >= 0 && ix0 + kx < q->W) << kx;
+                for (int64_t c = 0; c < C; c++)
+                    for (int64_t ky = 0; ky < q->KH; ky++, k += q->KW) {
+                        int64_t iy = oy * q->sh - q->ph + ky * q->dh;
+                        __m512 v = iy >= 0 && iy < q->H
+                                       ? _mm512_maskz_loadu_ps((__mmask16)mk, xn + c * HW + iy * q->W + ix0)
+                                       : _mm512_setzero_ps();
+                        _mm512_storeu_ps(row_f + k, v);
+                    }
+            }
+            for (int64_t z = k; z < S * 32; z += 16)
+                _mm512_storeu_ps(row_f + z, _mm512_setzero_ps());
+            for (int64_t s = 0; s < S; s++)
+                _mm512_storeu_si512(row + s * BF_STEP, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row_f + s * 32 + 16),
+                                                                                   _mm512_loadu_ps(row_f + s * 32)));
+        }
+        return;
+    }
+    for (int i = 0; i < BF_ROWS; i++) {
+        int64_t m = m0 + i, k = 0, s = 0;
+        uint16_t *row = a + i * 32;
+        int live = m < p->mimg;
+        int64_t oy = live ? m / q->OW : 0, ox = live ? m % q->OW : 0;
+        for (int64_t c = 0; c < C && live; c++)
+            for (int64_t ky = 0; ky < q->KH; ky++) {
+                int64_t iy = oy * q->sh - q->ph + ky * q->dh;
+                for (int64_t kx = 0; kx < q->KW; kx++) {
+                    int64_t ix = ox * q->sw - q->pw + kx * q->dw;
+                    buf[k++] = iy >= 0 && iy < q->H && ix >= 0 && ix < q->W ? xn[c * HW + iy * q->W + ix] : 0.0f;
+                    if (k == 32) {
+                        _mm512_storeu_si512(row + s++ * BF_STEP, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(buf + 16),
+                                                                                             _mm512_loadu_ps(buf)));
+                        k = 0;
+                    }
+                }
+            }
+        for (; s < S; s++) {
+            for (; k < 32; k++)
+                buf[k] = 0.0f;
+            _mm512_storeu_si512(row + s * BF_STEP,
+                                (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(buf + 16), _mm512_loadu_ps(buf)));
+            k = 0;
+        }
+    }
+}
+
 BF_512 static void conv_pack(const bf_prod *p, int64_t n, int64_t m0, uint16_t *a)
 {
     const bf_conv *q = p->ud;
@@ -353,16 +469,20 @@ size_t mge_cpu_bf16_conv_ws(const mge_node *n, mge_tensor *const *in, mge_tensor
 {
     if (!mge_cpu_bf16_conv_ok(n, in[0], in[1], out[0]))
         return 0;
-    return bf_ws(out[0]->dims[1], conv_nsteps(n, in[0]->dims[1]), threads) + sizeof(float) * (size_t)out[0]->dims[1] * 16;
+    return bf_ws(out[0]->dims[2] * out[0]->dims[3], out[0]->dims[1], conv_nsteps_ci(n, in[0]->dims[1], in[0]->dims[4]),
+                 threads) +
+           sizeof(float) * (size_t)out[0]->dims[1] * 16;
 }
 
 mge_status mge_cpu_bf16_conv_prepare(const mge_node *n, mge_tensor *const *in, void **state, mge_error *err)
 {
     *state = NULL;
-    if (!bf_level(n) || !in[1] || in[1]->ndim != 6 || in[1]->dims[4] != 16 || in[1]->dims[5] != 16 ||
-        mge_node_int(n, MGE_KEY_groups, 1) != 1 || !in[1]->data)
+    if (!bf_level(n) || !in[1] || in[1]->ndim != 6 || (in[1]->dims[4] != 16 && in[1]->dims[4] != 1) ||
+        in[1]->dims[5] != 16 || mge_node_int(n, MGE_KEY_groups, 1) != 1 || !in[1]->data)
         return MGE_OK;
-    return bf_prepare_with(n, in[1]->dims[0], conv_nsteps(n, in[1]->dims[1]), conv_packb, in[1], state, err);
+    int ci = (int)in[1]->dims[4];
+    return bf_prepare_with(n, in[1]->dims[0], conv_nsteps_ci(n, in[1]->dims[1], ci), ci == 1 ? conv1_packb : conv_packb,
+                           in[1], state, err);
 }
 
 mge_status mge_cpu_bf16_conv(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
@@ -386,7 +506,8 @@ mge_status mge_cpu_bf16_conv(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     q.x = x->data, q.y = y->data, q.res = res ? in[2 + bias]->data : NULL;
     if (w->dims[0] != q.Ob || w->dims[1] != q.Cb)
         return mge_error_set(err, MGE_ERR_SHAPE, "conv2d_nchwc: packed weight does not fit (bf16)");
-    int64_t S = conv_nsteps(n, q.Cb);
+    int ci = (int)x->dims[4];
+    int64_t S = conv_nsteps_ci(n, q.Cb, ci);
     int threads = cpu_threads(ctx);
     size_t need = mge_cpu_bf16_conv_ws(n, in, out, threads);
     if (!ctx->ws || ctx->ws_size < need)
@@ -404,12 +525,12 @@ mge_status mge_cpu_bf16_conv(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     if (st && st->nob == q.Ob && st->nsteps == S) {
         B = st->B;
     } else {
-        conv_packb(n, w, (uint16_t *)rest);
+        (ci == 1 ? conv1_packb : conv_packb)(n, w, (uint16_t *)rest);
         B = (const uint16_t *)rest;
     }
     rest += bf_b_bytes(q.Ob, S);
-    bf_prod p = {x->dims[0], y->dims[2] * y->dims[3], S, q.Ob, B, conv_pack, conv_epi, rest, bf_per_thread(S),
-                 mge_cpu_bf16(), &q};
+    bf_prod p = {x->dims[0], y->dims[2] * y->dims[3], S, q.Ob, B, ci == 1 ? conv1_pack : conv_pack, conv_epi, rest,
+                 bf_per_thread(y->dims[2] * y->dims[3], S), mge_cpu_bf16(), &q};
     bf_run(ctx, &p);
     return MGE_OK;
 #else
@@ -494,7 +615,8 @@ size_t mge_cpu_bf16_linear_ws(const mge_node *n, mge_tensor *const *in, mge_tens
     (void)out;
     if (!mge_cpu_bf16_linear_ok(n, in[0], in[1]))
         return 0;
-    return bf_ws((in[1]->dims[0] + 15) / 16, (in[1]->dims[1] + 31) / 32, threads);
+    return bf_ws(mge_tensor_numel(in[0]) / in[1]->dims[1], (in[1]->dims[0] + 15) / 16, (in[1]->dims[1] + 31) / 32,
+                 threads);
 }
 
 mge_status mge_cpu_bf16_linear_prepare(const mge_node *n, mge_tensor *const *in, void **state, mge_error *err)
@@ -517,7 +639,7 @@ mge_status mge_cpu_bf16_linear(const mge_kctx *ctx, const mge_node *n, mge_tenso
     if (M == 0)
         return MGE_OK;
     int threads = cpu_threads(ctx);
-    size_t need = bf_ws(nob, S, threads);
+    size_t need = bf_ws(M, nob, S, threads);
     if (!ctx->ws || ctx->ws_size < need)
         return mge_error_set(err, MGE_ERR_INVALID, "%s: bf16 workspace of %zu bytes, need %zu",
                              mge_kctx_opname(ctx, n), ctx->ws_size, need);
@@ -531,7 +653,7 @@ mge_status mge_cpu_bf16_linear(const mge_kctx *ctx, const mge_node *n, mge_tenso
         B = (const uint16_t *)ws;
     }
     ws += bf_b_bytes(nob, S);
-    bf_prod p = {1, M, S, nob, B, lin_pack, lin_epi, ws, bf_per_thread(S), mge_cpu_bf16(), &q};
+    bf_prod p = {1, M, S, nob, B, lin_pack, lin_epi, ws, bf_per_thread(M, S), mge_cpu_bf16(), &q};
     bf_run(ctx, &p);
     return MGE_OK;
 #else
