@@ -195,3 +195,32 @@ assert last < 0.8 * first, (first, last)
     run "$MGE_DUMP" "$T/t.mge"
     [[ "$output" == *"precision=bf16"* ]]
 }
+
+@test "LeNet trained on Fashion-MNIST: bf16 and f32 agree on the top-1 class of >= 99% of 1000 test images" {
+    need_numpy
+    bf16_here || skip "no bf16 kernels here (MGE_CPU_ISA=${MGE_CPU_ISA:-unset}, or the CPU has neither AMX nor AVX512-BF16)"
+    D="$BATS_TEST_DIRNAME/../../samples/data/fashion-mnist"
+    "$MGE_BIN/mge-train" "$SAMPLES/lenet.mgt" --data "$D/train" --batch 64 --steps 150 --optimizer adam --lr 2e-3 \
+        --normalize 0.286,0.353 -q -o "$T/l.mge"
+    "$MGE_OPT" "$T/l.mge" -O2 -o "$T/f.mge"
+    "$MGE_OPT" "$T/l.mge" -O2 --precision bf16 -o "$T/b.mge"
+    "$MGE_RUN" "$T/f.mge" --data "$D/t10k" --normalize 0.286,0.353 -o "$T/yf.npy"
+    "$MGE_RUN" "$T/b.mge" --data "$D/t10k" --normalize 0.286,0.353 -o "$T/yb.npy"
+    py '
+def records(p):
+    out = []
+    with open(p, "rb") as f:
+        while True:
+            try:
+                out.append(np.load(f))
+            except Exception:
+                break
+    return np.concatenate(out)
+a, b = records(sys.argv[1]), records(sys.argv[2])
+n = min(len(a), 1000)
+agree = (a[:n].argmax(1) == b[:n].argmax(1)).mean()
+print(n, "images, top-1 agreement", agree)
+assert n >= 1000 and agree >= 0.99, (n, agree)
+assert not np.array_equal(a, b)
+' "$T/yf.npy" "$T/yb.npy"
+}
