@@ -29,7 +29,7 @@ static void help(void)
            "                      listed as a warning, not an error\n"
            "      --seed S        seed for parameters without values and random\n"
            "                      --verify inputs (default 0)\n"
-           "  -O0 -O1 -O2 -O3     pass presets (-O0: none; -O3 adds bf16 where the CPU has it)\n"
+           "  -O0 -O1 -O2 -O3     pass presets (-O0: none; -O3 adds bf16 where the CPU has AMX)\n"
            "      --precision P   f32 or bf16: dense convolutions, linear, matmul and attention\n"
            "                      compute in P (bf16: bf16 products, f32 sums, f32 in and out;\n"
            "                      on AMX or AVX512-BF16, else in f32), before the passes run\n"

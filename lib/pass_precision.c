@@ -165,13 +165,16 @@ mge_status mge_precision_set(mge_graph *g, int prec, int nkeep, const char *cons
     return MGE_OK;
 }
 
-/* The bf16 pass (-O3): bf16 where this machine's cpu kernels run it, so an
- * -O3 model built for a CPU without AMX or AVX512-BF16 keeps Winograd. */
+/* The bf16 pass (-O3): bf16 where this machine's cpu kernels run it on AMX
+ * tiles. vdpbf16ps alone (AVX512-BF16 without AMX, as on AMD Zen 4) does
+ * no more multiply-adds per cycle than f32 FMAs and loses Winograd, so
+ * there (and without bf16) an -O3 model keeps f32; --precision bf16 still
+ * asks for it anywhere. */
 mge_status mge_pass_bf16(mge_graph **gp, int *changed, mge_error *err)
 {
     *changed = 0;
     const mge_backend_iface *cpu = mge_backend_cpu_iface();
-    if (!cpu->bf16 || cpu->bf16(NULL) == MGE_BF16_NONE)
+    if (!cpu->bf16 || cpu->bf16(NULL) != MGE_BF16_AMX)
         return MGE_OK;
     mge_graph *g = *gp;
     int before = 0;

@@ -18,7 +18,7 @@
     MGE_PASS(fold_scale, "fold-scale", "fold multiplication/addition by constants into the preceding conv2d/linear") \
     MGE_PASS(f16_weights, "f16-weights", "store float weights as f16, computed in f32") \
     MGE_PASS(bf16_weights, "bf16-weights", "store float weights as bf16, computed in f32") \
-    MGE_PASS(bf16, "bf16", "compute dense convolutions, linear, matmul and attention in bf16 (f32 sums) where this CPU has AMX or AVX512-BF16") \
+    MGE_PASS(bf16, "bf16", "compute dense convolutions, linear, matmul and attention in bf16 (f32 sums) where this CPU has AMX") \
     MGE_PASS(fuse_activation, "fuse-activation", "fuse conv2d/linear with a following residual add and activation into one node") \
     MGE_PASS(fuse_elemwise, "fuse-elemwise", "fuse chains of f32 elementwise ops into one fused_elemwise node (inference graphs)") \
     MGE_PASS(winograd, "winograd", "3x3 stride-1 conv2d/fused_conv2d to Winograd F(4,3)/F(2,3), weights transformed at load") \

@@ -85,18 +85,25 @@ assert dense > 30 and dw > 10 and bad == 0, (dense, dw, bad)
     grep -q "conv2d_nchwc(.*kernel=3.*precision=bf16" <(echo "$output") || grep -q "conv2d(.*kernel=3.*precision=bf16" <(echo "$output")
 }
 
-@test "-O3 runs the bf16 pass where the CPU has bf16 kernels, and leaves Winograd alone where not" {
+# AMX tiles here (the CPU's flags, capped by MGE_CPU_ISA)
+amx_here() {
+    case "${MGE_CPU_ISA:-}" in "" | amx) grep -qw amx_bf16 /proc/cpuinfo 2>/dev/null ;; *) return 1 ;; esac
+}
+
+@test "-O3 runs the bf16 pass where the CPU has AMX, and leaves Winograd alone where not" {
     run --separate-stderr "$MGE_OPT" -O3 "$SAMPLES/resnet18.mgt" -S
     assert_success
-    if bf16_here; then
+    if amx_here; then
         grep -q "precision=bf16" <(echo "$output")
     else
         ! grep -q "precision=bf16" <(echo "$output")
     fi
-    run --separate-stderr env MGE_CPU_ISA=avx512 "$MGE_OPT" -O3 "$SAMPLES/resnet18.mgt" -S -v
-    assert_success
-    ! grep -q "precision=bf16" <(echo "$output")
-    [[ "$stderr" == *"bf16: no change (does not apply)"* ]]
+    for cap in avx512 avx512-bf16; do
+        run --separate-stderr env MGE_CPU_ISA=$cap "$MGE_OPT" -O3 "$SAMPLES/resnet18.mgt" -S -v
+        assert_success
+        ! grep -q "precision=bf16" <(echo "$output")
+        [[ "$stderr" == *"bf16: no change (does not apply)"* ]]
+    done
 }
 
 @test "mge-dump shows each layer's compute precision and where bf16 runs" {
