@@ -215,4 +215,18 @@ static inline mge_status kattn_emb_shapes(const mge_tensor *idx, const mge_tenso
     return MGE_OK;
 }
 
+/* cpu_attn_bf16.c: cpu_attn.c's two products at precision=bf16 (operands
+ * rounded to bf16, f32 sums) at bf16 level `level` (MGE_BF16_AMX or
+ * MGE_BF16_AVX512), on one thread's scratch of mge_cpu_attn_bf16_ws(D, Dv)
+ * bytes, for tiles of up to 64 queries and 256 keys. _q rounds the query
+ * tile q [br, D] into the scratch; _qk: S [br, bc] (ld lds) = scale * q k^T
+ * for the keys k [bc, D]; _pv: O [br, Dv] += P v, P [br, bc] (ld lds) the
+ * f32 weights, v [bc, Dv]. */
+size_t mge_cpu_attn_bf16_ws(int64_t D, int64_t Dv);
+void mge_cpu_attn_bf16_q(void *ws, const float *q, int64_t br, int64_t D, int64_t Dv);
+void mge_cpu_attn_bf16_qk(int level, void *ws, const float *k, int64_t br, int64_t bc, int64_t D, int64_t Dv,
+                          float scale, float *S, int64_t lds);
+void mge_cpu_attn_bf16_pv(int level, void *ws, const float *P, int64_t lds, const float *v, int64_t br, int64_t bc,
+                          int64_t D, int64_t Dv, float *O);
+
 #endif
