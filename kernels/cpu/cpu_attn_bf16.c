@@ -5,10 +5,12 @@
  * cpu_attn.c; P, the f32 weights of a tile, is rounded to bf16 just before
  * P V, as flash-attention bf16 kernels do.
  *
- * Per thread, in its scratch (mge_cpu_attn_bf16_ws bytes): the query tile
- * as bf16 rows, a key tile and a value tile packed in pairs (the "VNNI"
- * layout both tdpbf16ps and vdpbf16ps take: row r of the packed B holds,
- * per column n, the two bf16 at k = 2r, 2r+1), P as bf16 rows, and P V
+ * K and V are packed once per run (mge_cpu_attn_bf16_kv, one pool task per
+ * leading index and key tile, before the query tiles start), tile by tile,
+ * in pairs: the "VNNI" layout both tdpbf16ps and vdpbf16ps take, where row
+ * r of a packed B holds, per column n, the two bf16 at k = 2r, 2r+1. So
+ * each query tile only rounds its own Q and its weights P. Per thread, in
+ * its scratch (mge_cpu_attn_bf16_ws bytes): Q and P as bf16 rows, and P V
  * in f32 before it is added to O. Every dimension is padded with zeros to
  * a multiple of 32, so one 32x32 block kernel (four 16x16 AMX tiles, or
  * 8 rows x 32 columns of zmm accumulators) covers every shape.
@@ -40,32 +42,54 @@ static size_t al64(size_t x)
     return (x + 63) & ~(size_t)63;
 }
 
-/* The scratch: qb [BR][Dp] u16, kp [Dp/2][BC] u32, pb [BR][BC] u16,
- * vp [BC/2][Dvp] u32, t [BR][Dvp] f32. */
+/* The thread scratch: qb [BR][Dp] u16, pb [BR][BC] u16 (or, while K and V
+ * are packed, a key row and two value rows rounded), t [BR][Dvp] f32. */
 typedef struct atb_ws {
     uint16_t *qb, *pb;
-    uint32_t *kp, *vp;
     float *t;
     int64_t Dp, Dvp;
 } atb_ws;
+
+static size_t atb_pb_elems(int64_t D, int64_t Dv)
+{
+    size_t a = (size_t)ATB_BR * ATB_BC, b = (size_t)(up32(D) + 2 * up32(Dv));
+    return a > b ? a : b;
+}
 
 static void atb_split(void *ws, int64_t D, int64_t Dv, atb_ws *w)
 {
     char *p = (char *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
     w->Dp = up32(D), w->Dvp = up32(Dv);
     w->qb = (uint16_t *)p, p += al64(sizeof(uint16_t) * ATB_BR * (size_t)w->Dp);
-    w->kp = (uint32_t *)p, p += al64(sizeof(uint32_t) * (size_t)(w->Dp / 2) * ATB_BC);
-    w->pb = (uint16_t *)p, p += al64(sizeof(uint16_t) * ATB_BR * ATB_BC);
-    w->vp = (uint32_t *)p, p += al64(sizeof(uint32_t) * (ATB_BC / 2) * (size_t)w->Dvp);
+    w->pb = (uint16_t *)p, p += al64(sizeof(uint16_t) * atb_pb_elems(D, Dv));
     w->t = (float *)p;
 }
 
 size_t mge_cpu_attn_bf16_ws(int64_t D, int64_t Dv)
 {
     int64_t Dp = up32(D), Dvp = up32(Dv);
-    return 64 + al64(sizeof(uint16_t) * ATB_BR * (size_t)Dp) + al64(sizeof(uint32_t) * (size_t)(Dp / 2) * ATB_BC) +
-           al64(sizeof(uint16_t) * ATB_BR * ATB_BC) + al64(sizeof(uint32_t) * (ATB_BC / 2) * (size_t)Dvp) +
+    return 64 + al64(sizeof(uint16_t) * ATB_BR * (size_t)Dp) + al64(sizeof(uint16_t) * atb_pb_elems(D, Dv)) +
            al64(sizeof(float) * ATB_BR * (size_t)Dvp);
+}
+
+/* One packed key tile: kp [Dp/2][BC] u32 (K^T in pairs), then vp
+ * [BC/2][Dvp] u32 (V in pairs). */
+static size_t atb_tile_bytes(int64_t D, int64_t Dv)
+{
+    return al64(sizeof(uint32_t) * (size_t)(up32(D) / 2) * ATB_BC) +
+           al64(sizeof(uint32_t) * (ATB_BC / 2) * (size_t)up32(Dv));
+}
+
+size_t mge_cpu_attn_bf16_kv_size(int64_t Sk, int64_t D, int64_t Dv)
+{
+    return (size_t)((Sk + ATB_BC - 1) / ATB_BC) * atb_tile_bytes(D, Dv);
+}
+
+static void atb_tile(void *kv, int64_t t, int64_t D, int64_t Dv, uint32_t **kp, uint32_t **vp)
+{
+    char *p = (char *)kv + (size_t)t * atb_tile_bytes(D, Dv);
+    *kp = (uint32_t *)p;
+    *vp = (uint32_t *)(p + al64(sizeof(uint32_t) * (size_t)(up32(D) / 2) * ATB_BC));
 }
 
 /* mge_f32_to_bf16, inline so the packing loops vectorize. */
@@ -79,9 +103,41 @@ static inline uint16_t atb_round(float f)
     return (uint16_t)(x >> 16);
 }
 
-static inline uint32_t atb_pair(float lo, float hi)
+/* o[0..n) = x rounded, o[n..np) = 0. The AVX-512 loop is atb_round on
+ * 16 lanes (vcvtneps2bf16 would differ on denormals). */
+#if ATB_X86
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static void atb_round_row_avx512(const float *x, int64_t n,
+                                                                            uint16_t *o, int64_t np)
 {
-    return (uint32_t)atb_round(lo) | (uint32_t)atb_round(hi) << 16;
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1), quiet = _mm512_set1_epi32(0x400000);
+    int64_t i = 0;
+    for (; i < np; i += 16) {
+        __mmask16 live = i + 16 <= n ? (__mmask16)0xffff : i < n ? (__mmask16)((1u << (n - i)) - 1) : 0;
+        __m512i u = _mm512_maskz_loadu_epi32(live, x + i);
+        __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, abs), inf);
+        __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(bias, _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
+        r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(u, quiet));
+        __mmask16 st = i + 16 <= np ? (__mmask16)0xffff : (__mmask16)((1u << (np - i)) - 1);
+        _mm256_mask_storeu_epi16(o + i, st, _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+    }
+}
+#endif
+
+static void atb_round_row(int level, const float *x, int64_t n, uint16_t *o, int64_t np)
+{
+#if ATB_X86
+    if (level != MGE_BF16_NONE) {
+        atb_round_row_avx512(x, n, o, np);
+        return;
+    }
+#endif
+    (void)level;
+    int64_t i = 0;
+    for (; i < n; i++)
+        o[i] = atb_round(x[i]);
+    for (; i < np; i++)
+        o[i] = 0;
 }
 
 /* ---------------------------------------------------------------- block products */
@@ -191,79 +247,85 @@ static void atb_gemm(int level, const uint16_t *A, int64_t lda, const uint32_t *
 
 /* ---------------------------------------------------------------- the attention steps */
 
-void mge_cpu_attn_bf16_q(void *ws, const float *q, int64_t br, int64_t D, int64_t Dv)
+void mge_cpu_attn_bf16_kv(int level, void *kv, const float *k, const float *v, int64_t Sk, int64_t D, int64_t Dv,
+                          int64_t t, void *ws)
 {
     atb_ws w;
     atb_split(ws, D, Dv, &w);
-    int64_t brp = up32(br);
-    for (int64_t r = 0; r < brp; r++) {
-        uint16_t *o = w.qb + r * w.Dp;
-        int64_t e = 0;
-        if (r < br)
-            for (; e < D; e++)
-                o[e] = atb_round(q[r * D + e]);
-        for (; e < w.Dp; e++)
-            o[e] = 0;
+    uint32_t *kp, *vp;
+    atb_tile(kv, t, D, Dv, &kp, &vp);
+    int64_t j0 = t * ATB_BC, bc = Sk - j0 < ATB_BC ? Sk - j0 : ATB_BC, Dh = w.Dp / 2;
+    /* kp[r][n] = (k[n][2r], k[n][2r+1]): each key row rounded, its pairs
+     * down a column; columns past bc zero */
+    uint16_t *row = w.pb;   /* P's room, free while packing */
+    for (int64_t n = 0; n < ATB_BC; n++) {
+        if (n < bc) {
+            atb_round_row(level, k + (j0 + n) * D, D, row, w.Dp);
+            for (int64_t r = 0; r < Dh; r++)
+                kp[r * ATB_BC + n] = (uint32_t)row[2 * r] | (uint32_t)row[2 * r + 1] << 16;
+        } else {
+            for (int64_t r = 0; r < Dh; r++)
+                kp[r * ATB_BC + n] = 0;
+        }
+    }
+    /* vp[r][n] = (v[2r][n], v[2r+1][n]); rows past bc zero */
+    uint16_t *r0 = w.pb, *r1 = w.pb + w.Dvp;
+    for (int64_t r = 0; r < ATB_BC / 2; r++) {
+        uint32_t *o = vp + r * w.Dvp;
+        int64_t a = j0 + 2 * r;
+        if (2 * r < bc)
+            atb_round_row(level, v + a * Dv, Dv, r0, w.Dvp);
+        else
+            memset(r0, 0, sizeof(uint16_t) * (size_t)w.Dvp);
+        if (2 * r + 1 < bc)
+            atb_round_row(level, v + (a + 1) * Dv, Dv, r1, w.Dvp);
+        else
+            memset(r1, 0, sizeof(uint16_t) * (size_t)w.Dvp);
+        for (int64_t n = 0; n < w.Dvp; n++)
+            o[n] = (uint32_t)r0[n] | (uint32_t)r1[n] << 16;
     }
 }
 
-void mge_cpu_attn_bf16_qk(int level, void *ws, const float *k, int64_t br, int64_t bc, int64_t D, int64_t Dv,
-                          float scale, float *S, int64_t lds)
+void mge_cpu_attn_bf16_q(int level, void *ws, const float *q, int64_t br, int64_t D, int64_t Dv)
 {
     atb_ws w;
     atb_split(ws, D, Dv, &w);
-    int64_t bcp = up32(bc), D2 = D / 2;
-    /* kp[r][n] = (k[n][2r], k[n][2r+1]): K^T in pairs */
-    for (int64_t n = 0; n < bcp; n++) {
-        const float *kr = k + n * D;
-        int64_t r = 0;
-        if (n < bc) {
-            for (; r < D2; r++)
-                w.kp[r * ATB_BC + n] = atb_pair(kr[2 * r], kr[2 * r + 1]);
-            if (D & 1)
-                w.kp[r * ATB_BC + n] = atb_pair(kr[2 * r], 0.0f), r++;
-        }
-        for (; r < w.Dp / 2; r++)
-            w.kp[r * ATB_BC + n] = 0;
+    for (int64_t r = 0; r < up32(br); r++) {
+        if (r < br)
+            atb_round_row(level, q + r * D, D, w.qb + r * w.Dp, w.Dp);
+        else
+            memset(w.qb + r * w.Dp, 0, sizeof(uint16_t) * (size_t)w.Dp);
     }
-    atb_gemm(level, w.qb, w.Dp, w.kp, ATB_BC, S, lds, up32(br), bcp, w.Dp);
+}
+
+void mge_cpu_attn_bf16_qk(int level, void *ws, const void *kv, int64_t t, int64_t br, int64_t bc, int64_t D,
+                          int64_t Dv, float scale, float *S, int64_t lds)
+{
+    atb_ws w;
+    atb_split(ws, D, Dv, &w);
+    uint32_t *kp, *vp;
+    atb_tile((void *)(uintptr_t)kv, t, D, Dv, &kp, &vp);
+    atb_gemm(level, w.qb, w.Dp, kp, ATB_BC, S, lds, up32(br), up32(bc), w.Dp);
     for (int64_t r = 0; r < br; r++)
         for (int64_t c = 0; c < bc; c++)
             S[r * lds + c] *= scale;
 }
 
-void mge_cpu_attn_bf16_pv(int level, void *ws, const float *P, int64_t lds, const float *v, int64_t br, int64_t bc,
-                          int64_t D, int64_t Dv, float *O)
+void mge_cpu_attn_bf16_pv(int level, void *ws, const float *P, int64_t lds, const void *kv, int64_t t, int64_t br,
+                          int64_t bc, int64_t D, int64_t Dv, float *O)
 {
     atb_ws w;
     atb_split(ws, D, Dv, &w);
+    uint32_t *kp, *vp;
+    atb_tile((void *)(uintptr_t)kv, t, D, Dv, &kp, &vp);
     int64_t brp = up32(br), bcp = up32(bc);
     for (int64_t r = 0; r < brp; r++) {
-        uint16_t *o = w.pb + r * ATB_BC;
-        int64_t c = 0;
         if (r < br)
-            for (; c < bc; c++)
-                o[c] = atb_round(P[r * lds + c]);
-        for (; c < bcp; c++)
-            o[c] = 0;
+            atb_round_row(level, P + r * lds, bc, w.pb + r * ATB_BC, bcp);
+        else
+            memset(w.pb + r * ATB_BC, 0, sizeof(uint16_t) * (size_t)bcp);
     }
-    /* vp[r][n] = (v[2r][n], v[2r+1][n]) */
-    for (int64_t r = 0; r < bcp / 2; r++) {
-        uint32_t *o = w.vp + r * w.Dvp;
-        int64_t n = 0;
-        if (2 * r + 1 < bc) {
-            const float *v0 = v + 2 * r * Dv, *v1 = v0 + Dv;
-            for (; n < Dv; n++)
-                o[n] = atb_pair(v0[n], v1[n]);
-        } else if (2 * r < bc) {
-            const float *v0 = v + 2 * r * Dv;
-            for (; n < Dv; n++)
-                o[n] = atb_pair(v0[n], 0.0f);
-        }
-        for (; n < w.Dvp; n++)
-            o[n] = 0;
-    }
-    atb_gemm(level, w.pb, ATB_BC, w.vp, w.Dvp, w.t, w.Dvp, brp, w.Dvp, bcp);
+    atb_gemm(level, w.pb, ATB_BC, vp, w.Dvp, w.t, w.Dvp, brp, w.Dvp, bcp);
     for (int64_t r = 0; r < br; r++)
         for (int64_t e = 0; e < Dv; e++)
             O[r * Dv + e] += w.t[r * w.Dvp + e];
