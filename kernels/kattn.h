@@ -215,4 +215,22 @@ static inline mge_status kattn_emb_shapes(const mge_tensor *idx, const mge_tenso
     return MGE_OK;
 }
 
+/* cpu_attn_bf16.c: cpu_attn.c's two products at precision=bf16 (operands
+ * rounded to bf16, f32 sums) at bf16 level `level` (MGE_BF16_AMX or
+ * MGE_BF16_AVX512), for tiles of up to 64 queries and 256 keys, on one
+ * thread's scratch ws of mge_cpu_attn_bf16_ws(D, Dv) bytes. kv: one leading
+ * index's K and V packed, mge_cpu_attn_bf16_kv_size bytes (64-aligned), key
+ * tile t by _kv from k [Sk, D] and v [Sk, Dv]. _q rounds the query tile
+ * q [br, D] into ws; _qk: S [br, bc] (ld lds) = scale * q k^T for key tile
+ * t; _pv: O [br, Dv] += P v, P [br, bc] (ld lds) the f32 weights. */
+size_t mge_cpu_attn_bf16_ws(int64_t D, int64_t Dv);
+size_t mge_cpu_attn_bf16_kv_size(int64_t Sk, int64_t D, int64_t Dv);
+void mge_cpu_attn_bf16_kv(int level, void *kv, const float *k, const float *v, int64_t Sk, int64_t D, int64_t Dv,
+                          int64_t t, void *ws);
+void mge_cpu_attn_bf16_q(int level, void *ws, const float *q, int64_t br, int64_t D, int64_t Dv);
+void mge_cpu_attn_bf16_qk(int level, void *ws, const void *kv, int64_t t, int64_t br, int64_t bc, int64_t D,
+                          int64_t Dv, float scale, float *S, int64_t lds);
+void mge_cpu_attn_bf16_pv(int level, void *ws, const float *P, int64_t lds, const void *kv, int64_t t, int64_t br,
+                          int64_t bc, int64_t D, int64_t Dv, float *O);
+
 #endif

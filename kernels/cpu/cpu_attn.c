@@ -16,6 +16,10 @@
  *   the forward one output (the backward would otherwise need a per-row
  *   logsumexp kept from it). dk and dv of one leading index are written by
  *   one task only, so no two tasks add into one element.
+ * At precision=bf16, where mge_cpu_bf16() has a level, the forward's two
+ *   products run in cpu_attn_bf16.c (Q, K, V and the weights P rounded to
+ *   bf16, f32 sums); the rest, dropout in training included, is the same
+ *   f32 code. The gradient stays f32 at either precision.
  * Other dtypes and geometry the inference did not make go to ref. */
 #include "cpu.h"
 #include "kattn.h"
@@ -65,6 +69,11 @@ typedef struct at_job {
     float *ws;
     size_t ws_per;   /* floats per thread */
     int64_t ntile;   /* query tiles per leading index */
+    int bf16;        /* the forward's products: 0 f32, else the bf16 level */
+    char *bws;       /* bf16 scratch, bws_per bytes per thread, after ws */
+    size_t bws_per;
+    char *kv;        /* bf16: K and V packed, kv_per bytes per leading index, after bws */
+    size_t kv_per;
 } at_job;
 
 /* Per-thread scratch of the forward: S [BR,BC], O [BR,Dv], m, l [BR];
@@ -166,24 +175,34 @@ static void at_dropout(const kattn *a, int64_t b, int64_t i0, int64_t j0, int64_
 }
 
 /* Rows [i0, i0 + br) of leading index b: m, l and the unnormalized O. */
+/* bw: the thread's bf16 scratch when j->bf16. */
 static void at_forward_tile(const at_job *j, int64_t b, int64_t i0, int64_t br, float *S, float *O, float *m,
-                            float *l, int dropout)
+                            float *l, int dropout, void *bw)
 {
     const kattn *a = &j->a;
     const float *q = j->q + (b * a->Sq + i0) * a->D;
     for (int64_t r = 0; r < br; r++)
         m[r] = -INFINITY, l[r] = 0;
     memset(O, 0, sizeof(float) * (size_t)(br * a->Dv));
+    const char *kv = j->bf16 ? j->kv + (size_t)b * j->kv_per : NULL;
+    if (j->bf16)
+        mge_cpu_attn_bf16_q(j->bf16, bw, q, br, a->D, a->Dv);
     int64_t kend = at_key_end(a, i0 + br);
     for (int64_t j0 = 0; j0 < kend; j0 += AT_BC) {
         int64_t bc = kend - j0 < AT_BC ? kend - j0 : AT_BC;
-        mge_sgemm(NULL, 0, 1, br, bc, a->D, (float)a->scale, q, a->D, j->k + (b * a->Sk + j0) * a->D, a->D, 0.0f, S,
-                  AT_BC);
+        const float *k = j->k + (b * a->Sk + j0) * a->D, *v = j->v + (b * a->Sk + j0) * a->Dv;
+        if (j->bf16)
+            mge_cpu_attn_bf16_qk(j->bf16, bw, kv, j0 / AT_BC, br, bc, a->D, a->Dv, (float)a->scale, S, AT_BC);
+        else
+            mge_sgemm(NULL, 0, 1, br, bc, a->D, (float)a->scale, q, a->D, k, a->D, 0.0f, S, AT_BC);
         at_mask_tile(j, b, i0, j0, br, bc, S);
         at_online(S, br, bc, m, l, O, a->Dv);
         if (dropout)
             at_dropout(a, b, i0, j0, br, bc, S);
-        mge_sgemm(NULL, 0, 0, br, a->Dv, bc, 1.0f, S, AT_BC, j->v + (b * a->Sk + j0) * a->Dv, a->Dv, 1.0f, O, a->Dv);
+        if (j->bf16)
+            mge_cpu_attn_bf16_pv(j->bf16, bw, S, AT_BC, kv, j0 / AT_BC, br, bc, a->D, a->Dv, O);
+        else
+            mge_sgemm(NULL, 0, 0, br, a->Dv, bc, 1.0f, S, AT_BC, v, a->Dv, 1.0f, O, a->Dv);
     }
 }
 
@@ -194,13 +213,27 @@ static void at_fwd_task(void *p, int64_t t0, int64_t t1, int thread)
     float *S = j->ws + (size_t)thread * j->ws_per, *O = S + AT_BR * AT_BC, *m = O + AT_BR * a->Dv, *l = m + AT_BR;
     for (int64_t t = t0; t < t1; t++) {
         int64_t b = t / j->ntile, i0 = t % j->ntile * AT_BR, br = a->Sq - i0 < AT_BR ? a->Sq - i0 : AT_BR;
-        at_forward_tile(j, b, i0, br, S, O, m, l, a->p > 0);
+        at_forward_tile(j, b, i0, br, S, O, m, l, a->p > 0, j->bf16 ? j->bws + (size_t)thread * j->bws_per : NULL);
         float *y = j->y + (b * a->Sq + i0) * a->Dv;
         for (int64_t r = 0; r < br; r++) {
             float inv = l[r] > 0 ? 1.0f / l[r] : NAN;   /* every key masked: NaN, as PyTorch */
             for (int64_t e = 0; e < a->Dv; e++)
                 y[r * a->Dv + e] = O[r * a->Dv + e] * inv;
         }
+    }
+}
+
+/* bf16: key tile t % (key tiles) of leading index t / (key tiles), packed. */
+static void at_pack_task(void *p, int64_t t0, int64_t t1, int thread)
+{
+    const at_job *j = p;
+    const kattn *a = &j->a;
+    int64_t ntk = (a->Sk + AT_BC - 1) / AT_BC;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t b = t / ntk;
+        mge_cpu_attn_bf16_kv(j->bf16, j->kv + (size_t)b * j->kv_per, j->k + b * a->Sk * a->D,
+                             j->v + b * a->Sk * a->Dv, a->Sk, a->D, a->Dv, t % ntk,
+                             j->bws + (size_t)thread * j->bws_per);
     }
 }
 
@@ -214,13 +247,35 @@ static int at_fits(const mge_node *n, mge_tensor *const *in, int nin)
     return 1;
 }
 
+/* The forward's bf16 level: precision=bf16 and a level on this CPU
+ * (mge_cpu_bf16 also asks for AMX's tile data, before any pool task runs
+ * tile code). */
+static int at_bf16(const mge_node *n)
+{
+    return n->op == MGE_OP_SDPA && mge_node_int(n, MGE_KEY_precision, 0) == 1 ? mge_cpu_bf16() : MGE_BF16_NONE;
+}
+
+/* The scratch: per thread the f32 scratch, then (bf16) per thread
+ * cpu_attn_bf16.c's and per leading index the packed K and V. */
+static size_t at_ws_all(int64_t lead, int64_t Sk, int64_t D, int64_t Dv, int grad, int bf16, int threads)
+{
+    size_t t = (size_t)(threads > 0 ? threads : 1), f = sizeof(float) * at_ws_floats(Dv, grad) * t;
+    if (!bf16)
+        return f;
+    return f + mge_cpu_attn_bf16_ws(D, Dv) * t + 64 + mge_cpu_attn_bf16_kv_size(Sk, D, Dv) * (size_t)lead;
+}
+
 static size_t at_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int threads)
 {
     int grad = n->op == MGE_OP_SDPA_GRAD;
-    const mge_tensor *v = in[2 + grad];
-    if (!at_fits(n, in, n->nin) || v->ndim < 2)
+    const mge_tensor *k = in[1 + grad], *v = in[2 + grad];
+    if (!at_fits(n, in, n->nin) || v->ndim < 2 || k->ndim < 2)
         return cpu_ref_ws(n, in, out, threads);
-    return sizeof(float) * at_ws_floats(v->dims[v->ndim - 1], grad) * (size_t)(threads > 0 ? threads : 1);
+    int64_t lead = 1;
+    for (int d = 0; d < k->ndim - 2; d++)
+        lead *= k->dims[d];
+    return at_ws_all(lead, k->dims[k->ndim - 2], k->dims[k->ndim - 1], v->dims[v->ndim - 1], grad, at_bf16(n),
+                     threads);
 }
 
 static mge_status cpu_sdpa(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
@@ -235,7 +290,10 @@ static mge_status cpu_sdpa(const mge_kctx *ctx, const mge_node *n, mge_tensor *c
     if (st || (st = kattn_mask_nan(op, n->nin > 3 ? in[3] : NULL, err)))
         return st;
     j.ws_per = at_ws_floats(j.a.Dv, 0);
-    if (ctx->ws_size < sizeof(float) * j.ws_per * (size_t)cpu_threads(ctx))
+    j.bf16 = at_bf16(n);
+    j.bws_per = j.bf16 ? mge_cpu_attn_bf16_ws(j.a.D, j.a.Dv) : 0;
+    j.kv_per = j.bf16 ? mge_cpu_attn_bf16_kv_size(j.a.Sk, j.a.D, j.a.Dv) : 0;
+    if (ctx->ws_size < at_ws_all(j.a.lead, j.a.Sk, j.a.D, j.a.Dv, 0, j.bf16, cpu_threads(ctx)))
         return cpu_fallback(ctx, n, in, out, err);
     if (j.a.p > 0) {
         if (!ctx->rng)
@@ -244,9 +302,13 @@ static mge_status cpu_sdpa(const mge_kctx *ctx, const mge_node *n, mge_tensor *c
     }
     j.q = in[0]->data, j.k = in[1]->data, j.v = in[2]->data, j.mask = n->nin > 3 ? in[3]->data : NULL;
     j.y = out[0]->data, j.ws = ctx->ws;
+    j.bws = (char *)ctx->ws + sizeof(float) * j.ws_per * (size_t)cpu_threads(ctx);
+    j.kv = (char *)(((uintptr_t)(j.bws + j.bws_per * (size_t)cpu_threads(ctx)) + 63) & ~(uintptr_t)63);
     j.ntile = (j.a.Sq + AT_BR - 1) / AT_BR;
     if (j.a.lead * j.ntile * j.a.Dv == 0)
         return MGE_OK;
+    if (j.bf16)
+        cpu_parallel(ctx, j.a.lead * ((j.a.Sk + AT_BC - 1) / AT_BC), 1, at_pack_task, &j);
     cpu_parallel(ctx, j.a.lead * j.ntile, 1, at_fwd_task, &j);
     return MGE_OK;
 }
@@ -283,7 +345,7 @@ static void at_bwd_task(void *p, int64_t b0, int64_t b1, int thread)
             const float *q = j->q + (b * a->Sq + i0) * a->D, *dy = j->dy + (b * a->Sq + i0) * a->Dv;
             float *dq = j->dq + (b * a->Sq + i0) * a->D;
             /* O with the forward's dropout: delta = rowsum(P dP) is dy . y either way */
-            at_forward_tile(j, b, i0, br, S, O, m, l, a->p > 0);
+            at_forward_tile(j, b, i0, br, S, O, m, l, a->p > 0, NULL);
             for (int64_t r = 0; r < br; r++) {
                 double acc = 0;
                 for (int64_t e = 0; e < a->Dv; e++)
