@@ -63,6 +63,7 @@
 #include "cpu_qint8.h"
 
 #include <stdatomic.h>
+#include <stdlib.h>
 
 enum { MR_MAX = 32, NR_MAX = 48 };
 
@@ -771,6 +772,61 @@ static int qg_supported(const mge_node *n, mge_tensor *const *in, int64_t O)
     return 1;
 }
 
+/* The AMX level's prepared state (mge_kernel.prepare: inference with
+ * fixed params): W packed as u8 rows and the row params, made once instead
+ * of on every call (at the other levels the per-call packing reads W in
+ * place, so they keep no state). */
+typedef struct qg_state {
+    qg_prep p;
+    void *mem;
+} qg_state;
+
+static void qg_release(void *state)
+{
+    qg_state *s = state;
+    if (s) {
+        mge_aligned_free(s->mem);
+        free(s);
+    }
+}
+
+static mge_status qg_make_state(const mge_node *n, mge_tensor *const *in, int64_t G, int64_t Og, int64_t K,
+                                void **state, mge_error *err)
+{
+    *state = NULL;
+    if (!QG_X86 || mge_cpu_int8() != MGE_INT8_AMX || !in[1] || !in[1]->data || (n->nin > 2 && !in[2]) ||
+        G < 1 || Og < 1 || K < 1 || !qg_supported(n, in, G * Og))
+        return MGE_OK;
+    qg_state *s = calloc(1, sizeof *s);
+    void *mem = mge_aligned_alloc(qg_prep_bytes(G, Og, K));
+    if (!s || !mem) {
+        free(s);
+        mge_aligned_free(mem);
+        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+    }
+    mge_kctx one;
+    memset(&one, 0, sizeof one);
+    one.threads = 1;
+    s->mem = mem;
+    /* 0: a multiplier out of range, the runs fall back without a state */
+    if (qg_prepare(&one, n, in[1], n->nin > 2 ? in[2] : NULL, G, Og, K, 0, mem, &s->p) != 1 || !s->p.lv.tiles) {
+        qg_release(s);
+        return MGE_OK;
+    }
+    s->p.W = NULL;   /* in[1]'s data is not ours to keep; the tile level never reads W in place */
+    *state = s;
+    return MGE_OK;
+}
+
+/* the prepared params when they fit this call (W is [G * Og][K]) */
+static const qg_prep *qg_prepared(const mge_kctx *ctx, int64_t G, int64_t Og, int64_t K)
+{
+    const qg_state *s = ctx->prepared;
+    if (s && s->p.G == G && s->p.Og == Og && s->p.K == K && QG_X86 && mge_cpu_int8() == MGE_INT8_AMX)
+        return &s->p;
+    return NULL;
+}
+
 /* ---------------------------------------------------------------- qconv2d */
 
 /* Column blocks: NR * QG_NSUB columns at most, so a block's packed X stays
@@ -1126,25 +1182,30 @@ static mge_status cpu_qconv2d(const mge_kctx *ctx, const mge_node *n, mge_tensor
     const int8_t *x = in[0]->data;
     if (qg_is_dw(&c))
         return mge_cpu_qdw_run(ctx, n, &c, in, out, sh, tws, per) ? MGE_OK : cpu_fallback(ctx, n, in, out, err);
-    qg_prep p;
-    if (!qg_prepare(ctx, n, in[1], bias, c.G, c.Og, c.K, c.P, ctx->ws, &p))
-        return cpu_fallback(ctx, n, in, out, err);
-    qconv_job j = {&c, &p, {0}, NULL, NULL, NULL, NULL, NULL, tws, per, 0, 0, 1, p.Ob};
+    qg_prep pl;
+    const qg_prep *pp = qg_prepared(ctx, c.G, c.Og, c.K);
+    if (!pp) {
+        if (!qg_prepare(ctx, n, in[1], bias, c.G, c.Og, c.K, c.P, ctx->ws, &pl))
+            return cpu_fallback(ctx, n, in, out, err);
+        pp = &pl;
+    }
+    const qg_prep *const p = pp;
+    qconv_job j = {&c, p, {0}, NULL, NULL, NULL, NULL, NULL, tws, per, 0, 0, 1, p->Ob};
     if (qg_src_direct(&c))
         j.xend = x + c.N * c.C * c.H * c.W;
     int8_t *zero = (int8_t *)sh + QG_AL(qg_src_bytes(&c));
     memset(zero, 0, (size_t)c.OW + 64);
     j.zero = zero;
     j.koff = (int64_t *)(void *)(zero + QG_AL((size_t)c.OW + 64));
-    int64_t xsh = qconv_split(&c, threads, p.lv.nr, p.lv.mr, &j.mb, &j.nmb, &j.nob, &j.obper);
+    int64_t xsh = qconv_split(&c, threads, p->lv.nr, p->lv.mr, &j.mb, &j.nmb, &j.nob, &j.obper);
     int64_t blocks = c.G * j.nmb;
     if (xsh) {
         j.xsh = (uint8_t *)(void *)(j.koff + QG_AL(qg_koff_bytes(c.K)) / 8);
         /* tasks are (group, chunk of rows) over all columns: about 4 per thread */
         int64_t want = (4 * threads + c.G - 1) / c.G;
-        want = want > p.Ob ? p.Ob : want;
-        j.obper = (p.Ob + want - 1) / want;
-        j.nob = (p.Ob + j.obper - 1) / j.obper;
+        want = want > p->Ob ? p->Ob : want;
+        j.obper = (p->Ob + want - 1) / want;
+        j.nob = (p->Ob + j.obper - 1) / j.obper;
     }
     int64_t Hp, Wq;
     qg_src_dims(&c, &Hp, &Wq);
@@ -1166,7 +1227,7 @@ static mge_status cpu_qconv2d(const mge_kctx *ctx, const mge_node *n, mge_tensor
             }
             for (k = c.ksz; k < c.K; k++)
                 j.koff[k] = j.koff[k - c.ksz] + j.src.cstride;
-            for (; k < p.Kq * (p.lv.wide ? 2 : 4); k++)
+            for (; k < p->Kq * (p->lv.wide ? 2 : 4); k++)
                 j.koff[k] = -1;
         }
         j.y = (int8_t *)out[0]->data + img * c.O * c.P;
@@ -1509,7 +1570,10 @@ static mge_status cpu_qlinear(const mge_kctx *ctx, const mge_node *n, mge_tensor
         return mge_error_set(err, MGE_ERR_INVALID, "%s: scratch of %zu bytes, need %zu", mge_kctx_opname(ctx, n),
                              ctx->ws_size, need);
     qg_prep p;
-    if (!qg_prepare(ctx, n, in[1], n->nin > 2 ? in[2] : NULL, 1, O, K, M, ctx->ws, &p))
+    const qg_prep *sp = qg_prepared(ctx, 1, O, K);
+    if (sp)
+        p = *sp;
+    else if (!qg_prepare(ctx, n, in[1], n->nin > 2 ? in[2] : NULL, 1, O, K, M, ctx->ws, &p))
         return cpu_fallback(ctx, n, in, out, err);
     qlin_job j = {&p, in[0]->data, out[0]->data, (char *)ctx->ws + ((prep + 63) & ~(size_t)63), per, M, O, 0, 0, 1,
                   p.Ob};
@@ -1526,9 +1590,33 @@ static mge_status cpu_qlinear(const mge_kctx *ctx, const mge_node *n, mge_tensor
     return MGE_OK;
 }
 
+/* W [O][Cg][kh][kw]; depthwise convs (cpu_qdepthwise.c) keep no state */
+static mge_status qconv_prepare(const mge_node *n, mge_tensor *const *in, void **state, mge_error *err)
+{
+    *state = NULL;
+    const mge_tensor *w = in[1];
+    if (!w || w->ndim != 4)
+        return MGE_OK;
+    int64_t G = mge_node_int(n, MGE_KEY_groups, 1), O = w->dims[0], Cg = w->dims[1];
+    if (G < 1 || O % G || (G > 1 && Cg == 1 && O == G))
+        return MGE_OK;
+    return qg_make_state(n, in, G, O / G, Cg * w->dims[2] * w->dims[3], state, err);
+}
+
+static mge_status qlin_prepare(const mge_node *n, mge_tensor *const *in, void **state, mge_error *err)
+{
+    *state = NULL;
+    const mge_tensor *w = in[1];
+    if (!w || w->ndim != 2)
+        return MGE_OK;
+    return qg_make_state(n, in, 1, w->dims[0], w->dims[1], state, err);
+}
+
 void mge_cpu_register_qgemm(mge_backend *b)
 {
     mge_cpu_int8();   /* decided once, before any kernel runs on pool threads */
-    b->k[MGE_OP_QCONV2D][MGE_QS8] = (mge_kernel){.run = cpu_qconv2d, .ws = qconv_ws};
-    b->k[MGE_OP_QLINEAR][MGE_QS8] = (mge_kernel){.run = cpu_qlinear, .ws = qlin_ws};
+    b->k[MGE_OP_QCONV2D][MGE_QS8] =
+        (mge_kernel){.run = cpu_qconv2d, .ws = qconv_ws, .prepare = qconv_prepare, .release = qg_release};
+    b->k[MGE_OP_QLINEAR][MGE_QS8] =
+        (mge_kernel){.run = cpu_qlinear, .ws = qlin_ws, .prepare = qlin_prepare, .release = qg_release};
 }
