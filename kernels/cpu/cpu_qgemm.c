@@ -63,8 +63,9 @@
 #include "cpu_qint8.h"
 
 #include <stdatomic.h>
+#include <stdlib.h>
 
-enum { MR_MAX = 8, NR_MAX = 48 };
+enum { MR_MAX = 32, NR_MAX = 48 };
 
 /* rows x cols of C (rows <= MR, cols <= NR) from xp [Kq][NR][4] and
  * W (row r, quad q at wp + r * wrs + q * wqs: packed [Kq][MR][4] or W
@@ -392,10 +393,22 @@ static QG_AVX2 void interleave2_row(const int8_t *const *s, int64_t n, uint8_t *
 
 /* ---------------------------------------------------------------- levels */
 
+/* the AMX tile kernel's block: 2 x 2 tiles of 16 x 16 */
+enum { QA_MR = 32, QA_NR = 32 };
+
+/* a packed X block: Kq rows of k-quads and one row for the AMX level's
+ * column corrections (unused by the others) */
+static int64_t qg_brows(int64_t Kq)
+{
+    return Kq + 1;
+}
+
 typedef struct qg_level {
     int mr, nr, flip;   /* flip: x stored as x ^ 0x80 (u8), corr = x_zero + 128 */
     int wide;           /* x - x_zero and W as int16 pairs: a 4-byte unit holds 2 taps, not 4 */
     qg_ukr_fn ukr;
+    int tiles;          /* AMX (cpu_qgemm_amx.c): W packed as u8 rows of K rounded up to 64, x raw,
+                           a row of column corrections after each packed X block */
 } qg_level;
 
 /* AVX2: the wide kernel is the faster one (7-10% from 14x14 images up,
@@ -407,15 +420,15 @@ enum { QG_WIDE_MIN_M = 150 };
 
 static qg_level qg_pick(int64_t M, int has128)
 {
-    qg_level l = {BASE_MR, BASE_NR, 0, 0, ukr_base};
+    qg_level l = {BASE_MR, BASE_NR, 0, 0, ukr_base, 0};
 #if QG_X86
     switch (mge_cpu_int8()) {
-    case MGE_INT8_AMX:   /* until the tile kernels: the AVX-512 VNNI ones */
-    case MGE_INT8_AVX512VNNI: l = (qg_level){Z_MR, Z_NR, 1, 0, ukr_512}; break;
-    case MGE_INT8_AVXVNNI: l = (qg_level){Y_MR, V_NR, 1, 0, ukr_vnni}; break;
+    case MGE_INT8_AMX: l = (qg_level){QA_MR, QA_NR, 0, 0, mge_cpu_qamx_ukr, 1}; break;
+    case MGE_INT8_AVX512VNNI: l = (qg_level){Z_MR, Z_NR, 1, 0, ukr_512, 0}; break;
+    case MGE_INT8_AVXVNNI: l = (qg_level){Y_MR, V_NR, 1, 0, ukr_vnni, 0}; break;
     case MGE_INT8_AVX2:
-        l = M >= QG_WIDE_MIN_M || has128 ? (qg_level){Y_MR, Y_NR, 0, 1, ukr_avx2w}
-                                         : (qg_level){Y_MR, Y_NR, 0, 0, ukr_avx2};
+        l = M >= QG_WIDE_MIN_M || has128 ? (qg_level){Y_MR, Y_NR, 0, 1, ukr_avx2w, 0}
+                                         : (qg_level){Y_MR, Y_NR, 0, 0, ukr_avx2, 0};
         break;
     default: break;
     }
@@ -432,16 +445,40 @@ static int64_t qg_tpu(void)
     return QG_X86 && mge_cpu_int8() == MGE_INT8_AVX2 ? 2 : 4;
 }
 
-/* units of K */
+/* units of K (AMX: K rounded up to the A tile's 64 bytes) */
 static int64_t qg_units(int64_t K)
 {
+    if (QG_X86 && mge_cpu_int8() == MGE_INT8_AMX)
+        return (K + 63) / 64 * 16;
     int64_t t = qg_tpu();
     return (K + t - 1) / t;
 }
 
+/* The tile config is per thread: every task that runs the AMX kernel
+ * loads it (and releases the tiles when done). */
+static void qg_tiles_begin(const qg_level *l)
+{
+#if QG_X86
+    if (l->tiles)
+        mge_cpu_qamx_begin();
+#else
+    (void)l;
+#endif
+}
+
+static void qg_tiles_end(const qg_level *l)
+{
+#if QG_X86
+    if (l->tiles)
+        mge_cpu_qamx_end();
+#else
+    (void)l;
+#endif
+}
+
 /* the largest MR and NR of any level: scratch sized for these fits all */
 #if QG_X86
-enum { ANY_MR = Z_MR, ANY_NR = Z_NR };
+enum { ANY_MR = QA_MR, ANY_NR = Z_NR };
 #else
 enum { ANY_MR = BASE_MR, ANY_NR = BASE_NR };
 #endif
@@ -617,6 +654,11 @@ static void qg_pack_blocks(void *arg, int64_t b0, int64_t b1, int thread)
         if (p->direct && (ob + 1) * mr <= p->Og)
             continue;   /* read in place */
 #if QG_X86
+        if (p->lv.tiles) {
+            mge_cpu_qamx_pack_w(src, mr, K, Kq * 4, (uint8_t *)dst);
+            CPU_VZEROUPPER();
+            continue;
+        }
         if (p->lv.wide) {
             qg_pack_wide(src, K, Kq, dst);
             CPU_VZEROUPPER();
@@ -663,11 +705,12 @@ static int qg_prepare_at(const mge_kctx *ctx, const mge_node *n, const mge_tenso
     const int8_t *W = w->data;
     p->lv = qg_pick(M, wide);
     int mr = p->lv.mr;
-    p->G = G, p->Og = Og, p->K = K, p->Kq = p->lv.wide ? (K + 1) / 2 : (K + 3) / 4, p->Ob = (Og + mr - 1) / mr;
+    p->G = G, p->Og = Og, p->K = K, p->Ob = (Og + mr - 1) / mr;
+    p->Kq = p->lv.tiles ? (K + 63) / 64 * 16 : p->lv.wide ? (K + 1) / 2 : (K + 3) / 4;
     int64_t rowsp = p->Ob * mr;
     p->wp = ws;
     p->W = W;
-    p->direct = !p->lv.wide && K % 4 == 0;
+    p->direct = !p->lv.wide && !p->lv.tiles && K % 4 == 0;
     p->rows = (qg_row *)(void *)((char *)ws + (((size_t)(G * rowsp * p->Kq * 4) + 63) & ~(size_t)63));
     double xs = mge_node_float(n, MGE_KEY_x_scale, 1), ys = mge_node_float(n, MGE_KEY_y_scale, 1);
     int32_t xz = (int32_t)mge_node_int(n, MGE_KEY_x_zero, 0);
@@ -710,7 +753,10 @@ static inline const int8_t *qg_wblock(const qg_prep *p, int64_t g, int64_t b, in
         *wrs = p->K, *wqs = 4;
         return p->W + (g * p->Og + b * mr) * p->K;
     }
-    *wrs = 4, *wqs = mr * 4;
+    if (p->lv.tiles)
+        *wrs = p->Kq * 4, *wqs = 0;   /* rows of Kp bytes */
+    else
+        *wrs = 4, *wqs = mr * 4;
     return p->wp + ((g * p->Ob + b) * p->Kq) * mr * 4;
 }
 
@@ -724,6 +770,61 @@ static int qg_supported(const mge_node *n, mge_tensor *const *in, int64_t O)
     if (n->nin > 2 && (in[2]->dtype != MGE_QS32 || mge_tensor_numel(in[2]) != O))
         return 0;
     return 1;
+}
+
+/* The AMX level's prepared state (mge_kernel.prepare: inference with
+ * fixed params): W packed as u8 rows and the row params, made once instead
+ * of on every call (at the other levels the per-call packing reads W in
+ * place, so they keep no state). */
+typedef struct qg_state {
+    qg_prep p;
+    void *mem;
+} qg_state;
+
+static void qg_release(void *state)
+{
+    qg_state *s = state;
+    if (s) {
+        mge_aligned_free(s->mem);
+        free(s);
+    }
+}
+
+static mge_status qg_make_state(const mge_node *n, mge_tensor *const *in, int64_t G, int64_t Og, int64_t K,
+                                void **state, mge_error *err)
+{
+    *state = NULL;
+    if (!QG_X86 || mge_cpu_int8() != MGE_INT8_AMX || !in[1] || !in[1]->data || (n->nin > 2 && !in[2]) ||
+        G < 1 || Og < 1 || K < 1 || !qg_supported(n, in, G * Og))
+        return MGE_OK;
+    qg_state *s = calloc(1, sizeof *s);
+    void *mem = mge_aligned_alloc(qg_prep_bytes(G, Og, K));
+    if (!s || !mem) {
+        free(s);
+        mge_aligned_free(mem);
+        return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
+    }
+    mge_kctx one;
+    memset(&one, 0, sizeof one);
+    one.threads = 1;
+    s->mem = mem;
+    /* 0: a multiplier out of range, the runs fall back without a state */
+    if (qg_prepare(&one, n, in[1], n->nin > 2 ? in[2] : NULL, G, Og, K, 0, mem, &s->p) != 1 || !s->p.lv.tiles) {
+        qg_release(s);
+        return MGE_OK;
+    }
+    s->p.W = NULL;   /* in[1]'s data is not ours to keep; the tile level never reads W in place */
+    *state = s;
+    return MGE_OK;
+}
+
+/* the prepared params when they fit this call (W is [G * Og][K]) */
+static const qg_prep *qg_prepared(const mge_kctx *ctx, int64_t G, int64_t Og, int64_t K)
+{
+    const qg_state *s = ctx->prepared;
+    if (s && s->p.G == G && s->p.Og == Og && s->p.K == K && QG_X86 && mge_cpu_int8() == MGE_INT8_AMX)
+        return &s->p;
+    return NULL;
 }
 
 /* ---------------------------------------------------------------- qconv2d */
@@ -753,16 +854,22 @@ static int64_t qg_xstride(int64_t mb)
     return ((mb + 16) * 4 + 63) / 64 * 64;
 }
 
+/* qconv2d's koff: an entry per tap of the packed K (AMX: up to K + 63) */
+static size_t qg_koff_bytes(int64_t K)
+{
+    return (size_t)(K + 64) * 8;
+}
+
 static size_t qg_thread_bytes(int64_t M, int64_t K)
 {
     /* the largest block any level picks */
-    static const int nrs[] = {ANY_NR, 24, 16};
+    static const int nrs[] = {ANY_NR, QA_NR, 24, 16};
     int64_t Kq = qg_units(K), mb = 0;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         int64_t b = qg_mb(M, K, nrs[i]);
         mb = b > mb ? b : mb;
     }
-    return (size_t)(Kq * qg_xstride(mb) + ANY_MR * ANY_NR + 256);
+    return (size_t)(qg_brows(Kq) * qg_xstride(mb) + ANY_MR * ANY_NR + 256);
 }
 
 static int qg_is_dw(const cpu_conv *c)
@@ -915,6 +1022,12 @@ static void qconv_pack(const qconv_job *j, int64_t g, int64_t m0, int64_t len, u
             d += slen[i] * 4;
         }
     }
+#if QG_X86
+    if (p->lv.tiles) {
+        mge_cpu_qamx_colsum(xp, xs, p->Kq, len);
+        CPU_VZEROUPPER();
+    }
+#endif
 }
 
 /* blocks [b0, b1) into the shared area */
@@ -925,7 +1038,7 @@ static void qconv_pack_shared(void *arg, int64_t b0, int64_t b1, int thread)
     int64_t xs = qg_xstride(j->mb);
     for (int64_t blk = b0; blk < b1; blk++) {
         int64_t mbi = blk % j->nmb, g = blk / j->nmb, m0 = mbi * j->mb;
-        qconv_pack(j, g, m0, c->P - m0 < j->mb ? c->P - m0 : j->mb, j->xsh + blk * j->p->Kq * xs);
+        qconv_pack(j, g, m0, c->P - m0 < j->mb ? c->P - m0 : j->mb, j->xsh + blk * qg_brows(j->p->Kq) * xs);
     }
 }
 
@@ -937,6 +1050,7 @@ static void qconv_tasks(void *arg, int64_t t0, int64_t t1, int thread)
     uint8_t *own = (uint8_t *)(j->tws + (size_t)thread * j->tbytes), *xp = own;
     int64_t Kq = p->Kq, nr = p->lv.nr, mr = p->lv.mr, xs = qg_xstride(j->mb);
     int64_t packed = -1;   /* (group, column block) whose X is in xp */
+    qg_tiles_begin(&p->lv);
     if (j->xsh) {
         /* every block is packed: a task is a chunk of rows of a group over
          * all the column blocks (it was a block and a chunk of rows: the
@@ -949,7 +1063,7 @@ static void qconv_tasks(void *arg, int64_t t0, int64_t t1, int thread)
             int8_t *yg = j->y + g * c->Og * c->P;
             for (int64_t mbi = 0; mbi < j->nmb; mbi++) {
                 int64_t m0 = mbi * j->mb, len = c->P - m0 < j->mb ? c->P - m0 : j->mb;
-                xp = j->xsh + (g * j->nmb + mbi) * Kq * xs;
+                xp = j->xsh + (g * j->nmb + mbi) * qg_brows(Kq) * xs;
                 for (int64_t b = b0; b < b1; b++) {
                     int64_t r0 = b * mr, rows = c->Og - r0 < mr ? c->Og - r0 : mr, wrs, wqs;
                     const int8_t *wb = qg_wblock(p, g, b, &wrs, &wqs);
@@ -961,6 +1075,7 @@ static void qconv_tasks(void *arg, int64_t t0, int64_t t1, int thread)
                 }
             }
         }
+        qg_tiles_end(&p->lv);
         return;
     }
     for (int64_t t = t0; t < t1; t++) {
@@ -968,7 +1083,7 @@ static void qconv_tasks(void *arg, int64_t t0, int64_t t1, int thread)
         int64_t mbi = blk % j->nmb, g = blk / j->nmb;
         int64_t m0 = mbi * j->mb, len = c->P - m0 < j->mb ? c->P - m0 : j->mb;
         if (j->xsh) {
-            xp = j->xsh + blk * Kq * xs;
+            xp = j->xsh + blk * qg_brows(Kq) * xs;
         } else if (packed != blk) {
             qconv_pack(j, g, m0, len, xp);
             packed = blk;
@@ -986,6 +1101,7 @@ static void qconv_tasks(void *arg, int64_t t0, int64_t t1, int thread)
             }
         }
     }
+    qg_tiles_end(&p->lv);
 }
 
 /* ---------------------------------------------------------------- entry points */
@@ -1007,14 +1123,14 @@ static int64_t qconv_split(const cpu_conv *c, int threads, int nr, int mr, int64
         want = Ob;
     *obper = (Ob + want - 1) / want;
     *nob = (Ob + *obper - 1) / *obper;
-    return *nob > 1 ? blocks * qg_units(c->K) * qg_xstride(*mb) : 0;
+    return *nob > 1 ? blocks * qg_brows(qg_units(c->K)) * qg_xstride(*mb) : 0;
 }
 
 static size_t qconv_xsh_bytes(const cpu_conv *c, int threads)
 {
-    static const int nrs[][2] = {{ANY_NR, ANY_MR}, {24, 4}, {16, 4}};
+    static const int nrs[][2] = {{ANY_NR, 4}, {QA_NR, 4}, {24, 4}, {16, 4}};
     int64_t mb, nmb, nob, obper, most = 0;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         int64_t b = qconv_split(c, threads, nrs[i][0], nrs[i][1], &mb, &nmb, &nob, &obper);
         most = b > most ? b : most;
     }
@@ -1031,7 +1147,7 @@ static size_t qconv_bytes(const cpu_conv *c, int threads, size_t *prep, size_t *
         *shared = QG_AL(*shared);
     } else {
         *prep = QG_AL(qg_prep_bytes(c->G, c->Og, c->K));
-        *shared = QG_AL(qg_src_bytes(c)) + QG_AL((size_t)c->OW + 64) + QG_AL((size_t)(c->K + 4) * 8) +
+        *shared = QG_AL(qg_src_bytes(c)) + QG_AL((size_t)c->OW + 64) + QG_AL(qg_koff_bytes(c->K)) +
                   QG_AL(qconv_xsh_bytes(c, threads));
         *per = QG_AL(qg_thread_bytes(c->P, c->K));
     }
@@ -1066,25 +1182,30 @@ static mge_status cpu_qconv2d(const mge_kctx *ctx, const mge_node *n, mge_tensor
     const int8_t *x = in[0]->data;
     if (qg_is_dw(&c))
         return mge_cpu_qdw_run(ctx, n, &c, in, out, sh, tws, per) ? MGE_OK : cpu_fallback(ctx, n, in, out, err);
-    qg_prep p;
-    if (!qg_prepare(ctx, n, in[1], bias, c.G, c.Og, c.K, c.P, ctx->ws, &p))
-        return cpu_fallback(ctx, n, in, out, err);
-    qconv_job j = {&c, &p, {0}, NULL, NULL, NULL, NULL, NULL, tws, per, 0, 0, 1, p.Ob};
+    qg_prep pl;
+    const qg_prep *pp = qg_prepared(ctx, c.G, c.Og, c.K);
+    if (!pp) {
+        if (!qg_prepare(ctx, n, in[1], bias, c.G, c.Og, c.K, c.P, ctx->ws, &pl))
+            return cpu_fallback(ctx, n, in, out, err);
+        pp = &pl;
+    }
+    const qg_prep *const p = pp;
+    qconv_job j = {&c, p, {0}, NULL, NULL, NULL, NULL, NULL, tws, per, 0, 0, 1, p->Ob};
     if (qg_src_direct(&c))
         j.xend = x + c.N * c.C * c.H * c.W;
     int8_t *zero = (int8_t *)sh + QG_AL(qg_src_bytes(&c));
     memset(zero, 0, (size_t)c.OW + 64);
     j.zero = zero;
     j.koff = (int64_t *)(void *)(zero + QG_AL((size_t)c.OW + 64));
-    int64_t xsh = qconv_split(&c, threads, p.lv.nr, p.lv.mr, &j.mb, &j.nmb, &j.nob, &j.obper);
+    int64_t xsh = qconv_split(&c, threads, p->lv.nr, p->lv.mr, &j.mb, &j.nmb, &j.nob, &j.obper);
     int64_t blocks = c.G * j.nmb;
     if (xsh) {
-        j.xsh = (uint8_t *)(void *)(j.koff + QG_AL((size_t)(c.K + 4) * 8) / 8);
+        j.xsh = (uint8_t *)(void *)(j.koff + QG_AL(qg_koff_bytes(c.K)) / 8);
         /* tasks are (group, chunk of rows) over all columns: about 4 per thread */
         int64_t want = (4 * threads + c.G - 1) / c.G;
-        want = want > p.Ob ? p.Ob : want;
-        j.obper = (p.Ob + want - 1) / want;
-        j.nob = (p.Ob + j.obper - 1) / j.obper;
+        want = want > p->Ob ? p->Ob : want;
+        j.obper = (p->Ob + want - 1) / want;
+        j.nob = (p->Ob + j.obper - 1) / j.obper;
     }
     int64_t Hp, Wq;
     qg_src_dims(&c, &Hp, &Wq);
@@ -1106,7 +1227,7 @@ static mge_status cpu_qconv2d(const mge_kctx *ctx, const mge_node *n, mge_tensor
             }
             for (k = c.ksz; k < c.K; k++)
                 j.koff[k] = j.koff[k - c.ksz] + j.src.cstride;
-            for (; k < p.Kq * (p.lv.wide ? 2 : 4); k++)
+            for (; k < p->Kq * (p->lv.wide ? 2 : 4); k++)
                 j.koff[k] = -1;
         }
         j.y = (int8_t *)out[0]->data + img * c.O * c.P;
@@ -1353,9 +1474,10 @@ static void qlin_tasks(void *arg, int64_t t0, int64_t t1, int thread)
     char *ws = j->tws + (size_t)thread * j->tbytes;
     int64_t Kq = p->Kq, K = p->K, nr = p->lv.nr, mr = p->lv.mr, xs = qg_xstride(j->mb);
     uint8_t *xp = (uint8_t *)ws;
-    int8_t *tile = (int8_t *)ws + Kq * xs;
+    int8_t *tile = (int8_t *)ws + qg_brows(Kq) * xs;
     uint8_t f = p->lv.flip ? 0x80 : 0;
     int64_t packed = -1;
+    qg_tiles_begin(&p->lv);
     for (int64_t t = t0; t < t1; t++) {
         int64_t ob = t % j->nob, mbi = t / j->nob;
         int64_t m0 = mbi * j->mb, len = j->M - m0 < j->mb ? j->M - m0 : j->mb;
@@ -1377,6 +1499,12 @@ static void qlin_tasks(void *arg, int64_t t0, int64_t t1, int thread)
                     for (int b = 0; b < 4; b++)
                         d[q * xs + b] = q * 4 + b < K ? sx[q * 4 + b] ^ f : 0;
             }
+#if QG_X86
+            if (p->lv.tiles) {
+                mge_cpu_qamx_colsum(xp, xs, Kq, len);
+                CPU_VZEROUPPER();
+            }
+#endif
             packed = mbi;
         }
         int64_t b0 = ob * j->obper, b1 = b0 + j->obper < p->Ob ? b0 + j->obper : p->Ob;
@@ -1393,6 +1521,7 @@ static void qlin_tasks(void *arg, int64_t t0, int64_t t1, int thread)
             }
         }
     }
+    qg_tiles_end(&p->lv);
 }
 
 static void qlin_dims(mge_tensor *const *in, int64_t *M, int64_t *K, int64_t *O)
@@ -1441,7 +1570,10 @@ static mge_status cpu_qlinear(const mge_kctx *ctx, const mge_node *n, mge_tensor
         return mge_error_set(err, MGE_ERR_INVALID, "%s: scratch of %zu bytes, need %zu", mge_kctx_opname(ctx, n),
                              ctx->ws_size, need);
     qg_prep p;
-    if (!qg_prepare(ctx, n, in[1], n->nin > 2 ? in[2] : NULL, 1, O, K, M, ctx->ws, &p))
+    const qg_prep *sp = qg_prepared(ctx, 1, O, K);
+    if (sp)
+        p = *sp;
+    else if (!qg_prepare(ctx, n, in[1], n->nin > 2 ? in[2] : NULL, 1, O, K, M, ctx->ws, &p))
         return cpu_fallback(ctx, n, in, out, err);
     qlin_job j = {&p, in[0]->data, out[0]->data, (char *)ctx->ws + ((prep + 63) & ~(size_t)63), per, M, O, 0, 0, 1,
                   p.Ob};
@@ -1458,9 +1590,33 @@ static mge_status cpu_qlinear(const mge_kctx *ctx, const mge_node *n, mge_tensor
     return MGE_OK;
 }
 
+/* W [O][Cg][kh][kw]; depthwise convs (cpu_qdepthwise.c) keep no state */
+static mge_status qconv_prepare(const mge_node *n, mge_tensor *const *in, void **state, mge_error *err)
+{
+    *state = NULL;
+    const mge_tensor *w = in[1];
+    if (!w || w->ndim != 4)
+        return MGE_OK;
+    int64_t G = mge_node_int(n, MGE_KEY_groups, 1), O = w->dims[0], Cg = w->dims[1];
+    if (G < 1 || O % G || (G > 1 && Cg == 1 && O == G))
+        return MGE_OK;
+    return qg_make_state(n, in, G, O / G, Cg * w->dims[2] * w->dims[3], state, err);
+}
+
+static mge_status qlin_prepare(const mge_node *n, mge_tensor *const *in, void **state, mge_error *err)
+{
+    *state = NULL;
+    const mge_tensor *w = in[1];
+    if (!w || w->ndim != 2)
+        return MGE_OK;
+    return qg_make_state(n, in, 1, w->dims[0], w->dims[1], state, err);
+}
+
 void mge_cpu_register_qgemm(mge_backend *b)
 {
     mge_cpu_int8();   /* decided once, before any kernel runs on pool threads */
-    b->k[MGE_OP_QCONV2D][MGE_QS8] = (mge_kernel){.run = cpu_qconv2d, .ws = qconv_ws};
-    b->k[MGE_OP_QLINEAR][MGE_QS8] = (mge_kernel){.run = cpu_qlinear, .ws = qlin_ws};
+    b->k[MGE_OP_QCONV2D][MGE_QS8] =
+        (mge_kernel){.run = cpu_qconv2d, .ws = qconv_ws, .prepare = qconv_prepare, .release = qg_release};
+    b->k[MGE_OP_QLINEAR][MGE_QS8] =
+        (mge_kernel){.run = cpu_qlinear, .ws = qlin_ws, .prepare = qlin_prepare, .release = qg_release};
 }

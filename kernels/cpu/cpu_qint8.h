@@ -96,6 +96,16 @@ static inline __mmask16 zmask(int n)
 }
 #endif
 
+#if QG_X86
+/* the AMX level's GEMM pieces, cpu_qgemm_amx.c (see there) */
+void mge_cpu_qamx_begin(void);
+void mge_cpu_qamx_end(void);
+void mge_cpu_qamx_pack_w(const int8_t *const *src, int rows, int64_t K, int64_t Kp, uint8_t *dst);
+void mge_cpu_qamx_colsum(uint8_t *blk, int64_t xs, int64_t Kq, int64_t len);
+void mge_cpu_qamx_ukr(const uint8_t *xp, int64_t xs, const int8_t *wp, int64_t wrs, int64_t wqs, int64_t Kq,
+                      const qg_row *rp, const qg_epi *e, int rows, int cols, int8_t *y, int64_t ldy);
+#endif
+
 /* depthwise qconv2d (groups = C = O), cpu_qdepthwise.c: the scratch it
  * needs (shared part and per thread), and the run; 0 when a multiplier is
  * out of range (the caller falls back to the ref kernel) */

@@ -1,7 +1,7 @@
 /* test_quant_kernels.c — the cpu int8 kernels (kernels/cpu/cpu_qgemm.c, cpu_qdepthwise.c,
  * cpu_quant.c) against the ref ones (kernels/ref/ref_quant.c), to the bit,
  * at every int8 level the machine has: main runs the cases in a child per
- * MGE_CPU_ISA setting (baseline, avx2, avx2-vnni, avx512, unset), since the
+ * MGE_CPU_ISA setting (baseline, avx2, avx2-vnni, avx512, avx512-vnni, unset), since the
  * level is decided once per process. Each child also prints (never checks)
  * the speed of a resnet-like 3x3 conv at its level. The cases cover each
  * path: GEMM (small and >= 1024-column images: the AVX2 level's two
@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 static mge_pool *pool2, *pool3;
+static int nprepared;   /* cases run with a prepared state (the AMX level must make some) */
 static uint64_t seed = 0x9e3779b97f4a7c15ull;
 
 static uint32_t rnd(void)
@@ -33,8 +34,25 @@ static int32_t rnd_in(int32_t lo, int32_t hi)
     return lo + (int32_t)(rnd() % (uint32_t)(hi - lo + 1));
 }
 
+/* ug_run_kernel with a prepared state (as an inference executor passes it) */
+static mge_status run_prepared(const mge_kernel *k, mge_pool *pool, const mge_node *n, mge_tensor **in,
+                               mge_tensor *y, void *state, mge_error *err)
+{
+    mge_tensor *ys[1] = {y};
+    int threads = mge_pool_size(pool);
+    size_t ws = k->ws ? k->ws(n, in, ys, threads) : 0;
+    void *wsp = ws ? mge_aligned_alloc(ws) : NULL;
+    mge_kctx ctx = {.pool = pool, .threads = threads, .ws = wsp, .ws_size = ws, .prepared = state,
+                    .opname = mge_op_info(n->op)->name};
+    mge_status s = k->run(&ctx, n, in, ys, err);
+    mge_aligned_free(wsp);
+    return s;
+}
+
 /* Runs node of g (inputs in[]) on the ref backend and on cpu with 1, 2 and
- * 3 threads; the outputs must be the same bytes. Returns the number of
+ * 3 threads, then (when the kernel prepares state from its params, the AMX
+ * level) with that state on 1 and 2 threads; the outputs must be the same
+ * bytes. Returns the number of
  * distinct output bytes of the ref result (so cases can check they are not
  * degenerate), or -1 on failure. */
 static int run_both(const char *what, const mge_graph *g, int node, mge_tensor **in, mge_dtype dt)
@@ -55,11 +73,19 @@ static int run_both(const char *what, const mge_graph *g, int node, mge_tensor *
     CHECK_MSG(s == MGE_OK, "%s: ref: %s", what, err.msg);
     if (s)
         goto done;
-    mge_pool *pools[3] = {NULL, pool2, pool3};
+    mge_pool *pools[5] = {NULL, pool2, pool3, NULL, pool2};
+    void *state = NULL;
+    if (kc->prepare) {   /* x hidden: it changes between runs */
+        mge_tensor *pin[3] = {NULL, in[1], n->nin > 2 ? in[2] : NULL};
+        s = kc->prepare(n, pin, &state, &err);
+        CHECK_MSG(s == MGE_OK, "%s: prepare: %s", what, err.msg);
+        nprepared += state != NULL;
+    }
     int ok = 1;
-    for (int p = 0; p < 3; p++) {
+    for (int p = 0; p < (state ? 5 : 3); p++) {
         memset(got.data, 0x5a, got.nbytes);
-        s = ug_run_kernel(kc, pools[p], n, in, &got, &err);
+        s = p < 3 ? ug_run_kernel(kc, pools[p], n, in, &got, &err)
+                  : run_prepared(kc, pools[p], n, in, &got, state, &err);
         CHECK_MSG(s == MGE_OK, "%s: cpu: %s", what, err.msg);
         if (s) {
             ok = 0;
@@ -71,13 +97,14 @@ static int run_both(const char *what, const mge_graph *g, int node, mge_tensor *
                 const float *a = got.data, *b = want.data;
                 while (i < want.nbytes / 4 && !memcmp(&a[i], &b[i], 4))
                     i++;
-                CHECK_MSG(0, "%s (%d threads): element %zu: cpu %.9g, ref %.9g", what, p + 1, i, a[i], b[i]);
+                CHECK_MSG(0, "%s (%d threads%s): element %zu: cpu %.9g, ref %.9g", what, p % 3 + 1,
+                          p < 3 ? "" : ", prepared", i, a[i], b[i]);
             } else {
                 const int8_t *a = got.data, *b = want.data;
                 while (i < want.nbytes && a[i] == b[i])
                     i++;
-                CHECK_MSG(0, "%s (%d threads): byte %zu of %zu: cpu %d, ref %d", what, p + 1, i, want.nbytes, a[i],
-                          b[i]);
+                CHECK_MSG(0, "%s (%d threads%s): byte %zu of %zu: cpu %d, ref %d", what, p % 3 + 1,
+                          p < 3 ? "" : ", prepared", i, want.nbytes, a[i], b[i]);
             }
             ok = 0;
             break;
@@ -91,6 +118,8 @@ static int run_both(const char *what, const mge_graph *g, int node, mge_tensor *
             if (!seen[b[i]])
                 seen[b[i]] = 1, distinct++;
     }
+    if (state)
+        kc->release(state);
 done:
     mge_tensor_free(&want);
     mge_tensor_free(&got);
@@ -224,6 +253,15 @@ static void test_qconv(void)
         {"dw 3x3 s3 p1", 1, 4, 20, 19, 4, 3, 3, 3, 1, 1, 4, 1, NONE, 1, 0, 0, 0, 0},
         {"dw 3x3 wide 70", 1, 3, 9, 70, 3, 3, 3, 1, 1, 1, 3, 1, NONE, 1, -1, 0, 0, 0},
         {"dw 2x2 even", 1, 6, 8, 9, 6, 2, 2, 1, 0, 1, 6, 0, NONE, 1, 1, 0, 0, 0},
+        /* the AMX tiles (32 x 32 blocks of 16 x 16 tiles, K in steps of 64): K past a step,
+         * O and the columns past a tile, small images with shared packing, groups */
+        {"amx K=333 O=45", 1, 37, 9, 11, 45, 3, 3, 1, 1, 1, 1, 1, NONE, 1, -20, 7, 0, 0},
+        {"amx 3x3 s2 O=17", 2, 40, 15, 13, 17, 3, 3, 2, 1, 1, 1, 1, MGE_OP_RELU, 1, 100, -100, 0, 0},
+        {"amx 1x1 K=70 P=63", 1, 70, 7, 9, 33, 1, 1, 1, 0, 1, 1, 1, NONE, 0, 5, 0, 0, 0},
+        {"amx 7x7 K=1152 O=96", 1, 128, 7, 7, 96, 3, 3, 1, 1, 1, 1, 1, MGE_OP_RELU, 1, -128, -128, 0, 0},
+        {"amx groups3 Og=20", 1, 48, 10, 12, 60, 3, 3, 1, 1, 1, 3, 1, NONE, 1, 9, 2, 0, 0},
+        {"amx 1x1 s2 K=256", 1, 256, 14, 14, 48, 1, 1, 2, 0, 1, 1, 0, NONE, 1, -1, 0, 0, 0},
+        {"amx 4x4 P=16 O=32", 1, 64, 4, 4, 32, 3, 3, 1, 1, 1, 1, 1, NONE, 1, 3, 3, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_q(&cases[i]);
@@ -244,6 +282,10 @@ static void test_qlinear(void)
         {"linear N=2 K=7", 2, 7, 1, 1, 35, 0, 0, 0, 0, 0, 1, 1, NONE, 0, 12, 0, 1, 0},
         {"linear N=3 K=128", 3, 128, 1, 1, 40, 0, 0, 0, 0, 0, 1, 1, NONE, 1, 60, -1, 1, 0},
         {"linear N=1 O=29 relu", 1, 300, 1, 1, 29, 0, 0, 0, 0, 0, 1, 1, MGE_OP_RELU, 1, 0, -50, 1, 0},
+        /* the AMX tiles: K past a 64-byte step, O and N past a tile */
+        {"linear N=40 K=200 O=50", 40, 200, 1, 1, 50, 0, 0, 0, 0, 0, 1, 1, NONE, 1, -7, 3, 1, 0},
+        {"linear N=17 K=64 O=16", 17, 64, 1, 1, 16, 0, 0, 0, 0, 0, 1, 0, MGE_OP_RELU, 1, 0, 0, 1, 0},
+        {"linear N=130 K=129 O=65", 130, 129, 1, 1, 65, 0, 0, 0, 0, 0, 1, 1, NONE, 1, 30, -2, 1, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_q(&cases[i]);
@@ -552,6 +594,8 @@ static int child(void)
         RUN(test_qconv_w128);
         RUN(test_elementwise);
         RUN(test_pool);
+        /* the AMX level prepares its packed weights (the inference executors' path) */
+        CHECK_MSG(mge_cpu_int8() != MGE_INT8_AMX || nprepared >= 20, "only %d cases ran prepared", nprepared);
     }
     if (!getenv("MGE_QK_NOBENCH"))
         bench(lv, mge_cpu_int8() != MGE_INT8_BASE);
@@ -565,9 +609,10 @@ int main(int argc, char **argv)
     (void)argc;
     if (getenv("MGE_QK_CHILD"))
         return child();
-    static const char *levels[] = {"baseline", "avx2", "avx2-vnni", "avx512", NULL};
+    /* avx512-vnni: where the machine has AMX, the level below it (unset) */
+    static const char *levels[] = {"baseline", "avx2", "avx2-vnni", "avx512", "avx512-vnni", NULL};
     int fail = 0;
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 6; i++) {
         fflush(NULL);
         pid_t pid = fork();
         if (pid == 0) {
