@@ -245,6 +245,61 @@ static void atb_gemm(int level, const uint16_t *A, int64_t lda, const uint32_t *
         }
 }
 
+/* S [br, bc] (ld lds) *= scale; O [br, dv] += T [br, dv] (ld ldt). On 16
+ * lanes at either level (both imply AVX-512). */
+#if ATB_X86
+__attribute__((target("avx512f"))) static void atb_scale_avx512(float *S, int64_t lds, int64_t br, int64_t bc,
+                                                                float scale)
+{
+    __m512 f = _mm512_set1_ps(scale);
+    for (int64_t r = 0; r < br; r++)
+        for (int64_t c = 0; c < bc; c += 16) {
+            __mmask16 m = c + 16 <= bc ? (__mmask16)0xffff : (__mmask16)((1u << (bc - c)) - 1);
+            float *p = S + r * lds + c;
+            _mm512_mask_storeu_ps(p, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, p), f));
+        }
+}
+
+__attribute__((target("avx512f"))) static void atb_add_avx512(float *O, const float *T, int64_t ldt, int64_t br,
+                                                              int64_t dv)
+{
+    for (int64_t r = 0; r < br; r++)
+        for (int64_t e = 0; e < dv; e += 16) {
+            __mmask16 m = e + 16 <= dv ? (__mmask16)0xffff : (__mmask16)((1u << (dv - e)) - 1);
+            float *p = O + r * dv + e;
+            _mm512_mask_storeu_ps(p, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, p), _mm512_loadu_ps(T + r * ldt + e)));
+        }
+}
+#endif
+
+static void atb_scale(int level, float *S, int64_t lds, int64_t br, int64_t bc, float scale)
+{
+#if ATB_X86
+    if (level != MGE_BF16_NONE) {
+        atb_scale_avx512(S, lds, br, bc, scale);
+        return;
+    }
+#endif
+    (void)level;
+    for (int64_t r = 0; r < br; r++)
+        for (int64_t c = 0; c < bc; c++)
+            S[r * lds + c] *= scale;
+}
+
+static void atb_add(int level, float *O, const float *T, int64_t ldt, int64_t br, int64_t dv)
+{
+#if ATB_X86
+    if (level != MGE_BF16_NONE) {
+        atb_add_avx512(O, T, ldt, br, dv);
+        return;
+    }
+#endif
+    (void)level;
+    for (int64_t r = 0; r < br; r++)
+        for (int64_t e = 0; e < dv; e++)
+            O[r * dv + e] += T[r * ldt + e];
+}
+
 /* ---------------------------------------------------------------- the attention steps */
 
 void mge_cpu_attn_bf16_kv(int level, void *kv, const float *k, const float *v, int64_t Sk, int64_t D, int64_t Dv,
@@ -306,9 +361,7 @@ void mge_cpu_attn_bf16_qk(int level, void *ws, const void *kv, int64_t t, int64_
     uint32_t *kp, *vp;
     atb_tile((void *)(uintptr_t)kv, t, D, Dv, &kp, &vp);
     atb_gemm(level, w.qb, w.Dp, kp, ATB_BC, S, lds, up32(br), up32(bc), w.Dp);
-    for (int64_t r = 0; r < br; r++)
-        for (int64_t c = 0; c < bc; c++)
-            S[r * lds + c] *= scale;
+    atb_scale(level, S, lds, br, bc, scale);
 }
 
 void mge_cpu_attn_bf16_pv(int level, void *ws, const float *P, int64_t lds, const void *kv, int64_t t, int64_t br,
@@ -326,7 +379,5 @@ void mge_cpu_attn_bf16_pv(int level, void *ws, const float *P, int64_t lds, cons
             memset(w.pb + r * ATB_BC, 0, sizeof(uint16_t) * (size_t)bcp);
     }
     atb_gemm(level, w.pb, ATB_BC, vp, w.Dvp, w.t, w.Dvp, brp, w.Dvp, bcp);
-    for (int64_t r = 0; r < br; r++)
-        for (int64_t e = 0; e < Dv; e++)
-            O[r * Dv + e] += w.t[r * w.Dvp + e];
+    atb_add(level, O, w.t, w.Dvp, br, Dv);
 }
