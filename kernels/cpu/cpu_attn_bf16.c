@@ -122,6 +122,22 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static void atb_round_row_a
         _mm256_mask_storeu_epi16(o + i, st, _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
     }
 }
+
+/* P's rows: vcvtne2ps2bf16 rounds to nearest even as atb_round does,
+ * except that it flushes denormals to zero; a weight below 2^-126 moves no
+ * output (they are divided by l >= 1). */
+__attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl"))) static void
+atb_round_p_avx512(const float *x, int64_t n, uint16_t *o, int64_t np)
+{
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        _mm512_storeu_si512(o + i, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(x + i)));
+    for (; i < np; i += 16) {
+        __mmask16 live = i + 16 <= n ? (__mmask16)0xffff : i < n ? (__mmask16)((1u << (n - i)) - 1) : 0;
+        __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(live, x + i));
+        _mm256_storeu_si256((__m256i *)(o + i), (__m256i)h);
+    }
+}
 #endif
 
 static void atb_round_row(int level, const float *x, int64_t n, uint16_t *o, int64_t np)
@@ -373,10 +389,16 @@ void mge_cpu_attn_bf16_pv(int level, void *ws, const float *P, int64_t lds, cons
     atb_tile((void *)(uintptr_t)kv, t, D, Dv, &kp, &vp);
     int64_t brp = up32(br), bcp = up32(bc);
     for (int64_t r = 0; r < brp; r++) {
-        if (r < br)
-            atb_round_row(level, P + r * lds, bc, w.pb + r * ATB_BC, bcp);
-        else
+        if (r < br) {
+#if ATB_X86
+            if (level != MGE_BF16_NONE)
+                atb_round_p_avx512(P + r * lds, bc, w.pb + r * ATB_BC, bcp);
+            else
+#endif
+                atb_round_row(level, P + r * lds, bc, w.pb + r * ATB_BC, bcp);
+        } else {
             memset(w.pb + r * ATB_BC, 0, sizeof(uint16_t) * (size_t)bcp);
+        }
     }
     atb_gemm(level, w.pb, ATB_BC, vp, w.Dvp, w.t, w.Dvp, brp, w.Dvp, bcp);
     atb_add(level, O, w.t, w.Dvp, br, Dv);
