@@ -3,7 +3,8 @@
  * O += P V with both operands rounded to bf16 (nearest even) and the sums
  * in f32. The mask, causal cut, online softmax and dropout stay in f32 in
  * cpu_attn.c; P, the f32 weights of a tile, is rounded to bf16 just before
- * P V, as flash-attention bf16 kernels do.
+ * P V, as flash-attention bf16 kernels do (vcvtne2ps2bf16: nearest even, a
+ * denormal weight to 0).
  *
  * K and V are packed once per run (mge_cpu_attn_bf16_kv, one pool task per
  * leading index and key tile, before the query tiles start), tile by tile,

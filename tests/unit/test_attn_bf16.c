@@ -17,7 +17,8 @@
  *   max|v|, plus v's and P's rounding.
  * - the bf16 path ran (differs from f32 somewhere) when a level is on; and
  *   1 vs 2 threads bit-identical.
- * - dropout in training: bf16 and f32 draw the same weights. */
+ * - dropout in training: bf16 and f32 draw the same weights.
+ * ATTN_BF16_VERBOSE=1 prints each case's errors against its tolerances. */
 #include "internal.h"
 #include "unit.h"
 #include "unit_graph.h"
