@@ -224,11 +224,13 @@ static void test_shapes(void)
                 run_case(&c, &r);
             }
         }
-    /* Sq != Sk over several key tiles, odd d, Dv != d */
+    /* Sq != Sk over several key tiles, odd d, Dv != d, large d */
     acase odd[] = {
         {1, 3, 70, 300, 33, 17, 0, 0},
         {2, 1, 130, 260, 80, 48, 1, 2},
         {1, 2, 65, 513, 64, 64, 0, 1},
+        {1, 1, 40, 100, 128, 128, 1, 0},
+        {3, 1, 3, 5, 256, 8, 0, 2},
     };
     for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++)
         run_case(&odd[i], &r);
