@@ -183,8 +183,8 @@ static void at_dropout(const kattn *a, int64_t b, int64_t i0, int64_t j0, int64_
         }
 }
 
-/* Rows [i0, i0 + br) of leading index b: m, l and the unnormalized O. */
-/* bw: the thread's bf16 scratch when j->bf16. */
+/* Rows [i0, i0 + br) of leading index b: m, l and the unnormalized O; bw
+ * is the thread's bf16 scratch when j->bf16. */
 static void at_forward_tile(const at_job *j, int64_t b, int64_t i0, int64_t br, float *S, float *O, float *m,
                             float *l, int dropout, void *bw)
 {
