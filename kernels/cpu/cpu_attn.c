@@ -112,19 +112,28 @@ static void at_mask_tile(const at_job *j, int64_t b, int64_t i0, int64_t j0, int
 
 /* The online softmax step on one tile: per row, the new max, the weights
  * p = exp(s - m) written over s, l and O (ld dv) rescaled. The max and the
- * sum run in 16 lanes (a float reduction does not vectorize by itself). */
+ * sum run in 16 lanes (a float reduction does not vectorize by itself);
+ * the max on a vector type with an explicit select, since GCC leaves the
+ * select of a 16-float array scalar (the same max: x > mv ? x : mv). */
+typedef float at_v16 __attribute__((vector_size(64)));
+typedef int32_t at_i16 __attribute__((vector_size(64)));
 CPU_MULTI3(at_online, (float *restrict S, int64_t br, int64_t bc, float *restrict m, float *restrict l,
                        float *restrict O, int64_t dv),
            (S, br, bc, m, l, O, dv), {
     for (int64_t r = 0; r < br; r++) {
         float *s = S + r * AT_BC;
         float mv[16], sv[16];
+        at_v16 mvv;
         for (int k = 0; k < 16; k++)
-            mv[k] = -INFINITY, sv[k] = 0;
+            mvv[k] = -INFINITY, sv[k] = 0;
         int64_t c = 0;
-        for (; c + 16 <= bc; c += 16)
-            for (int k = 0; k < 16; k++)
-                mv[k] = s[c + k] > mv[k] ? s[c + k] : mv[k];
+        for (; c + 16 <= bc; c += 16) {
+            at_v16 x;
+            memcpy(&x, s + c, sizeof x);
+            at_i16 gt = x > mvv;
+            mvv = (at_v16)(((at_i16)x & gt) | ((at_i16)mvv & ~gt));
+        }
+        memcpy(mv, &mvv, sizeof mv);
         float mx = m[r];
         for (int k = 0; k < 16; k++)
             mx = mv[k] > mx ? mv[k] : mx;
@@ -174,8 +183,8 @@ static void at_dropout(const kattn *a, int64_t b, int64_t i0, int64_t j0, int64_
         }
 }
 
-/* Rows [i0, i0 + br) of leading index b: m, l and the unnormalized O. */
-/* bw: the thread's bf16 scratch when j->bf16. */
+/* Rows [i0, i0 + br) of leading index b: m, l and the unnormalized O; bw
+ * is the thread's bf16 scratch when j->bf16. */
 static void at_forward_tile(const at_job *j, int64_t b, int64_t i0, int64_t br, float *S, float *O, float *m,
                             float *l, int dropout, void *bw)
 {

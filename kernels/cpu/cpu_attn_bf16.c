@@ -3,7 +3,8 @@
  * O += P V with both operands rounded to bf16 (nearest even) and the sums
  * in f32. The mask, causal cut, online softmax and dropout stay in f32 in
  * cpu_attn.c; P, the f32 weights of a tile, is rounded to bf16 just before
- * P V, as flash-attention bf16 kernels do.
+ * P V, as flash-attention bf16 kernels do (vcvtne2ps2bf16: nearest even, a
+ * denormal weight to 0).
  *
  * K and V are packed once per run (mge_cpu_attn_bf16_kv, one pool task per
  * leading index and key tile, before the query tiles start), tile by tile,
@@ -120,6 +121,22 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static void atb_round_row_a
         r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(u, quiet));
         __mmask16 st = i + 16 <= np ? (__mmask16)0xffff : (__mmask16)((1u << (np - i)) - 1);
         _mm256_mask_storeu_epi16(o + i, st, _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+    }
+}
+
+/* P's rows: vcvtne2ps2bf16 rounds to nearest even as atb_round does,
+ * except that it flushes denormals to zero; a weight below 2^-126 moves no
+ * output (they are divided by l >= 1). */
+__attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl"))) static void
+atb_round_p_avx512(const float *x, int64_t n, uint16_t *o, int64_t np)
+{
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        _mm512_storeu_si512(o + i, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(x + i)));
+    for (; i < np; i += 16) {
+        __mmask16 live = i + 16 <= n ? (__mmask16)0xffff : i < n ? (__mmask16)((1u << (n - i)) - 1) : 0;
+        __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(live, x + i));
+        _mm256_storeu_si256((__m256i *)(o + i), (__m256i)h);
     }
 }
 #endif
@@ -245,6 +262,61 @@ static void atb_gemm(int level, const uint16_t *A, int64_t lda, const uint32_t *
         }
 }
 
+/* S [br, bc] (ld lds) *= scale; O [br, dv] += T [br, dv] (ld ldt). On 16
+ * lanes at either level (both imply AVX-512). */
+#if ATB_X86
+__attribute__((target("avx512f"))) static void atb_scale_avx512(float *S, int64_t lds, int64_t br, int64_t bc,
+                                                                float scale)
+{
+    __m512 f = _mm512_set1_ps(scale);
+    for (int64_t r = 0; r < br; r++)
+        for (int64_t c = 0; c < bc; c += 16) {
+            __mmask16 m = c + 16 <= bc ? (__mmask16)0xffff : (__mmask16)((1u << (bc - c)) - 1);
+            float *p = S + r * lds + c;
+            _mm512_mask_storeu_ps(p, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, p), f));
+        }
+}
+
+__attribute__((target("avx512f"))) static void atb_add_avx512(float *O, const float *T, int64_t ldt, int64_t br,
+                                                              int64_t dv)
+{
+    for (int64_t r = 0; r < br; r++)
+        for (int64_t e = 0; e < dv; e += 16) {
+            __mmask16 m = e + 16 <= dv ? (__mmask16)0xffff : (__mmask16)((1u << (dv - e)) - 1);
+            float *p = O + r * dv + e;
+            _mm512_mask_storeu_ps(p, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, p), _mm512_loadu_ps(T + r * ldt + e)));
+        }
+}
+#endif
+
+static void atb_scale(int level, float *S, int64_t lds, int64_t br, int64_t bc, float scale)
+{
+#if ATB_X86
+    if (level != MGE_BF16_NONE) {
+        atb_scale_avx512(S, lds, br, bc, scale);
+        return;
+    }
+#endif
+    (void)level;
+    for (int64_t r = 0; r < br; r++)
+        for (int64_t c = 0; c < bc; c++)
+            S[r * lds + c] *= scale;
+}
+
+static void atb_add(int level, float *O, const float *T, int64_t ldt, int64_t br, int64_t dv)
+{
+#if ATB_X86
+    if (level != MGE_BF16_NONE) {
+        atb_add_avx512(O, T, ldt, br, dv);
+        return;
+    }
+#endif
+    (void)level;
+    for (int64_t r = 0; r < br; r++)
+        for (int64_t e = 0; e < dv; e++)
+            O[r * dv + e] += T[r * ldt + e];
+}
+
 /* ---------------------------------------------------------------- the attention steps */
 
 void mge_cpu_attn_bf16_kv(int level, void *kv, const float *k, const float *v, int64_t Sk, int64_t D, int64_t Dv,
@@ -306,9 +378,7 @@ void mge_cpu_attn_bf16_qk(int level, void *ws, const void *kv, int64_t t, int64_
     uint32_t *kp, *vp;
     atb_tile((void *)(uintptr_t)kv, t, D, Dv, &kp, &vp);
     atb_gemm(level, w.qb, w.Dp, kp, ATB_BC, S, lds, up32(br), up32(bc), w.Dp);
-    for (int64_t r = 0; r < br; r++)
-        for (int64_t c = 0; c < bc; c++)
-            S[r * lds + c] *= scale;
+    atb_scale(level, S, lds, br, bc, scale);
 }
 
 void mge_cpu_attn_bf16_pv(int level, void *ws, const float *P, int64_t lds, const void *kv, int64_t t, int64_t br,
@@ -320,13 +390,17 @@ void mge_cpu_attn_bf16_pv(int level, void *ws, const float *P, int64_t lds, cons
     atb_tile((void *)(uintptr_t)kv, t, D, Dv, &kp, &vp);
     int64_t brp = up32(br), bcp = up32(bc);
     for (int64_t r = 0; r < brp; r++) {
-        if (r < br)
-            atb_round_row(level, P + r * lds, bc, w.pb + r * ATB_BC, bcp);
-        else
+        if (r < br) {
+#if ATB_X86
+            if (level != MGE_BF16_NONE)
+                atb_round_p_avx512(P + r * lds, bc, w.pb + r * ATB_BC, bcp);
+            else
+#endif
+                atb_round_row(level, P + r * lds, bc, w.pb + r * ATB_BC, bcp);
+        } else {
             memset(w.pb + r * ATB_BC, 0, sizeof(uint16_t) * (size_t)bcp);
+        }
     }
     atb_gemm(level, w.pb, ATB_BC, vp, w.Dvp, w.t, w.Dvp, brp, w.Dvp, bcp);
-    for (int64_t r = 0; r < br; r++)
-        for (int64_t e = 0; e < Dv; e++)
-            O[r * Dv + e] += w.t[r * w.Dvp + e];
+    atb_add(level, O, w.t, w.Dvp, br, Dv);
 }

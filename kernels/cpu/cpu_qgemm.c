@@ -25,6 +25,16 @@
  * of an int8 resnet18 (perf, VNNI, weights warm in L3).
  *
  * The levels (mge_cpu_int8()):
+ *  - AMX (cpu_qgemm_amx.c): tdpbusd on 2 x 2 tiles of 16 x 16 int32, a
+ *    block of 32 rows x 32 columns. tdpbusd takes u8 from its A tile (W)
+ *    and s8 from B (the packed X block, read as it is), so W is packed as
+ *    u8 w ^ 0x80 in rows of K rounded up to 64 (zeros past K), x stays raw
+ *    (corr = x_zero) and each packed block carries one more row of int32
+ *    -128 * colsum(x) per column. Inference executors prepare the packed W
+ *    and row params once (qconv_prepare, qlin_prepare: ctx->prepared);
+ *    other callers pack per call. Every task loads the tile config (it is
+ *    per thread) and releases the tiles. Faster than AVX-512 VNNI at every
+ *    size measured (7x7 images, qlinear with 4 rows), so no size gate.
  *  - AVX-512 VNNI: vpdpbusd zmm, 8 rows x 48 columns (24 accumulators),
  *    W as 4-byte broadcasts; 8 x 16 and 8 x 32 kernels for the last
  *    columns of small images. vpdpbusd multiplies u8 by s8, so x is stored

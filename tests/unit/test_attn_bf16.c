@@ -17,7 +17,8 @@
  *   max|v|, plus v's and P's rounding.
  * - the bf16 path ran (differs from f32 somewhere) when a level is on; and
  *   1 vs 2 threads bit-identical.
- * - dropout in training: bf16 and f32 draw the same weights. */
+ * - dropout in training: bf16 and f32 draw the same weights.
+ * ATTN_BF16_VERBOSE=1 prints each case's errors against its tolerances. */
 #include "internal.h"
 #include "unit.h"
 #include "unit_graph.h"
@@ -223,11 +224,13 @@ static void test_shapes(void)
                 run_case(&c, &r);
             }
         }
-    /* Sq != Sk over several key tiles, odd d, Dv != d */
+    /* Sq != Sk over several key tiles, odd d, Dv != d, large d */
     acase odd[] = {
         {1, 3, 70, 300, 33, 17, 0, 0},
         {2, 1, 130, 260, 80, 48, 1, 2},
         {1, 2, 65, 513, 64, 64, 0, 1},
+        {1, 1, 40, 100, 128, 128, 1, 0},
+        {3, 1, 3, 5, 256, 8, 0, 2},
     };
     for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++)
         run_case(&odd[i], &r);
