@@ -240,7 +240,7 @@ void mge_cpu_bf16_release(void *state)
     bf_state *st = state;
     if (!st)
         return;
-    mge_aligned_free(st->B);
+    free(st->B);
     free(st);
 }
 
@@ -268,7 +268,8 @@ static mge_status bf_prepare_with(const mge_node *n, int64_t nob, int64_t nsteps
                                   const mge_tensor *w, void **state, mge_error *err)
 {
     bf_state *st = calloc(1, sizeof *st);
-    if (!st || !(st->B = mge_aligned_alloc(bf_b_bytes(nob, nsteps)))) {
+    /* C11's aligned_alloc: the size is a multiple of the 1 KiB tiles */
+    if (!st || !(st->B = aligned_alloc(64, bf_b_bytes(nob, nsteps)))) {
         free(st);
         return mge_error_set(err, MGE_ERR_NOMEM, "out of memory packing bf16 weights");
     }

@@ -795,7 +795,7 @@ static void qg_release(void *state)
 {
     qg_state *s = state;
     if (s) {
-        mge_aligned_free(s->mem);
+        free(s->mem);
         free(s);
     }
 }
@@ -808,10 +808,15 @@ static mge_status qg_make_state(const mge_node *n, mge_tensor *const *in, int64_
         G < 1 || Og < 1 || K < 1 || !qg_supported(n, in, G * Og))
         return MGE_OK;
     qg_state *s = calloc(1, sizeof *s);
-    void *mem = mge_aligned_alloc(qg_prep_bytes(G, Og, K));
+    /* C11's aligned_alloc wants a multiple of the alignment (kernels take no
+     * allocator from the core, tests/layers) */
+    size_t bytes = (qg_prep_bytes(G, Og, K) + 63) / 64 * 64;
+    void *mem = aligned_alloc(64, bytes ? bytes : 64);
+    if (mem)
+        memset(mem, 0, bytes);
     if (!s || !mem) {
         free(s);
-        mge_aligned_free(mem);
+        free(mem);
         return mge_error_set(err, MGE_ERR_NOMEM, "out of memory");
     }
     mge_kctx one;
