@@ -73,7 +73,7 @@ static void test_sim_queue(void)
     tx.data = dx;
     ty.data = dy;
     mge_tensor *in[1] = {&tx}, *out[1] = {&ty};
-    mge_kernel k = {wait_kernel, NULL};
+    mge_kernel k = {.run = wait_kernel};
     mge_kctx ctx = {0};
     ctx.threads = 1;
     ctx.opname = mge_op_info(g->nodes[0].op)->name;
@@ -92,7 +92,7 @@ static void test_sim_queue(void)
     CHECK_MSG(ok, "the download after the event does not hold the kernel's result");
 
     /* a failure on the queue surfaces at the next sync, naming the node */
-    mge_kernel kf = {fail_kernel, NULL};
+    mge_kernel kf = {.run = fail_kernel};
     CHECK_OK(be->launch(d, &kf, &ctx, &g->nodes[0], in, out, &err), err);
     mge_error e2 = {0};
     CHECK(be->sync(d, &e2) == MGE_ERR_INVALID);
@@ -247,7 +247,7 @@ static void test_device_names(void)
     }
     setenv("MGE_BACKEND_PATH", plugins, 1);
     CHECK(mge_device_backend("badabi", &be, &idx, &err) == MGE_ERR_UNSUPPORTED);
-    CHECK_MSG(strstr(err.msg, "libmge-badabi.so is built for backend ABI version 101; this libmge needs 1") != NULL,
+    CHECK_MSG(strstr(err.msg, "libmge-badabi.so is built for backend ABI version 102; this libmge needs 2") != NULL,
               "%s", err.msg);
     CHECK_OK(mge_device_backend("testnull", &be, &idx, &err), err);
     CHECK(be && strcmp(be->name, "testnull") == 0);
