@@ -72,7 +72,13 @@ def parse(d):
                 attrs[k] = [r.u("q") for _ in range(r.u("B"))]
             elif t == 2:
                 attrs[k] = r.u("d")
-            else:
+            elif t == 5:   # op names
+                attrs[k] = [r.s() for _ in range(r.u("B"))]
+            elif t == 6:   # an enum's word
+                attrs[k] = r.s()
+            elif t == 7:
+                attrs[k] = [r.u("d") for _ in range(r.u("B"))]
+            else:          # bool, dtype
                 attrs[k] = r.u("B")
         nodes.append((name, op, ins, outs, attrs))
     inputs = [r.u("I") for _ in range(r.u("I"))]

@@ -83,11 +83,11 @@ def export(src, d, stem, *opts):
     return mge, onx
 
 
-def check_net(name, *opts):
+def check_net(name, *opts, tol=None):
     d = tmpdir()
     src = os.path.join(NETS, name + ".mgt")
     mge, onx = export(src, d, name, *opts)
-    compare(f"{name} {' '.join(opts)}".strip(), mge, onx, inputs_for(name))
+    compare(f"{name} {' '.join(opts)}".strip(), mge, onx, inputs_for(name), tol if tol is not None else TOL)
 
 
 def test_lenet():
@@ -127,9 +127,12 @@ def test_f16_weights():
 
 
 def test_O3():
-    # -O3's packed f16 conv weights come back as their f32 values
+    # -O3's packed f16 conv weights come back as their f32 values; where
+    # this CPU has AMX, -O3 also computes the layers in bf16, which ONNX
+    # (f32 in onnxruntime) does not: the bf16 tolerance then
+    amx = "amx_bf16" in open("/proc/cpuinfo").read() and os.environ.get("MGE_CPU_ISA", "amx") == "amx"
     for name in ("lenet", "resnet18", "gpt-tiny"):
-        check_net(name, "-O3")
+        check_net(name, "-O3", tol=3e-2 if amx else None)
 
 
 def test_trained_lenet():
