@@ -305,15 +305,18 @@ typedef struct amx_cfg {
     uint8_t rows[16];
 } amx_cfg;
 
-/* tiles 0-3: C (px tile t, block j) at 2t + j; 4, 5: A per px tile; 6, 7: B per block */
+/* tiles 0-3: C (px tile t, block j) at 2t + j; 4, 5: A per px tile; 6, 7:
+ * B per block. A constant object: gcc 12's _tile_loadconfig tells the
+ * compiler it reads only 8 bytes, so stores to a local config were dropped. */
+static const amx_cfg amx_cfg8 = {
+    .palette = 1,
+    .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+    .rows = {16, 16, 16, 16, 16, 16, 16, 16},
+};
+
 static BCV_AMX void amx_config(void)
 {
-    amx_cfg cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (int i = 0; i < 8; i++)
-        cfg.colsb[i] = 64, cfg.rows[i] = 16;
-    _tile_loadconfig(&cfg);
+    _tile_loadconfig(&amx_cfg8);
 }
 
 static BCV_AMX void amx_chunk(const bconv *q, const uint16_t *xp, const uint16_t *wp, int64_t wob, int nob,
