@@ -492,6 +492,7 @@ int cli_model_load_printed(const char *path, mge_graph **g, int *printed)
         return -1;
     }
     cli_import_warnings(cli_name(path), *g);
+    cli_bf16_note(cli_name(path), *g);
     if ((*g)->nvalues == 0) {
         cli_error(cli_name(path), "no model here (the input is empty)");
         mge_graph_free(*g);
@@ -520,6 +521,23 @@ void cli_import_warnings(const char *where, mge_graph *g)
         g->nmeta--;
         return;
     }
+}
+
+void cli_bf16_note(const char *where, const mge_graph *g)
+{
+    if (cli_verbose <= 0)
+        return;
+    int n = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        n += mge_node_bf16(&g->nodes[i]);
+    if (!n)
+        return;
+    const char *name = "", *why = "";
+    if (mge_cpu_bf16_kernels(&name, &why))
+        cli_note(where, "%d bf16 layer%s run on %s%s%s%s", n, n == 1 ? "" : "s", name, *why ? " (" : "", why,
+                 *why ? ")" : "");
+    else
+        cli_note(where, "%d bf16 layer%s compute in f32 here: %s", n, n == 1 ? "" : "s", why);
 }
 
 int cli_model_load(const char *path, mge_graph **g)

@@ -100,6 +100,9 @@ int cli_model_load_printed(const char *path, mge_graph **g, int *printed);
 /* The warning for such a text whose uninit parameters were just
  * initialized at random: trained weights are easy to lose this way. */
 void cli_warn_printed(const char *where, int uninit, uint64_t seed);
+/* With -v: how many layers of g compute in bf16 and on what (or that this
+ * CPU computes them in f32). */
+void cli_bf16_note(const char *where, const mge_graph *g);
 /* Prints the warnings an import left in the metadata (onnx.warnings: an
  * ONNX output whose declared shape disagrees, ...) and drops the key, so
  * they are said once and not written into the models made from it. */

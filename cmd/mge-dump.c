@@ -271,17 +271,32 @@ static void model_text(const mge_graph *g, const model_info *mi, mge_buf *b)
         l = nd->nout ? (int)strlen(vshape(g, mi, nd->out[0], s1, sizeof s1)) : 0;
         ws = l > ws ? l : ws;
     }
-    mge_buf_printf(b, "#\n# %-*s  %-*s  %-*s  %15s%s\n", wn, "node", wo, "op", ws, "shape", "FLOPs",
-                   quant ? "  scale/zero" : "");
+    /* the compute precision column only for models with bf16 layers */
+    int bf16 = 0;
+    double bf16_flops = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        if (mge_node_bf16(&g->nodes[i]))
+            bf16++, bf16_flops += mi->flops[i];
+    mge_buf_printf(b, "#\n# %-*s  %-*s  %-*s  %15s%s%s\n", wn, "node", wo, "op", ws, "shape", "FLOPs",
+                   bf16 ? "  precision" : "", quant ? "  scale/zero" : "");
     for (int i = 0; i < g->nnodes; i++) {
         const mge_node *nd = &g->nodes[i];
         const mge_opinfo *oi = mge_op_info(nd->op);
         char qs[64];
-        mge_buf_printf(b, "# %-*s  %-*s  %-*s  %15.0f%s%s\n", wn, nd->name, wo, oi ? oi->name : "?", ws,
+        const char *prec = mge_node_attr(nd, MGE_KEY_precision) ? (mge_node_bf16(nd) ? "bf16" : "f32") : "";
+        int q = quant_str(nd, qs, sizeof qs)[0] != 0;
+        mge_buf_printf(b, "# %-*s  %-*s  %-*s  %15.0f%s%-*s%s%s\n", wn, nd->name, wo, oi ? oi->name : "?", ws,
                        nd->nout ? vshape(g, mi, nd->out[0], s1, sizeof s1) : "", mi->flops[i],
-                       quant_str(nd, qs, sizeof qs)[0] ? "  " : "", qs);
+                       bf16 && (*prec || q) ? "  " : "", q ? 9 : 0, bf16 ? prec : "", q ? "  " : "", qs);
     }
     mge_buf_printf(b, "# %-*s  %15.0f (%s)\n", wn + wo + ws + 4, "total", mi->total, human(mi->total, h, sizeof h));
+    if (bf16) {
+        const char *kn = "", *why = "";
+        int lv = mge_cpu_bf16_kernels(&kn, &why);
+        mge_buf_printf(b, "# bf16: %d layers, %.1f%% of the FLOPs (here: %s%s%s)\n", bf16,
+                       mi->total > 0 ? 100.0 * bf16_flops / mi->total : 0.0, lv ? kn : "computed in f32",
+                       *why ? "; " : "", why);
+    }
     if (mi->have_plan) {
         const mge_plan_stats *p = &mi->plan;
         mge_buf_printf(b, "#\n# memory plan (%s): arena %zu bytes, lower bound %zu (ratio %.2f),"

@@ -29,13 +29,18 @@ static void help(void)
            "                      listed as a warning, not an error\n"
            "      --seed S        seed for parameters without values and random\n"
            "                      --verify inputs (default 0)\n"
-           "  -O0 -O1 -O2 -O3     pass presets (-O0: none)\n"
+           "  -O0 -O1 -O2 -O3     pass presets (-O0: none; -O3 adds bf16 where the CPU has it)\n"
+           "      --precision P   f32 or bf16: dense convolutions, linear, matmul and attention\n"
+           "                      compute in P (bf16: bf16 products, f32 sums, f32 in and out;\n"
+           "                      on AMX or AVX512-BF16, else in f32), before the passes run\n"
+           "      --keep-f32 A,B  with --precision bf16: these nodes stay f32\n"
            "      --passes=A,B    run these passes, in order\n"
            "      --list-passes   list the passes and presets, then exit\n"
            "      --verify        run the model before and after the passes and fail\n"
            "                      when an output differs beyond the tolerances\n"
            "      --atol A        absolute tolerance for --verify (default 1e-5)\n"
            "      --rtol R        relative tolerance for --verify (default 1e-4)\n"
+           "                      (with bf16 layers: atol 2e-2 x max|output|, rtol 2e-2)\n"
            "      --batch B       batch of the random --verify inputs (default 2)\n"
            "      --shape NAME=D  shape of a random --verify input (e.g. x=2x3x32x32), and the\n"
            "                      shape the passes optimize for (metadata opt.shape)\n"
@@ -55,7 +60,8 @@ static void help(void)
            "Examples:\n"
            "  mge-opt net.mgt -o net.mge                     # assemble text into .mge\n"
            "  mge-opt net.mgt --weights w.npz -O2 --verify -o net.mge   # bind, optimize, check the outputs\n"
-           "  mge-opt -O2 net.mge -o net.onnx                # optimize, then export to ONNX\n", cli_prog);
+           "  mge-opt -O2 net.mge -o net.onnx                # optimize, then export to ONNX\n"
+           "  mge-opt net.mgt -O2 --precision bf16 --keep-f32 fc --verify -o net.mge   # bf16 but the head\n", cli_prog);
 }
 
 static void list_passes(void)
@@ -95,6 +101,7 @@ static int split_passes(const char *list, char **copy, const char ***names)
 
 typedef struct verify_opts {
     double atol, rtol;
+    int scale_atol;         /* atol is relative to each output's max |ref| (bf16 defaults) */
     int64_t batch;          /* 0: not given */
     bench_shapes shapes;
     const char *input;      /* NPY stream, or NULL for random inputs */
@@ -324,10 +331,18 @@ static int verify_after(const mge_graph *g, const char *where, const verify_opts
             continue;
         }
         int64_t n = mge_tensor_numel(t), obad = 0, worst_i = -1;
-        double worst = 0;
+        double worst = 0, atol = o->atol;
+        if (o->scale_atol) {
+            double m = 0;
+            for (int64_t i = 0; i < n; i++) {
+                double b = fabs(cli_tensor_value(ref, i));
+                m = b > m && isfinite(b) ? b : m;
+            }
+            atol *= m;
+        }
         for (int64_t i = 0; i < n; i++) {
             double a = cli_tensor_value(t, i), b = cli_tensor_value(ref, i), d = fabs(a - b);
-            double tol = o->atol + o->rtol * fabs(b);
+            double tol = atol + o->rtol * fabs(b);
             /* the same non-finite value on both sides is a match */
             int ok = d <= tol || (a == b) || (isnan(a) && isnan(b));
             if (!ok && (isnan(a) || isnan(b)))
@@ -353,8 +368,8 @@ static int verify_after(const mge_graph *g, const char *where, const verify_opts
                       fabs(cli_tensor_value(t, worst_i) - cli_tensor_value(ref, worst_i)), (long long)obad, (long long)n);
     }
     if (bad) {
-        cli_error(where, "--verify failed: max abs err %.6g, max rel err %.6g (atol %g + rtol %g * |ref|)", max_abs,
-                  max_rel, o->atol, o->rtol);
+        cli_error(where, "--verify failed: max abs err %.6g, max rel err %.6g (atol %g%s + rtol %g * |ref|)", max_abs,
+                  max_rel, o->atol, o->scale_atol ? " * max|ref|" : "", o->rtol);
         goto done;
     }
     cli_note(where, "--verify: %d output%s (%lld values, batch %lld) match: max abs err %.6g, max rel err %.6g",
@@ -428,8 +443,68 @@ static int run_passes(mge_graph **g, int n, const char *const *names, const char
 
 enum {
     OPT_WEIGHTS = CLI_OPT_FIRST_TOOL, OPT_SEED, OPT_PASSES, OPT_LIST, OPT_VERIFY, OPT_ATOL, OPT_RTOL, OPT_BATCH,
-    OPT_SHAPE, OPT_INPUT, OPT_TIME, OPT_PRINT_AFTER, OPT_ALLOW_UNUSED, OPT_EMIT
+    OPT_SHAPE, OPT_INPUT, OPT_TIME, OPT_PRINT_AFTER, OPT_ALLOW_UNUSED, OPT_EMIT, OPT_PRECISION, OPT_KEEP_F32
 };
+
+/* Splits "a,b,c" in place into at most cap names; -1 on an empty name. */
+static int split_names(char *s, char **out, int cap)
+{
+    int n = 0;
+    for (char *p = s; n <= cap;) {
+        char *c = strchr(p, ',');
+        if (c)
+            *c = 0;
+        if (!*p || n == cap)
+            return -1;
+        out[n++] = p;
+        if (!c)
+            break;
+        p = c + 1;
+    }
+    return n;
+}
+
+/* --precision: the layers' arithmetic, set before the passes run, and what
+ * this CPU will make of it. */
+static int apply_precision(mge_graph *g, const char *where, int prec, char *keep_arg)
+{
+    char *keep[256], *names = keep_arg ? strdup(keep_arg) : NULL;
+    int nkeep = 0;
+    if (keep_arg && !names) {
+        cli_error(NULL, "out of memory");
+        return -1;
+    }
+    if (names && (nkeep = split_names(names, keep, 256)) < 0) {
+        cli_error(where, "--keep-f32: an empty name or more than 256 names");
+        free(names);
+        return -1;
+    }
+    mge_error err;
+    mge_error_clear(&err);
+    char note[512];
+    int nset = 0;
+    mge_status s = mge_precision_set(g, prec, nkeep, (const char *const *)keep, &nset, note, sizeof note, &err);
+    free(names);
+    if (s) {
+        cli_mge_error(where, &err);
+        return -1;
+    }
+    if (note[0])
+        cli_warn(where, "--keep-f32: %s", note);
+    if (prec == MGE_PRECISION_BF16) {
+        const char *why = "", *k = "";
+        int level = mge_cpu_bf16_kernels(&k, &why);
+        if (!nset)
+            cli_warn(where, "--precision bf16: no layer it applies to (dense conv2d, linear, matmul, attention)");
+        cli_note(where, "--precision bf16: %d layer%s in bf16%s%s", nset, nset == 1 ? "" : "s",
+                 nkeep ? ", kept in f32: " : "", nkeep ? keep_arg : "");
+        if (cli_verbose > 0)
+            cli_note(where, "bf16 kernels here: %s%s%s", k, *why ? " (" : "", *why ? why : "");
+        if (cli_verbose > 0 && !level)
+            cli_note(where, "this CPU computes the bf16 layers in f32 (exact f32 results)");
+    }
+    return 0;
+}
 
 enum { EMIT_MGE = 0, EMIT_TEXT, EMIT_ONNX };
 
@@ -461,10 +536,14 @@ int main(int argc, char **argv)
         {"input", 1, 0, OPT_INPUT},
         {"time-passes", 0, 0, OPT_TIME},
         {"print-after-all", 0, 0, OPT_PRINT_AFTER},
+        {"precision", 1, 0, OPT_PRECISION},
+        {"keep-f32", 1, 0, OPT_KEEP_F32},
         {0, 0, 0, 0},
     };
     cli_common co = {0};
     const char *out = NULL, *weights = NULL, *passes = NULL, *verify_only = NULL;
+    char *keep_f32 = NULL;
+    int precision = -1, tol_given = 0;
     int text = 0, emit = -1, level = -1, list = 0, verify = 0, time_passes = 0, print_after = 0, allow_unused = 0;
     verify_opts vo;
     memset(&vo, 0, sizeof vo);
@@ -497,8 +576,17 @@ int main(int argc, char **argv)
         case OPT_PASSES: passes = optarg; break;
         case OPT_LIST: list = 1; break;
         case OPT_VERIFY: verify = 1; break;
-        case OPT_ATOL: vo.atol = cli_double("--atol", optarg, 0); verify_only = "--atol"; break;
-        case OPT_RTOL: vo.rtol = cli_double("--rtol", optarg, 0); verify_only = "--rtol"; break;
+        case OPT_ATOL: vo.atol = cli_double("--atol", optarg, 0); verify_only = "--atol"; tol_given = 1; break;
+        case OPT_RTOL: vo.rtol = cli_double("--rtol", optarg, 0); verify_only = "--rtol"; tol_given = 1; break;
+        case OPT_PRECISION:
+            if (strcmp(optarg, "f32") == 0)
+                precision = MGE_PRECISION_F32;
+            else if (strcmp(optarg, "bf16") == 0)
+                precision = MGE_PRECISION_BF16;
+            else
+                cli_usage("--precision %s: expected f32 or bf16", optarg);
+            break;
+        case OPT_KEEP_F32: keep_f32 = optarg; break;
         case OPT_BATCH: vo.batch = cli_long("--batch", optarg, 1, 1L << 24); verify_only = "--batch"; break;
         case OPT_SHAPE:
             /* also the shape the passes optimize for (opt.shape) */
@@ -528,6 +616,8 @@ int main(int argc, char **argv)
         cli_usage("--allow-unused only applies to --weights");
     if (verify_only && !verify)
         cli_usage("%s only applies to --verify", verify_only);
+    if (keep_f32 && precision != MGE_PRECISION_BF16)
+        cli_usage("--keep-f32 only applies to --precision bf16");
     if (vo.input && vo.shapes.n)
         cli_usage("--shape and --input cannot be combined (the records give the shapes)");
     cli_check_device(co.device);
@@ -599,6 +689,8 @@ int main(int argc, char **argv)
         goto done;
     if (verify && verify_before(g, where, &vo, &ref))
         goto done;
+    if (precision >= 0 && apply_precision(g, where, precision, keep_f32))
+        goto done;
     int changed = 0;
     int prc = run_passes(&g, npasses, names, where, print_after, rows, &nrows, &changed);
     if (time_passes)
@@ -607,6 +699,16 @@ int main(int argc, char **argv)
         goto done;
     if (*list_str)
         cli_note(where, "passes %s: %s", list_str, changed ? "graph changed" : "no change");
+    if (verify && !tol_given) {
+        /* bf16 rounds every product's operands: about 2^-8 relative each */
+        int bf16 = 0;
+        for (int i = 0; i < g->nnodes && !bf16; i++)
+            bf16 = mge_node_bf16(&g->nodes[i]);
+        if (bf16) {
+            vo.atol = 2e-2, vo.rtol = 2e-2, vo.scale_atol = 1;
+            cli_note(where, "--verify: bf16 layers: tolerances atol 2e-2 x max|output|, rtol 2e-2");
+        }
+    }
     if (verify && verify_after(g, where, &vo, &ref))
         goto done;
 

@@ -21,6 +21,9 @@ static void help(void)
            "Train NET (text form, .mge or .onnx, with a `minimize` loss or --loss) and write the trained model.\n"
            "\n"
            "Loss (for a model without one, such as an ONNX export: only its forward pass):\n"
+           "      --precision P     f32 or bf16: bf16 mixed precision (dense conv2d, linear, matmul and\n"
+           "                        attention multiply in bf16, forward and backward; weights, sums and the\n"
+           "                        optimizer stay f32; on AMX or AVX512-BF16, else computed in f32)\n"
            "      --loss L          add loss L over an output: cross_entropy (logits [N,C] with i32 class\n"
            "                        indices [N]) or mse (a target like the output)\n"
            "      --label-input NAME  the new input the label arrives in (default label), after the others\n"
@@ -93,7 +96,7 @@ enum {
     OPT_NO_PREFETCH, OPT_EPOCHS, OPT_STEPS, OPT_OPTIMIZER, OPT_LR, OPT_MOMENTUM, OPT_DAMPENING, OPT_NESTEROV,
     OPT_BETAS, OPT_EPS, OPT_WD, OPT_SCHEDULE, OPT_WARMUP, OPT_CLIP, OPT_SEED, OPT_WEIGHTS, OPT_RESUME, OPT_CKPT,
     OPT_NO_STATE, OPT_LOG, OPT_ALLOW_UNUSED, OPT_BUCKET_MB, OPT_COMM_TIMEOUT, OPT_CHECK_SYNC, OPT_SYNC_BN,
-    OPT_LOSS, OPT_LABEL_INPUT, OPT_LOSS_OUTPUT
+    OPT_LOSS, OPT_LABEL_INPUT, OPT_LOSS_OUTPUT, OPT_PRECISION
 };
 
 typedef struct opts {
@@ -115,6 +118,7 @@ typedef struct opts {
     int seed_given;
     double bucket_mb, comm_timeout;
     int check_sync, sync_bn;
+    int precision;           /* MGE_PRECISION_*, or -1: the model's own */
     cli_common co;
 } opts;
 
@@ -243,6 +247,7 @@ static void parse_args(int argc, char **argv, opts *o)
         {"check-sync", 0, 0, OPT_CHECK_SYNC},
         {"sync-bn", 0, 0, OPT_SYNC_BN},
         {"loss", 1, 0, OPT_LOSS},
+        {"precision", 1, 0, OPT_PRECISION},
         {"label-input", 1, 0, OPT_LABEL_INPUT},
         {"loss-output", 1, 0, OPT_LOSS_OUTPUT},
         {0, 0, 0, 0},
@@ -255,6 +260,7 @@ static void parse_args(int argc, char **argv, opts *o)
     o->schedule = "constant";
     o->bucket_mb = 25;
     o->comm_timeout = 300;
+    o->precision = -1;
     double m, s;
     opterr = 0;
     int c;
@@ -354,6 +360,14 @@ static void parse_args(int argc, char **argv, opts *o)
         }
         case OPT_CHECK_SYNC: o->check_sync = 1; break;
         case OPT_SYNC_BN: o->sync_bn = 1; break;
+        case OPT_PRECISION:
+            if (strcmp(optarg, "f32") == 0)
+                o->precision = MGE_PRECISION_F32;
+            else if (strcmp(optarg, "bf16") == 0)
+                o->precision = MGE_PRECISION_BF16;
+            else
+                cli_usage("--precision %s: expected f32 or bf16", optarg);
+            break;
         case OPT_LOSS:
             if (strcmp(optarg, "cross_entropy") == 0)
                 o->loss = TL_CROSS_ENTROPY;
@@ -850,6 +864,7 @@ static int start_ranks_agree(const opts *o, const mge_graph *net, mge_trainer *t
     ITEM("--checkpoint-every", "%lld", (long long)o->ckpt_every);
     ITEMD("--bucket-mb", o->bucket_mb);
     ITEM("--sync-bn", "%s", o->sync_bn ? "given" : "not given");
+    ITEM("--precision", "%s", o->precision < 0 ? "not given" : o->precision ? "bf16" : "f32");
     ITEM("--check-sync", "%s", o->check_sync ? "given" : "not given");
 #undef ITEM
 #undef ITEMD
@@ -947,6 +962,20 @@ int main(int argc, char **argv)
         cli_error(where, "the model has no loss to minimize (add a `minimize LOSS` line, or give --loss "
                   "cross_entropy|mse)");
         goto done;
+    }
+    if (o.precision >= 0) {
+        /* mixed precision as PyTorch's CPU autocast: the layers' products
+         * (forward and backward) in bf16, master weights and optimizer state f32 */
+        int nset = 0;
+        if (mge_precision_set(net, o.precision, 0, NULL, &nset, NULL, 0, &err)) {
+            cli_mge_error(where, &err);
+            goto done;
+        }
+        if (o.precision == MGE_PRECISION_BF16 && !nset)
+            cli_warn(where, "--precision bf16: no layer it applies to (dense conv2d, linear, matmul, attention)");
+        if (o.precision == MGE_PRECISION_BF16 && !dist.rank && !mge_cpu_bf16_kernels(NULL, NULL))
+            cli_warn(where, "--precision bf16: this CPU has neither AMX-BF16 nor AVX512-BF16; the layers compute in f32");
+        cli_bf16_note(where, net);
     }
     int64_t start_step = 0;
     const mge_graph *model = net;

@@ -135,25 +135,7 @@ static mge_status note_lines(parser *P, int line)
 /* Edit distance counting a swap of neighbours as one edit ("rleu" -> relu). */
 static size_t edit_distance(const char *a, size_t na, const char *b, size_t nb)
 {
-    size_t d[33][33];
-    if (na > 32 || nb > 32)
-        return 99;
-    for (size_t i = 0; i <= na; i++)
-        d[i][0] = i;
-    for (size_t j = 0; j <= nb; j++)
-        d[0][j] = j;
-    for (size_t i = 1; i <= na; i++)
-        for (size_t j = 1; j <= nb; j++) {
-            size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-            if (d[i - 1][j] + 1 < best)
-                best = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < best)
-                best = d[i][j - 1] + 1;
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
-                best = d[i - 2][j - 2] + 1;
-            d[i][j] = best;
-        }
-    return d[na][nb];
+    return na > 32 || nb > 32 ? 99 : mge_str_distance(a, na, b, nb);
 }
 
 /* Appends " (did you mean a, b?)" for candidates close to the token. */

@@ -22,7 +22,7 @@
 #include "internal.h"
 
 /* Bumped whenever the table or the structs it passes change shape. */
-#define MGE_BACKEND_ABI 1u
+#define MGE_BACKEND_ABI 2u
 
 typedef struct mge_device mge_device;   /* a backend's opened device */
 typedef struct mge_event mge_event;     /* a point on a device's queue */
@@ -83,6 +83,9 @@ typedef struct mge_backend_iface {
     /* optional: the channel block c of the blocked NCHWc layout its conv
      * kernels run fastest in (0: none), for mge-opt's layout pass */
     int (*nchwc_block)(void);
+    /* optional: the bf16 arithmetic its kernels run (MGE_BF16_NONE: f32,
+     * _AVX512, _AMX) and, in *why (may be NULL), why it is not AMX */
+    int (*bf16)(const char **why);
 
     /* optional (NULL: none): state prepared once per node from its
      * persistent inputs (weights packed at load), released with the executor */

@@ -10,7 +10,9 @@
  *   d op(a) = dC op(b)^T,  d op(b) = op(a)^T dC,
  * written as matmuls with transpose flags on the stored operands. Batch
  * dims an operand broadcast are summed away with sum_to; a promoted
- * operand's gradient is reshaped back to 1-D. */
+ * operand's gradient is reshaped back to 1-D. The gradients compute in the
+ * forward's precision (bf16 training keeps f32 master weights; only the
+ * products round). */
 #include "internal.h"
 
 #include <stdio.h>
@@ -20,6 +22,7 @@ typedef struct rule_ctx {
     mge_graph *g;
     char base[256];
     mge_error *err;
+    int64_t prec;            /* the forward's precision attribute */
 } rule_ctx;
 
 static int emit(rule_ctx *r, int op, int nin, const int *in, int nattr, const mge_attr *at)
@@ -36,9 +39,11 @@ static int reshape(rule_ctx *r, int v, int nd, const int64_t *shape)
 
 static int mm(rule_ctx *r, int a, int b, int ta, int tb)
 {
-    mge_attr at[2] = {{.key = MGE_KEY_transpose_a, .n = 1, .i = {ta}}, {.key = MGE_KEY_transpose_b, .n = 1, .i = {tb}}};
+    mge_attr at[3] = {{.key = MGE_KEY_transpose_a, .n = 1, .i = {ta}},
+                      {.key = MGE_KEY_transpose_b, .n = 1, .i = {tb}},
+                      {.key = MGE_KEY_precision, .n = 1, .i = {r->prec}}};
     int in[2] = {a, b};
-    return emit(r, MGE_OP_MATMUL, 2, in, 2, at);
+    return emit(r, MGE_OP_MATMUL, 2, in, 3, at);
 }
 
 static int same_shape(const mge_graph *g, int a, int b)
@@ -69,9 +74,10 @@ static mge_status fail(rule_ctx *r)
 static mge_status linear_rule(rule_ctx *r, int x, int w, int nin, const int *dy, const char *want, int *dx)
 {
     mge_graph *g = r->g;
-    if (want[0] && (dx[0] = emit(r, MGE_OP_LINEAR_GRAD_INPUT, 2, (int[]){dy[0], w}, 0, NULL)) < 0)
+    mge_attr pa = {.key = MGE_KEY_precision, .n = 1, .i = {r->prec}};
+    if (want[0] && (dx[0] = emit(r, MGE_OP_LINEAR_GRAD_INPUT, 2, (int[]){dy[0], w}, 1, &pa)) < 0)
         return fail(r);
-    if (want[1] && (dx[1] = emit(r, MGE_OP_LINEAR_GRAD_WEIGHT, 2, (int[]){dy[0], x}, 0, NULL)) < 0)
+    if (want[1] && (dx[1] = emit(r, MGE_OP_LINEAR_GRAD_WEIGHT, 2, (int[]){dy[0], x}, 1, &pa)) < 0)
         return fail(r);
     if (nin > 2 && want[2]) {
         int nd = g->values[dy[0]].ndim;
@@ -146,7 +152,7 @@ mge_status mge_linear_grad(mge_graph *g, int node, const int *dy, const char *wa
         return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no gradient rule", mge_op_info(n->op)->name);
     if (dy[0] < 0)
         return MGE_OK;
-    rule_ctx r = {g, "", err};
+    rule_ctx r = {g, "", err, mge_node_int(n, MGE_KEY_precision, 0)};
     snprintf(r.base, sizeof r.base, "%s", n->name);
     /* copies: emitting nodes may move g->nodes */
     int op = n->op, nin = n->nin, a = n->in[0], b = n->in[1];

@@ -648,6 +648,32 @@ mge_status mge_passes_run(mge_graph **g, int n, const char *const *names, int *c
 /* The same with a comma-separated list ("dce,fold"); empty items are errors. */
 mge_status mge_passes_run_list(mge_graph **g, const char *list, int *changed, mge_error *err);
 
+/* ---------------------------------------------------------------- precision */
+
+/* lib/pass_precision.c: the arithmetic of the layers (the precision
+ * attribute, lib/ops.def). mge_precision_set gives every conv2d,
+ * fused_conv2d and conv2d_nchwc with groups 1, linear, fused_linear, matmul
+ * and scaled_dot_product_attention on f32 operands precision prec
+ * (MGE_PRECISION_F32 or _BF16), except the nodes named in keep (node names,
+ * or the names of their outputs), which become f32. A keep name that
+ * matches no node is an error naming the close ones; one that names a node
+ * the mode does not apply to is reported in *note (may be NULL; a short
+ * text, "" when none). *nset: the nodes now in prec (may be NULL).
+ * Depthwise and grouped convolutions and Winograd forms stay f32. */
+enum { MGE_PRECISION_F32 = 0, MGE_PRECISION_BF16 = 1 };
+mge_status mge_precision_set(mge_graph *g, int prec, int nkeep, const char *const *keep, int *nset, char *note,
+                             size_t note_size, mge_error *err);
+/* Whether node n computes in bf16 (its precision attribute). */
+int mge_node_bf16(const mge_node *n);
+/* The bf16 arithmetic this process's cpu kernels run: 2 AMX, 1
+ * AVX512-BF16, 0 none (the bf16 layers compute in f32). *name (may be
+ * NULL): "amx-bf16", "avx512-bf16" or "none (f32)"; *why (may be NULL): why
+ * it is not AMX ("" when it is). */
+int mge_cpu_bf16_kernels(const char **name, const char **why);
+/* Edit distance of a and b, an adjacent swap counting as one edit (for
+ * "did you mean" lists). */
+size_t mge_str_distance(const char *a, size_t na, const char *b, size_t nb);
+
 /* ---------------------------------------------------------------- misc */
 
 /* Deterministic RNG (splitmix64 seeding xoshiro256**). */

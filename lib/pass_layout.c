@@ -418,7 +418,7 @@ static mge_status plain1_of(rebuild *r, int v, int *out, mge_error *err)
 static int wino_tile(const mge_graph *g, const mge_node *n, int64_t blk, int stem)
 {
     const mge_value *x = &g->values[n->in[0]], *y = &g->values[n->out[0]];
-    if (blk != 16 || stem || mge_node_int(n, MGE_KEY_groups, 1) != 1)
+    if (blk != 16 || stem || mge_node_int(n, MGE_KEY_groups, 1) != 1 || mge_node_bf16(n))
         return 0;
     for (int d = 0; d < 2; d++)
         if (mge_node_ints(n, MGE_KEY_kernel, d, 1) != 3 || mge_node_ints(n, MGE_KEY_stride, d, 1) != 1 ||

@@ -67,7 +67,8 @@ static int candidate(const mge_graph *g, int i)
         if (mge_node_ints(n, MGE_KEY_kernel, d, 1) != 3 || mge_node_ints(n, MGE_KEY_stride, d, 1) != 1 ||
             mge_node_ints(n, MGE_KEY_dilation, d, 1) != 1 || mge_node_ints(n, MGE_KEY_pad, d, 0) < 0)
             return 0;
-    if (mge_node_int(n, MGE_KEY_groups, 1) != 1)
+    /* bf16 convs stay direct: Winograd's transforms would need f32 products */
+    if (mge_node_int(n, MGE_KEY_groups, 1) != 1 || mge_node_bf16(n))
         return 0;
     const mge_value *x = &g->values[n->in[0]], *w = &g->values[n->in[1]], *y = &g->values[n->out[0]];
     if (x->dtype != MGE_F32 || y->dtype != MGE_F32 || x->ndim != 4 || y->ndim != 4)

@@ -18,6 +18,7 @@
     MGE_PASS(fold_scale, "fold-scale", "fold multiplication/addition by constants into the preceding conv2d/linear") \
     MGE_PASS(f16_weights, "f16-weights", "store float weights as f16, computed in f32") \
     MGE_PASS(bf16_weights, "bf16-weights", "store float weights as bf16, computed in f32") \
+    MGE_PASS(bf16, "bf16", "compute dense convolutions, linear, matmul and attention in bf16 (f32 sums) where this CPU has AMX or AVX512-BF16") \
     MGE_PASS(fuse_activation, "fuse-activation", "fuse conv2d/linear with a following residual add and activation into one node") \
     MGE_PASS(fuse_elemwise, "fuse-elemwise", "fuse chains of f32 elementwise ops into one fused_elemwise node (inference graphs)") \
     MGE_PASS(winograd, "winograd", "3x3 stride-1 conv2d/fused_conv2d to Winograd F(4,3)/F(2,3), weights transformed at load") \
@@ -42,12 +43,15 @@ static const mge_pass registry[] = {
  * AVX-512 it takes the convolutions into NCHW16c), then winograd (the 3x3
  * convs still in NCHW: all of them without AVX-512), and fuse-elemwise
  * last, so it does not take the chains that the layers absorb. */
-#define MGE_O2 "strip-training,fold-bn,fold-scale,cse,fold-constants,dce,fuse-activation,layout,winograd,fuse-elemwise"
+#define MGE_O2_FOLDS "strip-training,fold-bn,fold-scale,cse,fold-constants,dce,fuse-activation"
+#define MGE_O2_LAYOUT "layout,winograd,fuse-elemwise"
+/* -O3 adds bf16 before the layout pass (so its convs stay direct, not
+ * Winograd) and f16 weights at the end. */
 static const char *const presets[4] = {
     "",
     "cse,fold-constants,dce",
-    MGE_O2,
-    MGE_O2 ",f16-weights",
+    MGE_O2_FOLDS "," MGE_O2_LAYOUT,
+    MGE_O2_FOLDS ",bf16," MGE_O2_LAYOUT ",f16-weights",
 };
 
 int mge_pass_count(void)

@@ -609,8 +609,10 @@ static mge_status build_node(qbuild *B, int i, const mge_quant_opts *o, mge_erro
         int nin = 2;
         if (bin >= 0)
             in[nin++] = bin;
+        /* int8 replaces the layer's float precision */
         for (int k = 0; k < n->nattr; k++)
-            at[nat++] = n->attrs[k];
+            if (n->attrs[k].key != MGE_KEY_precision)
+                at[nat++] = n->attrs[k];
         at[nat++] = a_act;
         at[nat++] = fattr(MGE_KEY_x_scale, xs);
         at[nat++] = iattr(MGE_KEY_x_zero, vzero(P, n->in[0]));

@@ -150,6 +150,13 @@ static void cpu_set_task_hook(mge_device *d, mge_exec_task_hook fn, void *ud)
     mge_pool_set_hook(d->pool, fn, ud);
 }
 
+static int cpu_bf16(const char **why)
+{
+    if (why)
+        *why = mge_cpu_bf16_note();
+    return mge_cpu_bf16();
+}
+
 static int cpu_nchwc_block(void)
 {
     int isa = mge_cpu_isa();
@@ -179,6 +186,7 @@ static const mge_backend_iface cpu_iface = {
     .begin = cpu_begin,
     .set_task_hook = cpu_set_task_hook,
     .nchwc_block = cpu_nchwc_block,
+    .bf16 = cpu_bf16,
 };
 
 const mge_backend_iface *mge_backend_cpu_iface(void)
