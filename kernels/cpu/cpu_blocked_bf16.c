@@ -215,39 +215,56 @@ static inline __attribute__((always_inline)) void act_any(float *restrict y, int
 #undef KACT_LOOP
 
 /* The chunk's sums sc[j][r][16] (nob blocks from ob0, cnt pixels from
- * virtual pixel v0 of row oh, or of the flat plane when oh < 0) to y. */
+ * virtual pixel v0 of row oh, or of the flat plane when oh < 0; none at or
+ * past vend) to y, a run of pixels of one output row at a time. */
 static BCV_AVX void epilogue(const bconv *q, const float *sc, int64_t img, int64_t ob0, int nob, int64_t oh,
                              int64_t v0, int64_t cnt, int64_t vend)
 {
     const int relu = q->act == MGE_OP_RELU || q->act == MGE_OP_RELU6, six = q->act == MGE_OP_RELU6;
     const int other = q->act >= 0 && !relu;
+    if (v0 + cnt > vend)
+        cnt = vend - v0;
     for (int j = 0; j < nob; j++) {
         const int64_t ob = ob0 + j;
         const __m512 b = _mm512_loadu_ps(q->bias + ob * 16);
         const int64_t plane = (img * q->Ob + ob) * q->OH;
         const int zero = other && q->O < (ob + 1) * 16;
         const __mmask16 keep = zero ? (__mmask16)((1u << (q->O - ob * 16)) - 1) : 0xffff;
-        for (int64_t r = 0; r < cnt; r++) {
-            int64_t v = v0 + r, row = oh, col = v;
-            if (v >= vend)
-                break;
+        const float *sj = sc + j * 32 * 16;
+        for (int64_t r = 0; r < cnt;) {
+            int64_t v = v0 + r, row = oh, col = v, len = cnt - r;
             if (oh < 0) {
                 row = v / q->Wp, col = v - row * q->Wp;
-                if (col >= q->OW)
+                if (col >= q->OW) {   /* the padded columns between rows */
+                    r += q->Wp - col;
                     continue;
+                }
+                if (len > q->OW - col)
+                    len = q->OW - col;
             }
-            int64_t off = ((plane + row) * q->OW + col) * 16;
-            __m512 a = _mm512_add_ps(_mm512_loadu_ps(sc + (j * 32 + r) * 16), b);
-            if (q->res)
-                a = _mm512_add_ps(a, _mm512_loadu_ps(q->res + off));
-            if (relu)
-                a = cpu_relu16(a, six);
-            _mm512_storeu_ps(q->y + off, a);
+            const int64_t off = ((plane + row) * q->OW + col) * 16;
+            float *restrict yp = q->y + off;
+            const float *restrict rp = q->res ? q->res + off : NULL;
+            const float *restrict sp = sj + r * 16;
+            if (rp) {
+                for (int64_t i = 0; i < len; i++) {
+                    __m512 a = _mm512_add_ps(_mm512_add_ps(_mm512_loadu_ps(sp + i * 16), b),
+                                             _mm512_loadu_ps(rp + i * 16));
+                    _mm512_storeu_ps(yp + i * 16, relu ? cpu_relu16(a, six) : a);
+                }
+            } else {
+                for (int64_t i = 0; i < len; i++) {
+                    __m512 a = _mm512_add_ps(_mm512_loadu_ps(sp + i * 16), b);
+                    _mm512_storeu_ps(yp + i * 16, relu ? cpu_relu16(a, six) : a);
+                }
+            }
             if (other) {
-                act_any(q->y + off, 16, q->act, q->alpha);
+                act_any(yp, len * 16, q->act, q->alpha);
                 if (zero)
-                    _mm512_storeu_ps(q->y + off, _mm512_maskz_mov_ps(keep, _mm512_loadu_ps(q->y + off)));
+                    for (int64_t i = 0; i < len; i++)
+                        _mm512_storeu_ps(yp + i * 16, _mm512_maskz_mov_ps(keep, _mm512_loadu_ps(yp + i * 16)));
             }
+            r += len;
         }
     }
 }
