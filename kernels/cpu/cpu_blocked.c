@@ -27,7 +27,9 @@
  * layout pass picks); other blocks, or a CPU without the ISA, take portable
  * loops. GCC's vector extensions give one source for both widths; the tile
  * functions are stamped out per (ISA, NB, RW, stride) by macros, since RW
- * and NB must be constants for the accumulators to live in registers. */
+ * and NB must be constants for the accumulators to live in registers.
+ * precision=bf16 nodes (groups 1, blocks of 16) run cpu_blocked_bf16.c
+ * when the CPU has AMX or AVX512-BF16; its prepare packs their weights. */
 #include "cpu_act.h"
 #include "cpu_relu.h"
 
