@@ -28,7 +28,7 @@
  * loops. GCC's vector extensions give one source for both widths; the tile
  * functions are stamped out per (ISA, NB, RW, stride) by macros, since RW
  * and NB must be constants for the accumulators to live in registers.
- * precision=bf16 nodes (groups 1, blocks of 16) run cpu_blocked_bf16.c
+ * precision=bf16 nodes (groups 1, blocks of 16 or a plain stem) run cpu_blocked_bf16.c
  * when the CPU has AMX or AVX512-BF16; its prepare packs their weights. */
 #include "cpu_act.h"
 #include "cpu_relu.h"
@@ -839,7 +839,7 @@ static void pad_task(void *a, int64_t r0, int64_t r1, int thread)
 
 /* ---------------------------------------------------------------- conv2d_nchwc */
 
-/* precision=bf16 (groups 1, blocks of 16, a CPU with AVX512-BF16 or AMX):
+/* precision=bf16 (groups 1, blocks of 16 or a plain NCHW stem, a CPU with AVX512-BF16 or AMX):
  * cpu_blocked_bf16.c; every other node runs the f32 kernel below. */
 mge_status mge_cpu_conv_nchwc_bf16(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
                                    mge_tensor *const *out, int level, mge_error *err);

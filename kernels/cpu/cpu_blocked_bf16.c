@@ -1,5 +1,5 @@
 /* cpu_blocked_bf16.c — conv2d_nchwc with precision=bf16 (groups 1, input
- * and output blocks of 16): f32 in and out, input and weights rounded to
+ * blocks of 16 or a plain stem, output blocks of 16): f32 in and out, input and weights rounded to
  * bf16 (nearest even), products summed in f32; bias, residual and the
  * activation in f32 as cpu_blocked.c's f32 kernel applies them.
  *
@@ -12,6 +12,12 @@
  *    the VNNI pair layout [16 ic pairs][16 oc][2] (an AMX B tile, and 16
  *    vdpbf16ps weight rows). Packed once by prepare for inference
  *    executors, else per call into the workspace.
+ *
+ * A plain NCHW x (block 1, the network's stem) whose channels times the
+ * kernel width fit in 32 is copied with a row's taps as channels: pixel
+ * (h, w) holds x[c][h][w + kw*dw] at channel kw*C + c, so a 7x7 stem on 3
+ * channels takes 7 K steps of 21 real channels, not 49 of 3; its weights
+ * pack the same way, one B tile per (block, kernel row).
  *
  * Outputs are computed in chunks of 32 "virtual" pixels x 2 output blocks.
  * At stride 1 a chunk runs over whole padded rows (pitch Wp): pixel v reads
@@ -52,6 +58,8 @@ void mge_cpu_conv_nchwc_bf16_release(void *state);
 typedef struct bconv {
     int64_t N, Cb, C32, H, W, O, Ob, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw, Hp, Wp;
     int flat;                 /* chunks over whole padded rows (stride 1) */
+    int stem;                 /* a plain NCHW x (block 1): the taps of a row are channels */
+    int64_t KW0, dw0;         /* the node's kernel width and dilation (KW, dw are 1 for a stem) */
     int act;                  /* -1: none */
     float alpha;
     int level;
@@ -67,8 +75,11 @@ int mge_cpu_conv_nchwc_bf16_level(const mge_node *n, const mge_tensor *x, const 
 {
     if (!BCV_ON || mge_node_int(n, MGE_KEY_precision, 0) != 1 || mge_node_int(n, MGE_KEY_groups, 1) != 1)
         return MGE_BF16_NONE;
-    if ((x && (x->ndim != 5 || x->dims[4] != 16)) || (y && (y->ndim != 5 || y->dims[4] != 16)) ||
-        (w && (w->ndim != 6 || w->dims[4] != 16 || w->dims[5] != 16)))
+    /* a plain x (block 1) when its channels times the kernel width fit one pixel's 32 */
+    const int64_t stem_k = (x ? x->dims[1] : w ? w->dims[1] : 0) * mge_node_ints(n, MGE_KEY_kernel, 1, 1);
+    if ((x && (x->ndim != 5 || (x->dims[4] != 16 && (x->dims[4] != 1 || stem_k > 32)))) ||
+        (y && (y->ndim != 5 || y->dims[4] != 16)) ||
+        (w && (w->ndim != 6 || (w->dims[4] != 16 && (w->dims[4] != 1 || stem_k > 32)) || w->dims[5] != 16)))
         return MGE_BF16_NONE;
     return mge_cpu_bf16();
 }
@@ -85,6 +96,12 @@ static void geom(bconv *q, const mge_node *n, const mge_tensor *x, const mge_ten
     q->ph = mge_node_ints(n, MGE_KEY_pad, 0, 0), q->pw = mge_node_ints(n, MGE_KEY_pad, 1, 0);
     q->dh = mge_node_ints(n, MGE_KEY_dilation, 0, 1), q->dw = mge_node_ints(n, MGE_KEY_dilation, 1, 1);
     q->Hp = q->H + 2 * q->ph, q->Wp = q->W + 2 * q->pw;
+    q->KW0 = q->KW, q->dw0 = q->dw;
+    if (x->dims[4] == 1) {   /* pixel (h, w) of the copy holds x[c][h][w + kw*dw] at channel kw*C + c */
+        q->stem = 1;
+        q->C32 = 1;
+        q->KW = 1, q->dw = 1;
+    }
 }
 
 /* bf16 elements of the input copy, with the slack a chunk may read past it:
@@ -115,8 +132,22 @@ size_t mge_cpu_conv_nchwc_bf16_ws(const mge_node *n, mge_tensor *const *in, mge_
 }
 
 /* The weight [Ob][Cb][KH][KW][16 in][16 out] in pairs of input channels. */
-static void pack_w(uint16_t *restrict d, const float *restrict w, int64_t Ob, int64_t Cb, int64_t KH, int64_t KW)
+static void pack_w(uint16_t *restrict d, const float *restrict w, int64_t Ob, int64_t Cb, int64_t KH, int64_t KW,
+                   int64_t ci)
 {
+    if (ci == 1) {   /* a stem [Ob][C][KH][KW][1][16]: B tile per (block, kh), ic = kw*C + c */
+        for (int64_t ob = 0; ob < Ob; ob++)
+            for (int64_t kh = 0; kh < KH; kh++) {
+                uint16_t *dt = d + (ob * KH + kh) * 512;
+                for (int64_t ic = 0; ic < 32; ic++) {
+                    int64_t kw = ic / Cb, c = ic % Cb;
+                    const float *src = w + (((ob * Cb + c) * KH + kh) * KW + kw) * 16;
+                    for (int64_t o = 0; o < 16; o++)
+                        dt[(ic / 2) * 32 + o * 2 + ic % 2] = kw < KW ? mge_f32_to_bf16(src[o]) : 0;
+                }
+            }
+        return;
+    }
     const int64_t C32 = (Cb + 1) / 2, T = KH * KW;
     for (int64_t ob = 0; ob < Ob; ob++)
         for (int64_t c = 0; c < C32; c++)
@@ -144,13 +175,14 @@ mge_status mge_cpu_conv_nchwc_bf16_prepare(const mge_node *n, mge_tensor *const 
         return MGE_OK;
     const int64_t Ob = w->dims[0], Cb = w->dims[1], KH = w->dims[2], KW = w->dims[3];
     bprep *p = malloc(sizeof *p);
-    uint16_t *wb = mge_aligned_alloc(2 * (size_t)wb_elems(Ob, (Cb + 1) / 2, KH, KW));
+    const int64_t ci = w->dims[4];
+    uint16_t *wb = mge_aligned_alloc(2 * (size_t)wb_elems(Ob, ci == 1 ? 1 : (Cb + 1) / 2, KH, ci == 1 ? 1 : KW));
     if (!p || !wb) {
         free(p);
         mge_aligned_free(wb);
         return mge_error_set(err, MGE_ERR_NOMEM, "conv2d_nchwc: out of memory packing bf16 weights");
     }
-    pack_w(wb, w->data, Ob, Cb, KH, KW);
+    pack_w(wb, w->data, Ob, Cb, KH, KW, ci);
     p->wb = wb;
     *state = p;
     return MGE_OK;
@@ -192,6 +224,46 @@ static BCV_AVX void cvt_task(void *a, int64_t r0, int64_t r1, int thread)
             __m512 l = _mm512_loadu_ps(lo + w * 16);
             __m512 h2 = hi ? _mm512_loadu_ps(hi + w * 16) : _mm512_setzero_ps();
             _mm512_storeu_si512((void *)(d + w * 32), (__m512i)_mm512_cvtne2ps_pbh(h2, l));
+        }
+    }
+}
+
+/* mge_f32_to_bf16 inline (nearest even, NaN kept quiet) */
+static inline uint16_t to_bf16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((x >> 16) | 0x40u);
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1)) >> 16);
+}
+
+/* Rows (image, padded row) of a stem's copy: only the columns a chunk
+ * reads (multiples of the stride), each its KW0 taps x C channels. */
+static BCV_AVX void cvt_stem_task(void *a, int64_t r0, int64_t r1, int thread)
+{
+    (void)thread;
+    const bconv *q = a;
+    const int64_t C = q->Cb, H = q->H, W = q->W;
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t img = r / q->Hp, h = r % q->Hp - q->ph;
+        uint16_t *d = q->xb + r * q->Wp * 32;
+        if (h < 0 || h >= H) {
+            memset(d, 0, sizeof(uint16_t) * 32 * (size_t)q->Wp);
+            continue;
+        }
+        const float *xr = q->x + (img * C * H + h) * W;
+        for (int64_t wp = 0; wp < q->Wp; wp += q->sw) {
+            uint16_t px[32] __attribute__((aligned(64)));
+            memset(px, 0, sizeof px);
+            for (int64_t kw = 0; kw < q->KW0; kw++) {
+                int64_t iw = wp - q->pw + kw * q->dw0;
+                if (iw < 0 || iw >= W)
+                    continue;
+                for (int64_t c = 0; c < C; c++)
+                    px[kw * C + c] = to_bf16(xr[c * H * W + iw]);
+            }
+            memcpy(d + wp * 32, px, sizeof px);
         }
     }
 }
@@ -414,7 +486,8 @@ mge_status mge_cpu_conv_nchwc_bf16(const mge_kctx *ctx, const mge_node *n, mge_t
     int bias = (int)mge_node_int(n, MGE_KEY_bias, 1), res = (int)mge_node_int(n, MGE_KEY_residual, 0);
     bconv q;
     geom(&q, n, x, y);
-    if (w->ndim != 6 || w->dims[0] != q.Ob || w->dims[1] != q.Cb || w->dims[2] != q.KH || w->dims[3] != q.KW)
+    if (w->ndim != 6 || w->dims[0] != q.Ob || w->dims[1] != q.Cb || w->dims[2] != q.KH || w->dims[3] != q.KW0 ||
+        w->dims[4] != x->dims[4])
         return mge_error_set(err, MGE_ERR_INVALID, "conv2d_nchwc: bf16: weight does not match the node");
     q.flat = q.sw == 1 && q.sh == 1;
     q.act = (int)mge_node_ints(n, MGE_KEY_act, 0, -1);
@@ -440,12 +513,12 @@ mge_status mge_cpu_conv_nchwc_bf16(const mge_kctx *ctx, const mge_node *n, mge_t
     if (pr && pr->wb) {
         q.wb = pr->wb;
     } else {
-        pack_w(wpk, w->data, q.Ob, q.Cb, q.KH, q.KW);
+        pack_w(wpk, w->data, q.Ob, q.Cb, q.KH, q.KW0, x->dims[4]);
         q.wb = wpk;
     }
     int64_t planes = q.N * q.C32 * q.Hp;
     memset(q.xb + planes * q.Wp * 32, 0, 2 * (size_t)(xb_elems(&q) - planes * q.Wp * 32));
-    cpu_parallel(ctx, planes, 1 + CPU_GRAIN / (q.Wp * 32 + 1), cvt_task, &q);
+    cpu_parallel(ctx, planes, 1 + CPU_GRAIN / (q.Wp * 32 + 1), q.stem ? cvt_stem_task : cvt_task, &q);
 
     const int threads = cpu_threads(ctx);
     q.ngroups = (q.Ob + 1) / 2;

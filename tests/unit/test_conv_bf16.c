@@ -4,7 +4,8 @@
  * own once): against a double-precision sum of the bf16-rounded operands
  * within the f32-summation bound, against the exact f32 ref within a
  * bf16 bound derived from K = C*kh*kw, lanes past O zero, prepared weights
- * vs packed per call, and 1 vs 2 threads, bit for bit. */
+ * vs packed per call, and 1 vs 2 threads, bit for bit; input blocks of 16
+ * and plain NCHW stems (block 1). */
 #include "unit_graph.h"
 
 mge_status mge_cpu_conv_nchwc_bf16(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
@@ -19,6 +20,7 @@ static mge_pool *pool2;
 typedef struct bcase {
     int64_t N, C, H, W, O, k, s, p, d;
     int bias, res, act;   /* act: an op, or -1 */
+    int64_t ci;           /* x's block: 16, or 1 (a plain NCHW stem) */
 } bcase;
 
 static float bf(float v)
@@ -35,7 +37,7 @@ static void fill_blocked(mge_tensor *t, int64_t valid, int blkdim)
         inner *= t->dims[i];
     for (int64_t i = 0; i < mge_tensor_numel(t); i++) {
         int64_t blk = (i / inner) % t->dims[blkdim], lane = i % lanes;
-        p[i] = blk * 16 + lane < valid ? 2 * mge_rng_uniform(&rng) - 1 : 0.0f;
+        p[i] = blk * lanes + lane < valid ? 2 * mge_rng_uniform(&rng) - 1 : 0.0f;
     }
 }
 
@@ -58,9 +60,9 @@ static mge_status run_bf16(const mge_node *n, mge_tensor **in, mge_tensor *y, in
 static void run_case(const bcase *q, int level)
 {
     mge_error err = {0};
-    const int64_t Cb = (q->C + 15) / 16, Ob = (q->O + 15) / 16, k = q->k;
+    const int64_t ci = q->ci ? q->ci : 16, Cb = (q->C + ci - 1) / ci, Ob = (q->O + 15) / 16, k = q->k;
     const int64_t OH = mge_conv_out_dim(q->H, k, q->s, q->p, q->d, 0), OW = mge_conv_out_dim(q->W, k, q->s, q->p, q->d, 0);
-    int64_t xd[5] = {q->N, Cb, q->H, q->W, 16}, wd[6] = {Ob, Cb, k, k, 16, 16}, yd[5] = {q->N, Ob, OH, OW, 16};
+    int64_t xd[5] = {q->N, Cb, q->H, q->W, ci}, wd[6] = {Ob, Cb, k, k, ci, 16}, yd[5] = {q->N, Ob, OH, OW, 16};
     mge_tensor x = {0}, w = {0}, b = {0}, r = {0}, yref = {0}, y1 = {0}, y2 = {0}, y3 = {0};
     CHECK_OK(mge_tensor_alloc(&x, MGE_F32, 5, xd, &err), err);
     CHECK_OK(mge_tensor_alloc(&w, MGE_F32, 6, wd, &err), err);
@@ -73,8 +75,8 @@ static void run_case(const bcase *q, int level)
     {
         float *wp = w.data;
         for (int64_t i = 0; i < mge_tensor_numel(&w); i++) {
-            int64_t lo = i % 16, li = i / 16 % 16, cb = i / (16 * 16 * k * k) % Cb, ob = i / (16 * 16 * k * k * Cb);
-            wp[i] = cb * 16 + li < q->C && ob * 16 + lo < q->O ? mge_rng_uniform(&rng) - 0.5f : 0.0f;
+            int64_t lo = i % 16, li = i / 16 % ci, cb = i / (16 * ci * k * k) % Cb, ob = i / (16 * ci * k * k * Cb);
+            wp[i] = cb * ci + li < q->C && ob * 16 + lo < q->O ? mge_rng_uniform(&rng) - 0.5f : 0.0f;
         }
     }
     mge_graph *g = mge_graph_new();
@@ -102,8 +104,8 @@ static void run_case(const bcase *q, int level)
     CHECK_OK(mge_tensor_alloc(&y3, MGE_F32, 5, yd, &err), err);
     CHECK_OK(mge_tensor_alloc(&yref, MGE_F32, 5, yd, &err), err);
     char what[200];
-    snprintf(what, sizeof what, "%s: N%lld C%lld %lldx%lld O%lld k%lld s%lld p%lld d%lld b%d r%d act %s",
-             mge_cpu_bf16_name(level), (long long)q->N, (long long)q->C, (long long)q->H, (long long)q->W,
+    snprintf(what, sizeof what, "%s: ci%lld N%lld C%lld %lldx%lld O%lld k%lld s%lld p%lld d%lld b%d r%d act %s",
+             mge_cpu_bf16_name(level), (long long)ci, (long long)q->N, (long long)q->C, (long long)q->H, (long long)q->W,
              (long long)q->O, (long long)k, (long long)q->s, (long long)q->p, (long long)q->d, q->bias, q->res,
              q->act < 0 ? "none" : mge_attr_op_name(q->act));
 
@@ -147,8 +149,9 @@ static void run_case(const bcase *q, int level)
                                 int64_t ih = oh * q->s - q->p + i * q->d, iw = ow * q->s - q->p + j * q->d;
                                 if (ih < 0 || ih >= q->H || iw < 0 || iw >= q->W)
                                     continue;
-                                double xx = bf(xv[(((img * Cb + c / 16) * q->H + ih) * q->W + iw) * 16 + c % 16]);
-                                double ww = bf(wv[((((o / 16) * Cb + c / 16) * k + i) * k + j) * 256 + (c % 16) * 16 + o % 16]);
+                                double xx = bf(xv[(((img * Cb + c / ci) * q->H + ih) * q->W + iw) * ci + c % ci]);
+                                double ww = bf(wv[((((o / 16) * Cb + c / ci) * k + i) * k + j) * ci * 16 +
+                                                  (c % ci) * 16 + o % 16]);
                                 s += xx * ww;
                                 sabs += fabs(xx * ww);
                             }
@@ -193,23 +196,28 @@ static void run_all(int level)
 {
     /* N, C, H, W, O, k, s, p, d, bias, res, act */
     const bcase cases[] = {
-        {1, 24, 9, 11, 24, 3, 1, 1, 1, 1, 1, MGE_OP_RELU},
-        {1, 48, 14, 14, 72, 3, 1, 1, 1, 1, 0, -1},
-        {1, 72, 7, 7, 48, 1, 1, 0, 1, 1, 1, MGE_OP_RELU},
-        {1, 64, 56, 57, 64, 3, 1, 1, 1, 1, 1, MGE_OP_RELU},
-        {2, 32, 13, 15, 40, 3, 2, 1, 1, 0, 1, MGE_OP_RELU6},
-        {1, 40, 9, 9, 24, 1, 2, 0, 1, 1, 0, -1},
-        {1, 16, 17, 19, 16, 5, 1, 2, 1, 1, 0, MGE_OP_SIGMOID},
-        {1, 24, 13, 13, 20, 7, 2, 3, 1, 1, 0, -1},
-        {1, 24, 12, 12, 32, 3, 1, 2, 2, 1, 1, MGE_OP_RELU},      /* dilation 2 */
-        {1, 20, 1, 1, 36, 1, 1, 0, 1, 1, 1, -1},                 /* 1x1 plane */
-        {1, 20, 1, 1, 36, 3, 1, 1, 1, 1, 0, MGE_OP_RELU},
-        {1, 8, 3, 5, 8, 3, 1, 3, 1, 0, 0, -1},                   /* pad 3 > kernel reach */
-        {1, 36, 5, 3, 24, 3, 2, 1, 1, 1, 1, MGE_OP_RELU},        /* widths < 16 */
-        {1, 48, 28, 28, 96, 3, 2, 1, 1, 1, 0, MGE_OP_RELU},
-        {1, 96, 15, 41, 17, 1, 1, 0, 1, 1, 1, MGE_OP_RELU6},
-        {1, 16, 11, 9, 16, 3, 3, 1, 1, 1, 0, -1},                /* stride 3 */
-        {1, 24, 6, 8, 24, 2, 1, 0, 1, 1, 0, -1},                 /* even kernel */
+        {1, 24, 9, 11, 24, 3, 1, 1, 1, 1, 1, MGE_OP_RELU, 16},
+        {1, 48, 14, 14, 72, 3, 1, 1, 1, 1, 0, -1, 16},
+        {1, 72, 7, 7, 48, 1, 1, 0, 1, 1, 1, MGE_OP_RELU, 16},
+        {1, 64, 56, 57, 64, 3, 1, 1, 1, 1, 1, MGE_OP_RELU, 16},
+        {2, 32, 13, 15, 40, 3, 2, 1, 1, 0, 1, MGE_OP_RELU6, 16},
+        {1, 40, 9, 9, 24, 1, 2, 0, 1, 1, 0, -1, 16},
+        {1, 16, 17, 19, 16, 5, 1, 2, 1, 1, 0, MGE_OP_SIGMOID, 16},
+        {1, 24, 13, 13, 20, 7, 2, 3, 1, 1, 0, -1, 16},
+        {1, 24, 12, 12, 32, 3, 1, 2, 2, 1, 1, MGE_OP_RELU, 16},      /* dilation 2 */
+        {1, 20, 1, 1, 36, 1, 1, 0, 1, 1, 1, -1, 16},                 /* 1x1 plane */
+        {1, 20, 1, 1, 36, 3, 1, 1, 1, 1, 0, MGE_OP_RELU, 16},
+        {1, 8, 3, 5, 8, 3, 1, 3, 1, 0, 0, -1, 16},                   /* pad 3 > kernel reach */
+        {1, 36, 5, 3, 24, 3, 2, 1, 1, 1, 1, MGE_OP_RELU, 16},        /* widths < 16 */
+        {1, 48, 28, 28, 96, 3, 2, 1, 1, 1, 0, MGE_OP_RELU, 16},
+        {1, 96, 15, 41, 17, 1, 1, 0, 1, 1, 1, MGE_OP_RELU6, 16},
+        {1, 16, 11, 9, 16, 3, 3, 1, 1, 1, 0, -1, 16},                /* stride 3 */
+        {1, 24, 6, 8, 24, 2, 1, 0, 1, 1, 0, -1, 16},                 /* even kernel */
+        /* plain NCHW stems (block 1): taps x channels in one pixel's 32 */
+        {1, 3, 37, 45, 64, 7, 2, 3, 1, 0, 0, MGE_OP_RELU, 1},
+        {2, 3, 15, 16, 24, 3, 2, 1, 1, 1, 1, MGE_OP_RELU6, 1},
+        {1, 4, 9, 11, 20, 5, 1, 2, 1, 1, 0, -1, 1},
+        {1, 2, 12, 12, 16, 3, 1, 2, 2, 1, 0, MGE_OP_SIGMOID, 1},
     };
     (void)R, (void)R6, (void)SG;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
