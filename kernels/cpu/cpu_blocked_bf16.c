@@ -239,12 +239,15 @@ static inline uint16_t to_bf16(float f)
 }
 
 /* Rows (image, padded row) of a stem's copy: only the columns a chunk
- * reads (multiples of the stride), each its KW0 taps x C channels. */
+ * reads (multiples of the stride), each its KW0 taps x C channels, picked
+ * from the row's channels converted once into a zero-bordered line. */
 static BCV_AVX void cvt_stem_task(void *a, int64_t r0, int64_t r1, int thread)
 {
     (void)thread;
     const bconv *q = a;
-    const int64_t C = q->Cb, H = q->H, W = q->W;
+    const int64_t C = q->Cb, H = q->H, W = q->W, L = q->Wp + q->KW0 * q->dw0;
+    uint16_t line[8192];
+    const int lined = C * L <= (int64_t)(sizeof line / sizeof line[0]);
     for (int64_t r = r0; r < r1; r++) {
         int64_t img = r / q->Hp, h = r % q->Hp - q->ph;
         uint16_t *d = q->xb + r * q->Wp * 32;
@@ -253,17 +256,29 @@ static BCV_AVX void cvt_stem_task(void *a, int64_t r0, int64_t r1, int thread)
             continue;
         }
         const float *xr = q->x + (img * C * H + h) * W;
-        for (int64_t wp = 0; wp < q->Wp; wp += q->sw) {
-            uint16_t px[32] __attribute__((aligned(64)));
-            memset(px, 0, sizeof px);
-            for (int64_t kw = 0; kw < q->KW0; kw++) {
-                int64_t iw = wp - q->pw + kw * q->dw0;
-                if (iw < 0 || iw >= W)
-                    continue;
-                for (int64_t c = 0; c < C; c++)
-                    px[kw * C + c] = to_bf16(xr[c * H * W + iw]);
+        if (lined) {
+            for (int64_t c = 0; c < C; c++) {
+                uint16_t *lc = line + c * L;
+                for (int64_t j = 0; j < L; j++) {
+                    int64_t iw = j - q->pw;
+                    lc[j] = iw >= 0 && iw < W ? to_bf16(xr[c * H * W + iw]) : 0;
+                }
             }
-            memcpy(d + wp * 32, px, sizeof px);
+        }
+        /* written in place (a copy of a local pixel stalled on its 21 stores) */
+        for (int64_t wp = 0; wp < q->Wp; wp += q->sw) {
+            uint16_t *restrict px = d + wp * 32;
+            _mm512_storeu_si512((void *)px, _mm512_setzero_si512());
+            for (int64_t kw = 0; kw < q->KW0; kw++) {
+                int64_t j = wp + kw * q->dw0, iw = j - q->pw;
+                if (lined) {
+                    for (int64_t c = 0; c < C; c++)
+                        px[kw * C + c] = line[c * L + j];
+                } else if (iw >= 0 && iw < W) {
+                    for (int64_t c = 0; c < C; c++)
+                        px[kw * C + c] = to_bf16(xr[c * H * W + iw]);
+                }
+            }
         }
     }
 }
