@@ -14,7 +14,7 @@
  *    executors, else per call into the workspace.
  *
  * A plain NCHW x (block 1, the network's stem) whose channels times the
- * kernel width fit in 32 is copied with a row's taps as channels: pixel
+ * kernel width fit in 32 (and whose K is not tiny) is copied with a row's taps as channels: pixel
  * (h, w) holds x[c][h][w + kw*dw] at channel kw*C + c, so a 7x7 stem on 3
  * channels takes 7 K steps of 21 real channels, not 49 of 3; its weights
  * pack the same way, one B tile per (block, kernel row).
@@ -75,11 +75,14 @@ int mge_cpu_conv_nchwc_bf16_level(const mge_node *n, const mge_tensor *x, const 
 {
     if (!BCV_ON || mge_node_int(n, MGE_KEY_precision, 0) != 1 || mge_node_int(n, MGE_KEY_groups, 1) != 1)
         return MGE_BF16_NONE;
-    /* a plain x (block 1) when its channels times the kernel width fit one pixel's 32 */
-    const int64_t stem_k = (x ? x->dims[1] : w ? w->dims[1] : 0) * mge_node_ints(n, MGE_KEY_kernel, 1, 1);
-    if ((x && (x->ndim != 5 || (x->dims[4] != 16 && (x->dims[4] != 1 || stem_k > 32)))) ||
+    /* a plain x (block 1) when its channels times the kernel width fit one
+     * pixel's 32, and the sums are long enough to pay for the copy (a 3x3
+     * stem on 3 channels, K = 27, ran slower than in f32; 7x7, K = 147, faster) */
+    const int64_t C = x ? x->dims[1] : w ? w->dims[1] : 0, KW = mge_node_ints(n, MGE_KEY_kernel, 1, 1);
+    const int stem_ok = C * KW <= 32 && C * KW * mge_node_ints(n, MGE_KEY_kernel, 0, 1) >= 96;
+    if ((x && (x->ndim != 5 || (x->dims[4] != 16 && (x->dims[4] != 1 || !stem_ok)))) ||
         (y && (y->ndim != 5 || y->dims[4] != 16)) ||
-        (w && (w->ndim != 6 || (w->dims[4] != 16 && (w->dims[4] != 1 || stem_k > 32)) || w->dims[5] != 16)))
+        (w && (w->ndim != 6 || (w->dims[4] != 16 && (w->dims[4] != 1 || !stem_ok)) || w->dims[5] != 16)))
         return MGE_BF16_NONE;
     return mge_cpu_bf16();
 }

@@ -215,9 +215,9 @@ static void run_all(int level)
         {1, 24, 6, 8, 24, 2, 1, 0, 1, 1, 0, -1, 16},                 /* even kernel */
         /* plain NCHW stems (block 1): taps x channels in one pixel's 32 */
         {1, 3, 37, 45, 64, 7, 2, 3, 1, 0, 0, MGE_OP_RELU, 1},
-        {2, 3, 15, 16, 24, 3, 2, 1, 1, 1, 1, MGE_OP_RELU6, 1},
+        {2, 4, 15, 16, 24, 5, 2, 1, 1, 1, 1, MGE_OP_RELU6, 1},
         {1, 4, 9, 11, 20, 5, 1, 2, 1, 1, 0, -1, 1},
-        {1, 2, 12, 12, 16, 3, 1, 2, 2, 1, 0, MGE_OP_SIGMOID, 1},
+        {1, 8, 12, 12, 16, 4, 1, 3, 2, 1, 0, MGE_OP_SIGMOID, 1},
     };
     (void)R, (void)R6, (void)SG;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
