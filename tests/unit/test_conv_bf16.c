@@ -13,6 +13,7 @@ mge_status mge_cpu_conv_nchwc_bf16(const mge_kctx *ctx, const mge_node *n, mge_t
 size_t mge_cpu_conv_nchwc_bf16_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int threads);
 mge_status mge_cpu_conv_nchwc_bf16_prepare(const mge_node *n, mge_tensor *const *in, void **state, mge_error *err);
 void mge_cpu_conv_nchwc_bf16_release(void *state);
+int mge_cpu_conv_nchwc_bf16_level(const mge_node *n, const mge_tensor *x, const mge_tensor *w, const mge_tensor *y);
 
 static mge_rng rng;
 static mge_pool *pool2;
@@ -284,6 +285,31 @@ static void test_dispatch(void)
         CHECK_MSG(db > 1e-5 && db <= 0x1p-7 * sqrt(32.0 * 9) * 0.5 + 1e-5, "bf16 node: %g from ref", db);
     else
         CHECK_MSG(db <= 1e-5, "bf16 node without bf16 hardware: %g from ref", db);
+    /* which nodes take the bf16 kernel: precision=bf16, groups 1, blocks of 16 or a stem with K >= 96 */
+    {
+        mge_graph *g = mge_graph_new();
+        int64_t sd[5] = {1, 3, 16, 16, 1}, s7[6] = {2, 3, 7, 7, 1, 16}, s3[6] = {2, 3, 3, 3, 1, 16};
+        mge_tensor tx = {.dtype = MGE_F32, .ndim = 5}, t7 = {.dtype = MGE_F32, .ndim = 6}, t3 = t7;
+        memcpy(tx.dims, sd, sizeof sd), memcpy(t7.dims, s7, sizeof s7), memcpy(t3.dims, s3, sizeof s3);
+        int ids[2] = {mge_graph_add_value(g, "x", MGE_VAL_INPUT, MGE_F32, 5, sd, &err),
+                      mge_graph_add_value(g, "w7", MGE_VAL_PARAM, MGE_F32, 6, s7, &err)};
+        int id3 = mge_graph_add_value(g, "w3", MGE_VAL_PARAM, MGE_F32, 6, s3, &err);
+        mge_attr a7[5] = {A(MGE_KEY_out, 32), A(MGE_KEY_kernel, 7), A(MGE_KEY_pad, 3), A(MGE_KEY_bias, 0),
+                          A(MGE_KEY_precision, 1)};
+        mge_attr a3[5] = {A(MGE_KEY_out, 32), A(MGE_KEY_kernel, 3), A(MGE_KEY_pad, 1), A(MGE_KEY_bias, 0),
+                          A(MGE_KEY_precision, 1)};
+        const char *o7[1] = {"y7"}, *o3[1] = {"y3"};
+        int n7 = mge_graph_add_node(g, "c7", MGE_OP_CONV2D_NCHWC, 2, ids, 5, a7, 1, o7, &err);
+        int in3[2] = {ids[0], id3};
+        int n3 = mge_graph_add_node(g, "c3", MGE_OP_CONV2D_NCHWC, 2, in3, 5, a3, 1, o3, &err);
+        CHECK(n7 >= 0 && n3 >= 0);
+        if (n7 >= 0 && n3 >= 0) {
+            CHECK(mge_cpu_conv_nchwc_bf16_level(&g->nodes[n7], &tx, &t7, NULL) == mge_cpu_bf16());
+            CHECK(mge_cpu_conv_nchwc_bf16_level(&g->nodes[n7], NULL, &t7, NULL) == mge_cpu_bf16());
+            CHECK(mge_cpu_conv_nchwc_bf16_level(&g->nodes[n3], &tx, &t3, NULL) == MGE_BF16_NONE);
+        }
+        mge_graph_free(g);
+    }
     mge_tensor *all[] = {&x, &w, &b, &yb, &yf, &yr};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         mge_tensor_free(all[i]);
