@@ -357,14 +357,10 @@ static inline size_t cpu_ref_ws(const mge_node *n, mge_tensor *const *in, mge_te
 /* Elements per task below which a pass over memory is not worth splitting. */
 #define CPU_GRAIN 16384
 
-/* cpu_bf16.c: the bf16 layers (precision=bf16) on AMX or AVX512-BF16.
+/* cpu_bf16.c: the bf16 linear layers (precision=bf16) on AMX or AVX512-BF16
+ * (conv2d_nchwc's are cpu_blocked_bf16.c's).
  * *_ok: whether the node runs there (bf16, a bf16 level, shapes it takes);
  * *_ws: its scratch (0 when not); prepare packs the weights once. */
-int mge_cpu_bf16_conv_ok(const mge_node *n, const mge_tensor *x, const mge_tensor *w, const mge_tensor *y);
-size_t mge_cpu_bf16_conv_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int threads);
-mge_status mge_cpu_bf16_conv_prepare(const mge_node *n, mge_tensor *const *in, void **state, mge_error *err);
-mge_status mge_cpu_bf16_conv(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
-                             mge_error *err);
 int mge_cpu_bf16_linear_ok(const mge_node *n, const mge_tensor *x, const mge_tensor *w);
 size_t mge_cpu_bf16_linear_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int threads);
 mge_status mge_cpu_bf16_linear_prepare(const mge_node *n, mge_tensor *const *in, void **state, mge_error *err);

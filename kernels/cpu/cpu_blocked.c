@@ -27,7 +27,9 @@
  * layout pass picks); other blocks, or a CPU without the ISA, take portable
  * loops. GCC's vector extensions give one source for both widths; the tile
  * functions are stamped out per (ISA, NB, RW, stride) by macros, since RW
- * and NB must be constants for the accumulators to live in registers. */
+ * and NB must be constants for the accumulators to live in registers.
+ * precision=bf16 nodes (groups 1, blocks of 16 or a plain stem) run cpu_blocked_bf16.c
+ * when the CPU has AMX or AVX512-BF16; its prepare packs their weights. */
 #include "cpu_act.h"
 #include "cpu_relu.h"
 
@@ -837,6 +839,15 @@ static void pad_task(void *a, int64_t r0, int64_t r1, int thread)
 
 /* ---------------------------------------------------------------- conv2d_nchwc */
 
+/* precision=bf16 (groups 1, blocks of 16 or a plain NCHW stem, a CPU with AVX512-BF16 or AMX):
+ * cpu_blocked_bf16.c; every other node runs the f32 kernel below. */
+mge_status mge_cpu_conv_nchwc_bf16(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
+                                   mge_tensor *const *out, int level, mge_error *err);
+int mge_cpu_conv_nchwc_bf16_level(const mge_node *n, const mge_tensor *x, const mge_tensor *w, const mge_tensor *y);
+size_t mge_cpu_conv_nchwc_bf16_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int threads);
+mge_status mge_cpu_conv_nchwc_bf16_prepare(const mge_node *n, mge_tensor *const *in, void **state, mge_error *err);
+void mge_cpu_conv_nchwc_bf16_release(void *state);
+
 /* Floats of the zero-bordered input copy (dense convs with padding). */
 static int64_t pad_floats(const mge_tensor *x, const mge_node *n)
 {
@@ -850,9 +861,9 @@ static size_t conv_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *cons
 {
     if (in[0]->ndim != 5 || out[0]->ndim != 5)
         return cpu_ref_ws(n, in, out, threads);
-    size_t f32 = sizeof(float) * (size_t)(pad_floats(in[0], n) + out[0]->dims[1] * out[0]->dims[4] + 16);
-    size_t bf = mge_cpu_bf16_conv_ws(n, in, out, threads);   /* bf16 layers: cpu_bf16.c */
-    return bf > f32 ? bf : f32;
+    if (mge_cpu_conv_nchwc_bf16_level(n, in[0], in[1], out[0]) != MGE_BF16_NONE)
+        return mge_cpu_conv_nchwc_bf16_ws(n, in, out, threads);
+    return sizeof(float) * (size_t)(pad_floats(in[0], n) + out[0]->dims[1] * out[0]->dims[4] + 16);
 }
 
 /* The kind of at most maxnb blocks whose strips cover the row with the
@@ -898,8 +909,9 @@ static mge_status conv2d_nchwc(const mge_kctx *ctx, const mge_node *n, mge_tenso
     if (x->dtype != MGE_F32 || x->ndim != 5 || y->ndim != 5 || n->nin != 2 + bias + res || x->dims[4] > 64 ||
         y->dims[4] > 64 || (G != 1 && (w->ndim != 4 || y->dims[4] != x->dims[4])) || (G == 1 && w->ndim != 6))
         return cpu_fallback(ctx, n, in, out, err);
-    if (mge_cpu_bf16_conv_ok(n, x, w, y))
-        return mge_cpu_bf16_conv(ctx, n, in, out, err);
+    int bf16 = mge_cpu_conv_nchwc_bf16_level(n, x, w, y);
+    if (bf16 != MGE_BF16_NONE)
+        return mge_cpu_conv_nchwc_bf16(ctx, n, in, out, bf16, err);
     blk_conv q;
     memset(&q, 0, sizeof q);
     q.N = x->dims[0], q.Cb = x->dims[1], q.H = x->dims[2], q.W = x->dims[3], q.ci = x->dims[4], q.c = y->dims[4];
@@ -978,8 +990,8 @@ void mge_cpu_register_blocked(mge_backend *b)
     b->k[MGE_OP_FROM_NCHWC][MGE_F32].run = from_nchwc;
     b->k[MGE_OP_CONV2D_NCHWC][MGE_F32].run = conv2d_nchwc;
     b->k[MGE_OP_CONV2D_NCHWC][MGE_F32].ws = conv_ws;
-    b->k[MGE_OP_CONV2D_NCHWC][MGE_F32].prepare = mge_cpu_bf16_conv_prepare;
-    b->k[MGE_OP_CONV2D_NCHWC][MGE_F32].release = mge_cpu_bf16_release;
+    b->k[MGE_OP_CONV2D_NCHWC][MGE_F32].prepare = mge_cpu_conv_nchwc_bf16_prepare;
+    b->k[MGE_OP_CONV2D_NCHWC][MGE_F32].release = mge_cpu_conv_nchwc_bf16_release;
     mge_cpu_bf16();   /* decided (and AMX permitted) before pool threads run tile code */
     b->k[MGE_OP_MAXPOOL2D_NCHWC][MGE_F32].run = maxpool_nchwc;
 }
