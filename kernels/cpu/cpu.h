@@ -383,5 +383,31 @@ int mge_sgemm_pick(int64_t M, int64_t N, int64_t K);
  * AVX2 or portable ones): where the convolutions built on it pay off. */
 int mge_sgemm_native(void);
 
+/* cpu_bgemm.c: bf16 GEMM. C[M,N] (f32, row-major, ldc) = op(A) B + beta*C,
+ * op(A) = A [M,K] (lda) or, transA, A^T with A [K,M]; A and B rounded to
+ * bf16 (nearest even), products summed in f32 (AMX tdpbf16ps or
+ * AVX512-BF16 vdpbf16ps by mge_cpu_bf16(); portable loops at "none").
+ * B is packed first by mge_bgemm_pack (B [K,N] (ldb) or, transB, [N,K] as
+ * a weight [out,in] is) into mge_bgemm_pack_size(K, N) bytes (64-byte
+ * aligned dst is best); one packed format serves every level, so a
+ * kernel's prepare may pack weights once. ws: mge_bgemm_ws(M, N, K,
+ * threads) bytes of scratch (any alignment; the packed bf16 A). Runs on
+ * ctx's pool (ctx or pool may be NULL), bit-identical at any thread count;
+ * beta = 0 never reads C. mge_bgemm_at/_pack_at take the level explicitly
+ * (tests and benches; a level above the CPU's is undefined). */
+size_t mge_bgemm_pack_size(int64_t K, int64_t N);
+void mge_bgemm_pack(int transB, int64_t K, int64_t N, const float *B, int64_t ldb, void *dst);
+size_t mge_bgemm_ws(int64_t M, int64_t N, int64_t K, int threads);
+void mge_bgemm(const mge_kctx *ctx, int transA, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+               const void *Bpacked, float beta, float *C, int64_t ldc, void *ws);
+void mge_bgemm_at(int level, const mge_kctx *ctx, int transA, int64_t M, int64_t N, int64_t K, const float *A,
+                  int64_t lda, const void *Bpacked, float beta, float *C, int64_t ldc, void *ws);
+void mge_bgemm_pack_at(int level, int transB, int64_t K, int64_t N, const float *B, int64_t ldb, void *dst);
+/* Whether a node asks for bf16 (precision attribute) and this CPU has a bf16 level. */
+static inline int cpu_bf16_node(const mge_node *n)
+{
+    return mge_node_int(n, MGE_KEY_precision, 0) == 1 && mge_cpu_bf16() != MGE_BF16_NONE;
+}
+
 
 #endif
