@@ -8,12 +8,15 @@
  * 2p+1) is 64 bytes: column c's two bf16 at p*32 + 2c. That is the VNNI
  * pair layout of an AMX B tile (16 pair rows of 16 columns x 2, stride 64
  * bytes: 32 k of one panel) and, per pair, one zmm of vdpbf16ps.
- * Packed A (per call, in the caller's ws): bf16 rows [Mp][Kp], Mp = M
- * rounded up to 32, zero padded; an AMX A tile is 16 rows x 32 bf16 of it.
+ * Packed A (per call, in the caller's ws): Mp = M rounded up to 32 rows,
+ * zero padded, in groups of 16 rows, each Kp/32 blocks of 16 rows x 32 k
+ * (bf16 (i, k) at BG_PA(i, k)): an AMX A tile is one contiguous 1 KiB
+ * block (row-major rows of A at a stride of Kp * 2 bytes put a tile's 16
+ * rows in a few L1 sets when Kp is a power of two).
  *
  * Kernels (mge_cpu_bf16()):
  *   AMX: 32 x 32 blocks of C in 4 tiles (2 A tiles x 2 B tiles per 32 k);
- *   AVX512-BF16: 14 x 32 blocks in 28 zmm, broadcast an A pair, vdpbf16ps
+ *   AVX512-BF16: 8 x 32 blocks in 16 zmm, broadcast an A pair, vdpbf16ps
  *     with the two B panels' pair rows;
  *   none: portable loops on the same packed data (exact f32 products of
  *     the bf16 values, summed in f32), so the API works on any CPU.
@@ -39,7 +42,8 @@
 #define BG_KC 512   /* k per K block, a multiple of 32 */
 #define BG_NC 256   /* columns per task, a multiple of 32 */
 #define BG_MB 256   /* rows per task, a multiple of 32 */
-#define BG_MR 14    /* AVX512-BF16 rows per block */
+#define BG_MR 8     /* AVX512-BF16 rows per block, dividing 16 */
+#define BG_PA(Kp, i, k) (((i) / 16) * (Kp) * 16 + ((k) / 32) * 512 + ((i) % 16) * 32 + (k) % 32)
 
 static int64_t up(int64_t x, int64_t m)
 {
@@ -59,19 +63,17 @@ size_t mge_bgemm_ws(int64_t M, int64_t N, int64_t K, int threads)
 
 /* ---------------------------------------------------------------- packing */
 
-/* One row of bf16: dst[0..n) = bf16(src[0..n) at stride s), zero to npad. */
-static void bg_row_scalar(const float *src, int64_t s, int64_t n, uint16_t *dst, int64_t npad)
+/* One row of bf16: bf16(src[0..n) at stride s), zero to npad, in chunks
+ * of 32: element i at dst[(i / 32) * cs + i % 32]. */
+static void bg_row_scalar(const float *src, int64_t s, int64_t n, uint16_t *dst, int64_t npad, int64_t cs)
 {
-    int64_t i = 0;
-    for (; i < n; i++)
-        dst[i] = mge_f32_to_bf16(src[i * s]);
-    for (; i < npad; i++)
-        dst[i] = 0;
+    for (int64_t i = 0; i < npad; i++)
+        dst[(i / 32) * cs + i % 32] = i < n ? mge_f32_to_bf16(src[i * s]) : 0;
 }
 
 #if BG_X86
 /* contiguous row: 32 at a time, masked at the end (vcvtne2ps2bf16 rounds to nearest even) */
-static BG_BF16 void bg_row_vec(const float *src, int64_t n, uint16_t *dst, int64_t npad)
+static BG_BF16 void bg_row_vec(const float *src, int64_t n, uint16_t *dst, int64_t npad, int64_t cs)
 {
     for (int64_t i = 0; i < npad; i += 32) {
         int64_t r = n - i;
@@ -79,7 +81,7 @@ static BG_BF16 void bg_row_vec(const float *src, int64_t n, uint16_t *dst, int64
         __mmask16 m1 = r >= 32 ? 0xffff : r <= 16 ? 0 : (__mmask16)((1u << (r - 16)) - 1);
         __m512 x0 = _mm512_maskz_loadu_ps(m0, src + i), x1 = _mm512_maskz_loadu_ps(m1, src + i + 16);
         __m512bh b = _mm512_cvtne2ps_pbh(x1, x0);
-        _mm512_storeu_si512((void *)(dst + i), (__m512i)b);
+        _mm512_storeu_si512((void *)(dst + (i / 32) * cs), (__m512i)b);
     }
 }
 
@@ -130,10 +132,10 @@ static void bg_pack(int level, int transB, int64_t K, int64_t N, const float *B,
                 kn = 0;
 #if BG_X86
             if (level >= MGE_BF16_AVX512 && transB)
-                bg_row_vec(B + n * ldb + k0, kn, row, 32);
+                bg_row_vec(B + n * ldb + k0, kn, row, 32, 32);
             else
 #endif
-                bg_row_scalar(transB ? B + n * ldb + k0 : B + k0 * ldb + n, transB ? 1 : ldb, kn, row, 32);
+                bg_row_scalar(transB ? B + n * ldb + k0 : B + k0 * ldb + n, transB ? 1 : ldb, kn, row, 32, 32);
             for (int64_t t = 0; t < 16; t++)
                 memcpy(pd + (k0 / 2 + t) * 32, row + 2 * t, 4);
         }
@@ -171,19 +173,16 @@ static void bg_packa_rows(void *arg, int64_t b0, int64_t b1, int thread)
     (void)thread;
     const bg_job *j = arg;
     for (int64_t i = b0 * 32; i < b1 * 32 && i < j->Mp; i++) {
-        uint16_t *d = j->pa + i * j->Kp;
-        if (i >= j->M) {
-            memset(d, 0, sizeof(uint16_t) * (size_t)j->Kp);
-            continue;
-        }
+        uint16_t *d = j->pa + BG_PA(j->Kp, i, 0);
         const float *s = j->ta ? j->A + i : j->A + i * j->lda;
+        int64_t kn = i < j->M ? j->K : 0;
 #if BG_X86
         if (j->level >= MGE_BF16_AVX512 && !j->ta) {
-            bg_row_vec(s, j->K, d, j->Kp);
+            bg_row_vec(s, kn, d, j->Kp, 512);
             continue;
         }
 #endif
-        bg_row_scalar(s, j->ta ? j->lda : 1, j->K, d, j->Kp);
+        bg_row_scalar(s, j->ta ? j->lda : 1, kn, d, j->Kp, 512);
     }
 #if BG_X86
     if (j->level >= MGE_BF16_AVX512 && !j->ta)
@@ -198,17 +197,13 @@ static void bg_packa_trows(void *arg, int64_t b0, int64_t b1, int thread)
     const bg_job *j = arg;
     for (int64_t b = b0; b < b1; b++) {
         int64_t i0 = b * 32, mi = j->M - i0 < 32 ? j->M - i0 : 32;
-        uint16_t *d = j->pa + i0 * j->Kp;
-        if (mi < 32)
-            memset(d, 0, sizeof(uint16_t) * (size_t)(32 * j->Kp));
+        uint16_t *d = j->pa + BG_PA(j->Kp, i0, 0);
+        memset(d, 0, sizeof(uint16_t) * (size_t)(32 * j->Kp));   /* the padding */
         for (int64_t k = 0; k < j->K; k++) {
             const float *s = j->A + k * j->lda + i0;
             for (int64_t r = 0; r < mi; r++)
-                d[r * j->Kp + k] = mge_f32_to_bf16(s[r]);
+                d[BG_PA(j->Kp, r, k)] = mge_f32_to_bf16(s[r]);
         }
-        for (int64_t r = 0; r < mi; r++)
-            for (int64_t k = j->K; k < j->Kp; k++)
-                d[r * j->Kp + k] = 0;
     }
 }
 
@@ -232,7 +227,7 @@ static void bg_put(float *c, int64_t ldc, int m, int n, const float *t)
 static void bg_block_scalar(const bg_job *j, int64_t i0, int64_t j0, int m, int n, int64_t p0, int64_t p1, int zero)
 {
     for (int r = 0; r < m; r++) {
-        const uint16_t *a = j->pa + (i0 + r) * j->Kp;
+        int64_t i = i0 + r;
         float *c = j->C + (i0 + r) * j->ldc + j0;
         for (int q = 0; q < n; q++) {
             int64_t col = j0 + q;
@@ -240,8 +235,9 @@ static void bg_block_scalar(const bg_job *j, int64_t i0, int64_t j0, int m, int 
             float s = zero ? 0.0f : c[q];
             for (int64_t p = p0; p < p1; p++) {
                 /* vdpbf16ps's order: the pair's two products, then onto the sum */
-                float pr = mge_bf16_to_f32(a[2 * p]) * mge_bf16_to_f32(b[p * 32]);
-                pr += mge_bf16_to_f32(a[2 * p + 1]) * mge_bf16_to_f32(b[p * 32 + 1]);
+                const uint16_t *a = j->pa + BG_PA(j->Kp, i, 2 * p);
+                float pr = mge_bf16_to_f32(a[0]) * mge_bf16_to_f32(b[p * 32]);
+                pr += mge_bf16_to_f32(a[1]) * mge_bf16_to_f32(b[p * 32 + 1]);
                 s += pr;
             }
             c[q] = s;
@@ -268,14 +264,14 @@ static inline BG_BF16 __attribute__((always_inline)) void bg_z(const bg_job *j, 
         }
     }
     const uint16_t *b0 = j->pb + (j0 / 16) * j->Kp * 16, *b1 = b0 + j->Kp * 16;
-    const uint16_t *a = j->pa + i0 * j->Kp;
-    const int64_t lda = j->Kp;
+    const uint16_t *a = j->pa + BG_PA(j->Kp, i0, 0);   /* i0 .. i0 + MR in one group of 16 */
     for (int64_t p = p0; p < p1; p++) {
         __m512bh v0 = (__m512bh)_mm512_loadu_si512((const void *)(b0 + p * 32));
         __m512bh v1 = (__m512bh)_mm512_loadu_si512((const void *)(b1 + p * 32));
+        const uint16_t *ap = a + (p / 16) * 512 + (p % 16) * 2;
         for (int r = 0; r < MR; r++) {
             int32_t w;
-            memcpy(&w, a + r * lda + 2 * p, 4);
+            memcpy(&w, ap + r * 32, 4);
             __m512bh x = (__m512bh)_mm512_set1_epi32(w);
             acc[r][0] = _mm512_dpbf16_ps(acc[r][0], x, v0);
             acc[r][1] = _mm512_dpbf16_ps(acc[r][1], x, v1);
@@ -298,8 +294,7 @@ static BG_BF16 void bg_block_avx(const bg_job *j, int64_t i0, int64_t i1, int64_
         for (int64_t ii = i0; ii < i1; ii += BG_MR) {
             int m = (int)(i1 - ii < BG_MR ? i1 - ii : BG_MR);
             switch (m) {
-                BG_ZCASE(1) BG_ZCASE(2) BG_ZCASE(3) BG_ZCASE(4) BG_ZCASE(5) BG_ZCASE(6) BG_ZCASE(7)
-                BG_ZCASE(8) BG_ZCASE(9) BG_ZCASE(10) BG_ZCASE(11) BG_ZCASE(12) BG_ZCASE(13) BG_ZCASE(14)
+                BG_ZCASE(1) BG_ZCASE(2) BG_ZCASE(3) BG_ZCASE(4) BG_ZCASE(5) BG_ZCASE(6) BG_ZCASE(7) BG_ZCASE(8)
             default: break;
             }
         }
@@ -330,10 +325,9 @@ static BG_AMX void bg_block_amx(const bg_job *j, int64_t i0, int64_t i1, int64_t
                                 int64_t p1, int zero)
 {
     float tbuf[32 * 32] __attribute__((aligned(64)));
-    const int64_t sa = j->Kp * 2;
     for (int64_t ii = i0; ii < i1; ii += 32) {
         int m = (int)(i1 - ii < 32 ? i1 - ii : 32);
-        const uint16_t *a0 = j->pa + ii * j->Kp, *a1 = a0 + 16 * j->Kp;
+        const uint16_t *a0 = j->pa + BG_PA(j->Kp, ii, 0), *a1 = a0 + 16 * j->Kp;
         for (int64_t jj = j0; jj < j1; jj += 32) {
             int n = (int)(j1 - jj < 32 ? j1 - jj : 32);
             float *c = j->C + ii * j->ldc + jj, *cb = c;
@@ -356,12 +350,13 @@ static BG_AMX void bg_block_amx(const bg_job *j, int64_t i0, int64_t i1, int64_t
             }
             const uint16_t *b0 = j->pb + (jj / 16) * j->Kp * 16, *b1 = b0 + j->Kp * 16;
             for (int64_t p = p0; p < p1; p += 16) {
-                _tile_loadd(4, a0 + 2 * p, sa);
+                /* each load just before its first use */
+                _tile_loadd(4, a0 + p * 32, 64);
                 _tile_loadd(6, b0 + p * 32, 64);
-                _tile_loadd(5, a1 + 2 * p, sa);
-                _tile_loadd(7, b1 + p * 32, 64);
                 _tile_dpbf16ps(0, 4, 6);
+                _tile_loadd(7, b1 + p * 32, 64);
                 _tile_dpbf16ps(1, 4, 7);
+                _tile_loadd(5, a1 + p * 32, 64);
                 _tile_dpbf16ps(2, 5, 6);
                 _tile_dpbf16ps(3, 5, 7);
             }
