@@ -9,6 +9,7 @@
  * (a loop of tdpbf16ps on 4 C tiles) and mge_bgemm's GFLOP/s at the AMX
  * and AVX512-BF16 levels (scripts/bench-gemm --bf16). */
 #include "unit.h"
+#include "unit_graph.h"
 
 #include "cpu/cpu.h"
 #include "internal.h"
@@ -162,6 +163,183 @@ static void test_pack(void)
         }
 }
 
+
+/* ---------------------------------------------------------------- nodes */
+
+/* Node-level: the cpu kernel of a precision=bf16 node against the ref
+ * kernel in f32, inputs uniform in [-1, 1): bf16 rounding costs each
+ * product about 2^-8 relative, so |cpu - ref| <= 2^-7 sqrt(K) (K the
+ * reduction length) plus f32's share; and somewhere the difference is
+ * more than f32 would give (the bf16 path ran). Every run also on 2
+ * threads, bit-identical. When the kernel has a prepare, its state (x
+ * NULL, as an inference executor passes it) gives the same bits. */
+static int run_cpu(const mge_node *n, mge_tensor **in, mge_tensor *y, mge_pool *pool, void *prepared)
+{
+    const mge_kernel *k = mge_backend_kernel(mge_backend_cpu(), n->op, MGE_F32);
+    mge_tensor *ys[1] = {y};
+    int threads = pool ? mge_pool_size(pool) : 1;
+    size_t ws = k->ws ? k->ws(n, in, ys, threads) : 0;
+    void *wsp = ws ? mge_aligned_alloc(ws) : NULL;
+    mge_kctx ctx = {.pool = pool, .threads = threads, .ws = wsp, .ws_size = ws, .prepared = prepared,
+                    .opname = mge_op_info(n->op)->name};
+    mge_error err;
+    mge_error_clear(&err);
+    mge_status s = k->run(&ctx, n, in, ys, &err);
+    CHECK_MSG(s == MGE_OK, "%s", err.msg);
+    mge_aligned_free(wsp);
+    return s == MGE_OK;
+}
+
+static void node_case(const char *what, int op, int nin, const int *nd, int64_t (*dims)[MGE_MAX_DIMS], int nattr,
+                      const mge_attr *at, double K)
+{
+    mge_error err;
+    mge_error_clear(&err);
+    mge_graph *g = ug_one_node(op, nin, nd, dims, nattr, at, &err);
+    CHECK_MSG(g, "%s: %s", what, err.msg);
+    if (!g)
+        return;
+    const mge_node *n = &g->nodes[0];
+    mge_tensor in[6], *ip[6];
+    mge_rng r;
+    mge_rng_seed(&r, ug_fnv(what));
+    for (int i = 0; i < nin; i++) {
+        CHECK_OK(mge_tensor_alloc(&in[i], MGE_F32, nd[i], dims[i], &err), err);
+        ug_uniform(&in[i], &r, -1.0f, 1.0f);
+        ip[i] = &in[i];
+    }
+    const mge_value *yv = &g->values[n->out[0]];
+    mge_tensor got, got2, want;
+    CHECK_OK(mge_tensor_alloc(&got, MGE_F32, yv->ndim, yv->dims, &err), err);
+    CHECK_OK(mge_tensor_alloc(&got2, MGE_F32, yv->ndim, yv->dims, &err), err);
+    CHECK_OK(ug_run_node(mge_backend_ref(), NULL, g, ip, &want, &err), err);
+    mge_pool *p2 = mge_pool_create(2);
+    if (run_cpu(n, ip, &got, NULL, NULL) && run_cpu(n, ip, &got2, p2, NULL)) {
+        int64_t ne = mge_tensor_numel(&want);
+        CHECK_MSG(memcmp(got.data, got2.data, sizeof(float) * (size_t)ne) == 0, "%s: 1 vs 2 threads", what);
+        const float *a = got.data, *b = want.data;
+        double atol = 0x1p-7 * sqrt(K) + 1e-6 * K, maxd = 0;
+        int bad = 0;
+        for (int64_t i = 0; i < ne && !bad; i++) {
+            double d = fabs((double)a[i] - b[i]);
+            maxd = d > maxd ? d : maxd;
+            if (!(d <= atol)) {
+                fprintf(stderr, "%s: element %ld: cpu %.9g, ref %.9g, atol %g\n", what, (long)i, a[i], b[i], atol);
+                bad = 1;
+            }
+        }
+        CHECK(!bad);
+        /* f32 would be within about K * 2^-24 here; bf16 is far from it */
+        CHECK_MSG(maxd > 64 * K * 0x1p-24, "%s: max diff %g: the bf16 path did not run?", what, maxd);
+        const mge_kernel *k = mge_backend_kernel(mge_backend_cpu(), n->op, MGE_F32);
+        if (k->prepare) {
+            mge_tensor *pin[6];
+            for (int i = 0; i < nin; i++)
+                pin[i] = i == 0 ? NULL : ip[i];
+            void *state = NULL;
+            CHECK_OK(k->prepare(n, pin, &state, &err), err);
+            CHECK_MSG(state != NULL, "%s: prepare made nothing", what);
+            memset(got2.data, 0, sizeof(float) * (size_t)ne);
+            if (run_cpu(n, ip, &got2, p2, state))
+                CHECK_MSG(memcmp(got.data, got2.data, sizeof(float) * (size_t)ne) == 0, "%s: prepared differs", what);
+            if (k->release)
+                k->release(state);
+        }
+    }
+    mge_pool_free(p2);
+    mge_tensor_free(&got), mge_tensor_free(&got2), mge_tensor_free(&want);
+    for (int i = 0; i < nin; i++)
+        mge_tensor_free(&in[i]);
+    mge_graph_free(g);
+}
+
+static void test_linear_nodes(void)
+{
+    static const int64_t sh[][3] = {{1, 17, 33}, {5, 64, 100}, {37, 130, 257}, {300, 70, 64}};   /* M, O, K */
+    for (size_t s = 0; s < 4; s++) {
+        int64_t M = sh[s][0], O = sh[s][1], K = sh[s][2];
+        int nd[4] = {2, 2, 1, 2};
+        int64_t dims[4][MGE_MAX_DIMS] = {{M, K}, {O, K}, {O}, {M, O}};
+        mge_attr at[5] = {A(MGE_KEY_out, O), A(MGE_KEY_precision, 1)};
+        char what[64];
+        snprintf(what, sizeof what, "linear %ldx%ldx%ld", (long)M, (long)O, (long)K);
+        node_case(what, MGE_OP_LINEAR, 3, nd, dims, 2, at, (double)K);
+        mge_attr fa[5] = {A(MGE_KEY_out, O), A(MGE_KEY_precision, 1), A(MGE_KEY_residual, 1), A(MGE_KEY_act, MGE_OP_RELU)};
+        snprintf(what, sizeof what, "fused_linear res relu %ld", (long)s);
+        node_case(what, MGE_OP_FUSED_LINEAR, 4, nd, dims, 4, fa, (double)K);
+        mge_attr fb[5] = {A(MGE_KEY_out, O), A(MGE_KEY_precision, 1), A(MGE_KEY_bias, 0), A(MGE_KEY_act, MGE_OP_SILU)};
+        int64_t d2[2][MGE_MAX_DIMS] = {{M, K}, {O, K}};
+        snprintf(what, sizeof what, "fused_linear nobias silu %ld", (long)s);
+        node_case(what, MGE_OP_FUSED_LINEAR, 2, nd, d2, 4, fb, (double)K);
+    }
+}
+
+static void test_matmul_nodes(void)
+{
+    for (int t = 0; t < 4; t++) {
+        int ta = t & 1, tb = t >> 1;
+        int64_t M = 19, N = 45, K = 71;
+        int nd[2] = {3, t == 3 ? 2 : 3};
+        int64_t dims[2][MGE_MAX_DIMS] = {{3, ta ? K : M, ta ? M : K}, {3, tb ? N : K, tb ? K : N}};
+        if (t == 3)
+            dims[1][0] = tb ? N : K, dims[1][1] = tb ? K : N;   /* b broadcast over the batch */
+        mge_attr at[3] = {A(MGE_KEY_transpose_a, ta), A(MGE_KEY_transpose_b, tb), A(MGE_KEY_precision, 1)};
+        char what[64];
+        snprintf(what, sizeof what, "matmul ta %d tb %d", ta, tb);
+        node_case(what, MGE_OP_MATMUL, 2, nd, dims, 3, at, (double)K);
+    }
+}
+
+static void test_conv_nodes(void)
+{
+    /* N, C, H, W, O, k, stride, pad, groups */
+    static const int64_t cs[][9] = {{2, 8, 11, 9, 12, 3, 1, 1, 1}, {1, 6, 14, 14, 10, 3, 2, 0, 2},
+                                    {2, 16, 7, 7, 24, 1, 1, 0, 1}, {1, 3, 20, 20, 33, 5, 1, 2, 1}};
+    for (size_t s = 0; s < 4; s++) {
+        const int64_t *c = cs[s];
+        int64_t N = c[0], C = c[1], H = c[2], W = c[3], O = c[4], k = c[5], st = c[6], pd = c[7], G = c[8];
+        int64_t OH = (H + 2 * pd - k) / st + 1, OW = (W + 2 * pd - k) / st + 1;
+        int64_t kk[2] = {k, k}, ss[2] = {st, st}, pp[2] = {pd, pd};
+        double K = (double)(C / G * k * k);
+        mge_attr at[8] = {A(MGE_KEY_out, O), A_ints(MGE_KEY_kernel, 2, kk), A_ints(MGE_KEY_stride, 2, ss),
+                          A_ints(MGE_KEY_pad, 2, pp), A(MGE_KEY_groups, G), A(MGE_KEY_precision, 1),
+                          A(MGE_KEY_residual, 1), A(MGE_KEY_act, MGE_OP_RELU)};
+        int nd[4] = {4, 4, 1, 4};
+        int64_t dims[4][MGE_MAX_DIMS] = {{N, C, H, W}, {O, C / G, k, k}, {O}, {N, O, OH, OW}};
+        char what[64];
+        snprintf(what, sizeof what, "conv2d case %zu", s);
+        node_case(what, MGE_OP_CONV2D, 3, nd, dims, 6, at, K);
+        snprintf(what, sizeof what, "fused_conv2d case %zu", s);
+        node_case(what, MGE_OP_FUSED_CONV2D, 4, nd, dims, 8, at, K);
+        /* gradients: grad_input(dy, w, x) sums over O/G * k * k, grad_weight(dy, x, w) over N * OH * OW */
+        mge_attr ga[6] = {A_ints(MGE_KEY_kernel, 2, kk), A_ints(MGE_KEY_stride, 2, ss), A_ints(MGE_KEY_pad, 2, pp),
+                          A(MGE_KEY_groups, G), A(MGE_KEY_precision, 1)};
+        int gnd[3] = {4, 4, 4};
+        int64_t gi[3][MGE_MAX_DIMS] = {{N, O, OH, OW}, {O, C / G, k, k}, {N, C, H, W}};
+        snprintf(what, sizeof what, "conv2d_grad_input case %zu", s);
+        node_case(what, MGE_OP_CONV2D_GRAD_INPUT, 3, gnd, gi, 5, ga, (double)(O / G * k * k));
+        int64_t gw[3][MGE_MAX_DIMS] = {{N, O, OH, OW}, {N, C, H, W}, {O, C / G, k, k}};
+        snprintf(what, sizeof what, "conv2d_grad_weight case %zu", s);
+        node_case(what, MGE_OP_CONV2D_GRAD_WEIGHT, 3, gnd, gw, 5, ga, (double)(N * OH * OW));
+    }
+}
+
+static void test_linear_grads(void)
+{
+    static const int64_t sh[][3] = {{1, 17, 33}, {37, 130, 257}, {300, 70, 64}};   /* M, O, K */
+    for (size_t s = 0; s < 3; s++) {
+        int64_t M = sh[s][0], O = sh[s][1], K = sh[s][2];
+        mge_attr at[1] = {A(MGE_KEY_precision, 1)};
+        int nd[2] = {2, 2};
+        int64_t gi[2][MGE_MAX_DIMS] = {{M, O}, {O, K}}, gw[2][MGE_MAX_DIMS] = {{M, O}, {M, K}};
+        char what[64];
+        snprintf(what, sizeof what, "linear_grad_input %zu", s);
+        node_case(what, MGE_OP_LINEAR_GRAD_INPUT, 2, nd, gi, 1, at, (double)O);
+        snprintf(what, sizeof what, "linear_grad_weight %zu", s);
+        node_case(what, MGE_OP_LINEAR_GRAD_WEIGHT, 2, nd, gw, 1, at, (double)M);
+    }
+}
+
 /* ---------------------------------------------------------------- bench */
 
 static double now(void)
@@ -268,5 +446,28 @@ int main(int argc, char **argv)
     RUN(test_random);
     RUN(test_k0);
     RUN(test_threads);
-    return unit_done();
+    if (mge_cpu_bf16() != MGE_BF16_NONE) {   /* else the nodes run their f32 kernels */
+        RUN(test_linear_nodes);
+        RUN(test_matmul_nodes);
+        RUN(test_conv_nodes);
+        RUN(test_linear_grads);
+    }
+    int rc = unit_done();
+    /* the nodes again on AVX512-BF16 (the bf16 level is picked once per process) */
+    if (!getenv("MGE_CPU_ISA") && mge_cpu_bf16() == MGE_BF16_AMX) {
+        printf("test_bgemm: again with MGE_CPU_ISA=avx512-bf16\n");
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+            setenv("MGE_CPU_ISA", "avx512-bf16", 1);
+            execv("/proc/self/exe", argv);
+            _exit(127);
+        }
+        int st = 0;
+        if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            fprintf(stderr, "test_bgemm: the run with MGE_CPU_ISA=avx512-bf16 failed\n");
+            rc = 1;
+        }
+    }
+    return rc;
 }
