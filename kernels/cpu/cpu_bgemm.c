@@ -27,7 +27,16 @@
  * in any task, so results are bit-identical for any thread count. Edge
  * blocks go through a 32 x 32 buffer (zero outside C).
  * Denormal bf16 inputs count as zero in the AMX and AVX512-BF16 products
- * (the hardware's rule), the portable loops keep them. */
+ * (the hardware's rule), the portable loops keep them.
+ *
+ * Where it stands (scripts/bench-gemm --bf16; figures in bench/RESULTS*):
+ * the AMX kernel is well short of the tdpbf16ps peak. What was measured:
+ * the cache blocks (KC 128..1024, NC/MB 128..1024), a B prefetch and a
+ * j-outer order changed little or lost; with every tile load hitting the
+ * same L1 lines it still ran at about half of peak, so the 4 tile loads
+ * per 4 tdpbf16ps (each waiting for the tile it overwrites) are the limit,
+ * not the caches. Next: keep C in tiles over all of K and software-
+ * pipeline the loads across two 2x2 blocks. */
 #include "cpu.h"
 
 #if CPU_X86 && defined(__GNUC__) && !defined(__clang__)
