@@ -357,19 +357,6 @@ static inline size_t cpu_ref_ws(const mge_node *n, mge_tensor *const *in, mge_te
 /* Elements per task below which a pass over memory is not worth splitting. */
 #define CPU_GRAIN 16384
 
-/* cpu_bf16.c: the bf16 linear layers (precision=bf16) on AMX or AVX512-BF16
- * (conv2d_nchwc's are cpu_blocked_bf16.c's).
- * *_ok: whether the node runs there (bf16, a bf16 level, shapes it takes);
- * *_ws: its scratch (0 when not); prepare packs the weights once. */
-int mge_cpu_bf16_linear_ok(const mge_node *n, const mge_tensor *x, const mge_tensor *w);
-size_t mge_cpu_bf16_linear_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int threads);
-mge_status mge_cpu_bf16_linear_prepare(const mge_node *n, mge_tensor *const *in, void **state, mge_error *err);
-/* linear / fused_linear: y = act(x w^T + bias + res); bias, res may be NULL, act -1 */
-mge_status mge_cpu_bf16_linear(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
-                               mge_tensor *const *out, const float *bias, const float *res, int act, float alpha,
-                               mge_error *err);
-void mge_cpu_bf16_release(void *state);
-
 /* cpu_sgemm.c: mge's own sgemm. C[M,N] = alpha * op(A) op(B) + beta * C,
  * row-major, lda/ldb/ldc in elements, op(X) = X^T when transX. Runs on
  * ctx's pool (ctx or its pool may be NULL: serial); bit-identical at any
@@ -395,6 +382,32 @@ int mge_sgemm_pick(int64_t M, int64_t N, int64_t K);
 /* Whether mge_sgemm runs its own AVX-512 kernels (not OpenBLAS, not the
  * AVX2 or portable ones): where the convolutions built on it pay off. */
 int mge_sgemm_native(void);
+
+/* cpu_bgemm.c: bf16 GEMM. C[M,N] (f32, row-major, ldc) = op(A) B + beta*C,
+ * op(A) = A [M,K] (lda) or, transA, A^T with A [K,M]; A and B rounded to
+ * bf16 (nearest even), products summed in f32 (AMX tdpbf16ps or
+ * AVX512-BF16 vdpbf16ps by mge_cpu_bf16(); portable loops at "none").
+ * B is packed first by mge_bgemm_pack (B [K,N] (ldb) or, transB, [N,K] as
+ * a weight [out,in] is) into mge_bgemm_pack_size(K, N) bytes (64-byte
+ * aligned dst is best); one packed format serves every level, so a
+ * kernel's prepare may pack weights once. ws: mge_bgemm_ws(M, N, K,
+ * threads) bytes of scratch (any alignment; the packed bf16 A). Runs on
+ * ctx's pool (ctx or pool may be NULL), bit-identical at any thread count;
+ * beta = 0 never reads C. mge_bgemm_at/_pack_at take the level explicitly
+ * (tests and benches; a level above the CPU's is undefined). */
+size_t mge_bgemm_pack_size(int64_t K, int64_t N);
+void mge_bgemm_pack(int transB, int64_t K, int64_t N, const float *B, int64_t ldb, void *dst);
+size_t mge_bgemm_ws(int64_t M, int64_t N, int64_t K, int threads);
+void mge_bgemm(const mge_kctx *ctx, int transA, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+               const void *Bpacked, float beta, float *C, int64_t ldc, void *ws);
+void mge_bgemm_at(int level, const mge_kctx *ctx, int transA, int64_t M, int64_t N, int64_t K, const float *A,
+                  int64_t lda, const void *Bpacked, float beta, float *C, int64_t ldc, void *ws);
+void mge_bgemm_pack_at(int level, int transB, int64_t K, int64_t N, const float *B, int64_t ldb, void *dst);
+/* Whether a node asks for bf16 (precision attribute) and this CPU has a bf16 level. */
+static inline int cpu_bf16_node(const mge_node *n)
+{
+    return mge_node_int(n, MGE_KEY_precision, 0) == 1 && mge_cpu_bf16() != MGE_BF16_NONE;
+}
 
 
 #endif

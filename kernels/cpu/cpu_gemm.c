@@ -353,6 +353,193 @@ static void col_rows(void *a, int64_t r0, int64_t r1, int thread)
     cpu_im2col(jb->c, jb->x, jb->col + r0 * P, 0, P, r0, r1);
 }
 
+/* ---------------------------------------------------------------- bf16 */
+
+/* Nodes with precision=bf16 on a CPU with a bf16 level (cpu_bf16_node) run
+ * on mge_bgemm (cpu_bgemm.c): operands rounded to bf16, sums in f32, then
+ * the same bias prefill and epilogue as the f32 paths. A linear node's
+ * weight is packed once by bf_prepare when the executor prepares (fixed
+ * params), else per call into ws. Convolutions multiply W [Og, K] by the
+ * im2col matrix: the weight is the A operand, packed per call (Og * K
+ * conversions, small next to the product), the columns the packed B. */
+
+static size_t bf_round(size_t n)
+{
+    return (n + 63) / 64 * 64;
+}
+
+/* ws bytes of one bgemm with B packed per call */
+static size_t bf_ws(int64_t M, int64_t N, int64_t K, int threads)
+{
+    return bf_round(mge_bgemm_pack_size(K, N)) + mge_bgemm_ws(M, N, K, threads) + 64;
+}
+
+/* ws split: 64-aligned packed B first, then bgemm's own scratch */
+static void *bf_split(void *ws, int64_t K, int64_t N, void **rest)
+{
+    char *p = (char *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
+    *rest = p + bf_round(mge_bgemm_pack_size(K, N));
+    return p;
+}
+
+typedef struct bf_prep {
+    int64_t K, N;
+    void *pb;
+} bf_prep;
+
+static void bf_release(void *state)
+{
+    bf_prep *p = state;
+    if (p)
+        free(p->pb);
+    free(p);
+}
+
+/* linear / fused_linear: weight [O, K] packed as B = W^T */
+static mge_status bf_prepare(const mge_node *n, mge_tensor *const *in, void **state, mge_error *err)
+{
+    *state = NULL;
+    if (!cpu_bf16_node(n) || !in[1] || in[1]->ndim != 2 || in[1]->dtype != MGE_F32)
+        return MGE_OK;
+    int64_t O = in[1]->dims[0], K = in[1]->dims[1];
+    if (O <= 0 || K <= 0)
+        return MGE_OK;
+    bf_prep *p = malloc(sizeof *p);
+    /* C11's aligned_alloc (kernels take no allocator from the core) */
+    size_t bytes = (mge_bgemm_pack_size(K, O) + 63) / 64 * 64;
+    void *pb = aligned_alloc(64, bytes);
+    if (pb)
+        memset(pb, 0, bytes);
+    if (!p || !pb) {
+        free(p);
+        free(pb);
+        return mge_error_set(err, MGE_ERR_NOMEM, "linear: no memory for the packed bf16 weight");
+    }
+    mge_bgemm_pack(1, K, O, in[1]->data, K, pb);
+    *p = (bf_prep){K, O, pb};
+    *state = p;
+    return MGE_OK;
+}
+
+static mge_status bf_ws_check(const mge_kctx *ctx, const mge_node *n, size_t need, mge_error *err)
+{
+    if (!ctx->ws || ctx->ws_size < need)
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: workspace of %zu bytes, need %zu", mge_kctx_opname(ctx, n),
+                             ctx->ws_size, need);
+    return MGE_OK;
+}
+
+static mge_status bf_linear(const mge_kctx *ctx, const mge_node *n, const float *x, const float *w, const float *b,
+                            float *y, int64_t M, int64_t O, int64_t K, const cpu_epi *epi, mge_error *err)
+{
+    mge_status s = bf_ws_check(ctx, n, bf_ws(M, O, K, cpu_threads(ctx)), err);
+    if (s != MGE_OK)
+        return s;
+    void *rest;
+    void *pb = bf_split(ctx->ws, K, O, &rest);
+    const bf_prep *p = ctx->prepared;
+    if (p && p->K == K && p->N == O)
+        pb = p->pb;
+    else
+        mge_bgemm_pack(1, K, O, w, K, pb);
+    if (b)
+        fill_block(y, O, M, O, NULL, b);
+    mge_bgemm(ctx, 0, M, O, K, x, K, pb, b ? 1.0f : 0.0f, y, O, rest);
+    cpu_epi_block(epi, y, y, O, M, O);
+    return MGE_OK;
+}
+
+/* conv2d / fused_conv2d with groups of more than one input channel */
+static size_t bf_conv_ws(const cpu_conv *c, int threads)
+{
+    const int64_t P = c->OH * c->OW, K = c->Cg * c->kh * c->kw;
+    return (cpu_conv_1x1(c) ? 0 : bf_round(sizeof(float) * (size_t)(K * P))) + bf_ws(c->Og, P, K, threads);
+}
+
+static mge_status bf_conv(const mge_kctx *ctx, const mge_node *n, const cpu_conv *c, const float *x, const float *w,
+                          const float *b, float *y, const cpu_epi *epi, mge_error *err)
+{
+    const int64_t P = c->OH * c->OW, K = c->Cg * c->kh * c->kw;
+    mge_status s = bf_ws_check(ctx, n, bf_conv_ws(c, cpu_threads(ctx)), err);
+    if (s != MGE_OK)
+        return s;
+    int direct = cpu_conv_1x1(c);
+    float *col = ctx->ws;
+    void *rest, *pb = bf_split((char *)ctx->ws + (direct ? 0 : bf_round(sizeof(float) * (size_t)(K * P))), K, P,
+                               &rest);
+    for (int64_t img = 0; img < c->N; img++)
+        for (int64_t g = 0; g < c->G; g++) {
+            const float *xg = x + (img * c->C + g * c->Cg) * c->H * c->W, *src = xg;
+            if (!direct) {
+                col_job j = {c, xg, col};
+                cpu_parallel(ctx, K, P >= 4096 ? 1 : 4096 / P, col_rows, &j);
+                src = col;
+            }
+            mge_bgemm_pack(0, K, P, src, P, pb);
+            float *yg = y + (img * c->O + g * c->Og) * P;
+            if (b)
+                fill_block(yg, P, c->Og, P, b + g * c->Og, NULL);
+            mge_bgemm(ctx, 0, c->Og, P, K, w + g * c->Og * K, K, pb, b ? 1.0f : 0.0f, yg, P, rest);
+        }
+    cpu_epi_block(epi, y, y, P, c->N * c->O, P);
+    return MGE_OK;
+}
+
+/* matmul: b packed per batch index (once when b has no batch) */
+static size_t mm_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int threads)
+{
+    size_t ref = cpu_ref_ws(n, in, out, threads);
+    const mge_tensor *a = in[0], *y = out[0];
+    if (!cpu_bf16_node(n) || a->ndim < 2 || y->ndim < 2)
+        return ref;
+    int ta = (int)mge_node_int(n, MGE_KEY_transpose_a, 0);
+    int64_t M = y->dims[y->ndim - 2], N = y->dims[y->ndim - 1];
+    int64_t K = ta ? a->dims[a->ndim - 2] : a->dims[a->ndim - 1];
+    size_t own = bf_ws(M, N, K, threads);
+    return own > ref ? own : ref;
+}
+
+static mge_status bf_matmul(const mge_kctx *ctx, const mge_node *n, const mge_tensor *a, const mge_tensor *bt,
+                            const mge_tensor *y, int ta, int tb, int64_t M, int64_t N, int64_t K, mge_error *err)
+{
+    mge_status s = bf_ws_check(ctx, n, bf_ws(M, N, K, cpu_threads(ctx)), err);
+    if (s != MGE_OK)
+        return s;
+    void *rest, *pb = bf_split(ctx->ws, K, N, &rest);
+    int64_t lda = a->dims[a->ndim - 1], ldb = bt->dims[bt->ndim - 1];
+    int nb = y->ndim - 2;
+    int64_t batch = 1;
+    for (int i = 0; i < nb; i++)
+        batch *= y->dims[i];
+    /* broadcast strides of a and b over y's batch dims (aligned at the right) */
+    int64_t sa[MGE_MAX_DIMS] = {0}, sb[MGE_MAX_DIMS] = {0};
+    int64_t st = M * K;
+    for (int i = a->ndim - 3; i >= 0; i--) {
+        sa[i + (nb - (a->ndim - 2))] = a->dims[i] == 1 ? 0 : st;
+        st *= a->dims[i];
+    }
+    st = K * N;
+    for (int i = bt->ndim - 3; i >= 0; i--) {
+        sb[i + (nb - (bt->ndim - 2))] = bt->dims[i] == 1 ? 0 : st;
+        st *= bt->dims[i];
+    }
+    const float *last = NULL;
+    for (int64_t t = 0; t < batch; t++) {
+        const float *ap = a->data, *bp = bt->data;
+        for (int64_t i = nb - 1, r = t; i >= 0; i--) {
+            int64_t k = r % y->dims[i];
+            r /= y->dims[i];
+            ap += k * sa[i];
+            bp += k * sb[i];
+        }
+        if (bp != last)
+            mge_bgemm_pack(tb, K, N, bp, ldb, pb);
+        last = bp;
+        mge_bgemm(ctx, ta, M, N, K, ap, lda, pb, 0.0f, (float *)y->data + t * M * N, N, rest);
+    }
+    return MGE_OK;
+}
+
 /* ---------------------------------------------------------------- conv2d */
 
 /* Column blocks of one image and group: each task builds the im2col
@@ -417,7 +604,9 @@ static size_t conv_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *cons
     cpu_conv c;
     conv_shape(n, in, out, &c);
     size_t own = 0;
-    if (cpu_rows_ok(&c))
+    if (cpu_bf16_node(n) && c.Cg > 1 && cpu_blas_fits(c.Og, c.OH * c.OW, c.K))
+        own = bf_conv_ws(&c, threads);
+    else if (cpu_rows_ok(&c))
         own = sizeof(float) * (size_t)cpu_rows_fwd_floats(&c) * (size_t)(threads < 1 ? 1 : threads);
     else if (c.Cg == 1)
         own = sizeof(float) * (size_t)dw_scratch(&c) * (size_t)(threads < 1 ? 1 : threads);
@@ -440,6 +629,8 @@ static mge_status cpu_conv2d(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     const float *x = in[0]->data, *w = in[1]->data;
     float *y = out[0]->data;
     int threads = cpu_threads(ctx);
+    if (cpu_bf16_node(n) && c.Cg > 1 && cpu_blas_fits(c.Og, c.OH * c.OW, c.K))
+        return bf_conv(ctx, n, &c, x, w, b, y, &epi, err);
     if (cpu_rows_ok(&c)) {
         size_t need = sizeof(float) * (size_t)cpu_rows_fwd_floats(&c) * (size_t)threads;
         if (!ctx->ws || ctx->ws_size < need)
@@ -538,12 +729,12 @@ static int64_t lin_rows(mge_tensor *const *in, int64_t K)
 
 static size_t lin_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int threads)
 {
-    size_t ref = cpu_ref_ws(n, in, out, threads), own = mge_cpu_bf16_linear_ws(n, in, out, threads);
-    if (own)
-        return own > ref ? own : ref;
+    size_t ref = cpu_ref_ws(n, in, out, threads), own = 0;
     if (in[1]->ndim == 2) {
         int64_t O = in[1]->dims[0], K = in[1]->dims[1], M = lin_rows(in, K);
-        if (lin_t(M, O, K))
+        if (cpu_bf16_node(n) && K > 0)
+            own = bf_ws(M, O, K, threads);
+        else if (lin_t(M, O, K))
             own = sizeof(float) * (size_t)((K * M + 15) / 16 * 16 + O * M);
     }
     return own > ref ? own : ref;
@@ -573,8 +764,6 @@ static mge_status cpu_linear(const mge_kctx *ctx, const mge_node *n, mge_tensor 
         return MGE_OK;
     if (!cpu_blas_fits(M, O, K))
         return cpu_fallback(ctx, n, in, out, err);
-    if (K > 0 && mge_cpu_bf16_linear_ok(n, x, w))
-        return mge_cpu_bf16_linear(ctx, n, in, out, b, epi.res, epi.act, epi.alpha, err);
     float *y = out[0]->data;
     if (K == 0) {
         fill_block(y, O, M, O, NULL, b);
@@ -582,6 +771,8 @@ static mge_status cpu_linear(const mge_kctx *ctx, const mge_node *n, mge_tensor 
         return MGE_OK;
     }
     const float *xd = x->data;
+    if (cpu_bf16_node(n))
+        return bf_linear(ctx, n, xd, w->data, b, y, M, O, K, &epi, err);
     if (M <= 4) {
         /* Memory-bound and nothing to re-pack: blocks of output features
          * (rows of w) of GEMV_BLOCK_FLOATS of w or more, GEMM_MIN_ROWS rows
@@ -639,6 +830,8 @@ static mge_status cpu_matmul(const mge_kctx *ctx, const mge_node *n, mge_tensor 
         memset(yd, 0, sizeof(float) * (size_t)(batch * M * N));
         return MGE_OK;
     }
+    if (cpu_bf16_node(n))
+        return bf_matmul(ctx, n, a, bt, y, ta, tb, M, N, K, err);
     int64_t bbatch = 1;
     for (int i = 0; i < bt->ndim - 2; i++)
         bbatch *= bt->dims[i];
@@ -676,13 +869,13 @@ static mge_status cpu_matmul(const mge_kctx *ctx, const mge_node *n, mge_tensor 
 void mge_cpu_register_gemm(mge_backend *b)
 {
     cpu_isa_avx2();   /* decided once, before any kernel runs on pool threads */
+    mge_cpu_bf16();   /* and the AMX permission asked for */
     b->k[MGE_OP_CONV2D][MGE_F32] = (mge_kernel){.run = cpu_conv2d, .ws = conv_ws};
-    b->k[MGE_OP_LINEAR][MGE_F32] = (mge_kernel){.run = cpu_linear, .ws = lin_ws, .prepare = mge_cpu_bf16_linear_prepare,
-                                                .release = mge_cpu_bf16_release};
-    b->k[MGE_OP_MATMUL][MGE_F32] = (mge_kernel){.run = cpu_matmul, .ws = cpu_ref_ws};
+    b->k[MGE_OP_LINEAR][MGE_F32] =
+        (mge_kernel){.run = cpu_linear, .ws = lin_ws, .prepare = bf_prepare, .release = bf_release};
+    b->k[MGE_OP_MATMUL][MGE_F32] = (mge_kernel){.run = cpu_matmul, .ws = mm_ws};
     b->k[MGE_OP_FUSED_CONV2D][MGE_F32] = (mge_kernel){.run = cpu_conv2d, .ws = conv_ws};
-    b->k[MGE_OP_FUSED_LINEAR][MGE_F32] = (mge_kernel){.run = cpu_linear, .ws = lin_ws,
-                                                      .prepare = mge_cpu_bf16_linear_prepare,
-                                                      .release = mge_cpu_bf16_release};
+    b->k[MGE_OP_FUSED_LINEAR][MGE_F32] =
+        (mge_kernel){.run = cpu_linear, .ws = lin_ws, .prepare = bf_prepare, .release = bf_release};
     mge_cpu_bf16();   /* decided (and AMX permitted) before pool threads run tile code */
 }

@@ -97,6 +97,164 @@ CPU_MULTI(col2im_block,
               }
           })
 
+/* ---------------------------------------------------------------- bf16 */
+
+/* precision=bf16 (mixed-precision training) on a CPU with a bf16 level:
+ * the same products on mge_bgemm (cpu_bgemm.c), operands rounded to bf16,
+ * sums in f32; the B operand packed per call (no prepared state in
+ * training). Convolutions go per image and group, the GEMM itself over
+ * the pool; grad_weight sums the images in order into dW (beta = 1). */
+
+static size_t bg_round(size_t n)
+{
+    return (n + 63) / 64 * 64;
+}
+
+/* ws bytes: [cols floats][packed B][bgemm scratch] */
+static size_t bg_need(size_t cols, int64_t M, int64_t N, int64_t K, int threads)
+{
+    return bg_round(sizeof(float) * cols) + bg_round(mge_bgemm_pack_size(K, N)) + mge_bgemm_ws(M, N, K, threads) + 64;
+}
+
+static void bg_parts(void *ws, size_t cols, int64_t K, int64_t N, float **col, void **pb, void **rest)
+{
+    char *p = (char *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
+    *col = (float *)p;
+    p += bg_round(sizeof(float) * cols);
+    *pb = p;
+    *rest = p + bg_round(mge_bgemm_pack_size(K, N));
+}
+
+/* the conv gradients' bf16 path: groups of more than one channel */
+static int bg_conv(const mge_node *n, const gconv *c)
+{
+    return cpu_bf16_node(n) && !gconv_dw(c) && c->Cg > 1 && c->K > 0 && c->P > 0 && c->Og > 0;
+}
+
+static size_t bg_gi_need(const gconv *c, int threads)
+{
+    return bg_need(cpu_conv_1x1(c) ? 0 : (size_t)(c->K * c->P), c->K, c->P, c->Og, threads);
+}
+
+static size_t bg_gw_need(const gconv *c, int threads)
+{
+    return bg_need(cpu_conv_1x1(c) ? 0 : (size_t)(c->K * c->P), c->Og, c->K, c->P, threads);
+}
+
+typedef struct bg_col_job {
+    const gconv *c;
+    const float *x;
+    float *col;
+} bg_col_job;
+
+static void bg_col_rows(void *a, int64_t r0, int64_t r1, int thread)
+{
+    (void)thread;
+    const bg_col_job *j = a;
+    cpu_im2col(j->c, j->x, j->col + r0 * j->c->P, 0, j->c->P, r0, r1);
+}
+
+/* cols[K, P] = W_g^T dY_g, then col2im onto dx (zeroed first) */
+static mge_status bg_grad_input(const mge_kctx *ctx, const mge_node *n, const gconv *c, const float *dy,
+                                const float *w, float *dx, mge_error *err)
+{
+    mge_status st = need_ws(ctx, n, bg_gi_need(c, cpu_threads(ctx)), err);
+    if (st)
+        return st;
+    int direct = cpu_conv_1x1(c);
+    float *col;
+    void *pb, *rest;
+    bg_parts(ctx->ws, direct ? 0 : (size_t)(c->K * c->P), c->Og, c->P, &col, &pb, &rest);
+    for (int64_t img = 0; img < c->N; img++)
+        for (int64_t g = 0; g < c->G; g++) {
+            const float *dyg = dy + (img * c->O + g * c->Og) * c->P, *wg = w + g * c->Og * c->K;
+            float *dxg = dx + (img * c->C + g * c->Cg) * c->H * c->W;
+            mge_bgemm_pack(0, c->Og, c->P, dyg, c->P, pb);
+            if (direct) {
+                mge_bgemm(ctx, 1, c->K, c->P, c->Og, wg, c->K, pb, 0.0f, dxg, c->P, rest);
+                continue;
+            }
+            mge_bgemm(ctx, 1, c->K, c->P, c->Og, wg, c->K, pb, 0.0f, col, c->P, rest);
+            memset(dxg, 0, sizeof(float) * (size_t)(c->Cg * c->H * c->W));
+            col2im_block(c, col, dxg, 0, c->P, 0, c->K);
+        }
+    return MGE_OK;
+}
+
+/* dW_g = sum over images of dY_g im2col(x)^T */
+static mge_status bg_grad_weight(const mge_kctx *ctx, const mge_node *n, const gconv *c, const float *dy,
+                                 const float *x, float *dw, mge_error *err)
+{
+    mge_status st = need_ws(ctx, n, bg_gw_need(c, cpu_threads(ctx)), err);
+    if (st)
+        return st;
+    int direct = cpu_conv_1x1(c);
+    float *col;
+    void *pb, *rest;
+    bg_parts(ctx->ws, direct ? 0 : (size_t)(c->K * c->P), c->P, c->K, &col, &pb, &rest);
+    if (c->N == 0)
+        memset(dw, 0, sizeof(float) * (size_t)(c->O * c->K));
+    for (int64_t img = 0; img < c->N; img++)
+        for (int64_t g = 0; g < c->G; g++) {
+            const float *xg = x + (img * c->C + g * c->Cg) * c->H * c->W, *src = xg;
+            if (!direct) {
+                bg_col_job j = {c, xg, col};
+                cpu_parallel(ctx, c->K, c->P >= 4096 ? 1 : 4096 / c->P, bg_col_rows, &j);
+                src = col;
+            }
+            mge_bgemm_pack(1, c->P, c->K, src, c->P, pb);   /* B = cols^T [P, K] */
+            mge_bgemm(ctx, 0, c->Og, c->K, c->P, dy + (img * c->O + g * c->Og) * c->P, c->P, pb,
+                      img ? 1.0f : 0.0f, dw + g * c->Og * c->K, c->K, rest);
+        }
+    return MGE_OK;
+}
+
+/* linear grads: gi dx[M,K] = dy[M,O] W[O,K]; gw dW[O,K] = dy^T x[M,K] */
+static size_t bg_lin_need(const mge_node *n, int64_t M, int64_t O, int64_t K, int threads)
+{
+    return n->op == MGE_OP_LINEAR_GRAD_INPUT ? bg_need(0, M, K, O, threads) : bg_need(0, O, K, M, threads);
+}
+
+static void lin_dims(mge_tensor *const *in, int64_t *M, int64_t *O, int64_t *K)
+{
+    const mge_tensor *dy = in[0], *o = in[1];
+    *O = dy->dims[dy->ndim - 1], *K = o->dims[o->ndim - 1];
+    *M = 1;
+    for (int i = 0; i < dy->ndim - 1; i++)
+        *M *= dy->dims[i];
+}
+
+static size_t lin_grad_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int threads)
+{
+    size_t ref = cpu_ref_ws(n, in, out, threads);
+    if (!cpu_bf16_node(n))
+        return ref;
+    int64_t M, O, K;
+    lin_dims(in, &M, &O, &K);
+    size_t own = bg_lin_need(n, M, O, K, threads);
+    return own > ref ? own : ref;
+}
+
+static mge_status bg_linear_grad(const mge_kctx *ctx, const mge_node *n, const float *dy, const float *o, float *res,
+                                 int64_t M, int64_t O, int64_t K, mge_error *err)
+{
+    mge_status st = need_ws(ctx, n, bg_lin_need(n, M, O, K, cpu_threads(ctx)), err);
+    if (st)
+        return st;
+    float *col;
+    void *pb, *rest;
+    if (n->op == MGE_OP_LINEAR_GRAD_INPUT) {
+        bg_parts(ctx->ws, 0, O, K, &col, &pb, &rest);
+        mge_bgemm_pack(0, O, K, o, K, pb);
+        mge_bgemm(ctx, 0, M, K, O, dy, O, pb, 0.0f, res, K, rest);
+    } else {
+        bg_parts(ctx->ws, 0, M, K, &col, &pb, &rest);
+        mge_bgemm_pack(0, M, K, o, K, pb);
+        mge_bgemm(ctx, 1, O, K, M, dy, O, pb, 0.0f, res, K, rest);
+    }
+    return MGE_OK;
+}
+
 /* Pixels per column block of an im2col/col2im buffer of `rows` rows:
  * about 512 KiB, so the block stays in cache between the sgemm and the
  * copy; whole 16-wide tiles; from the shape alone. */
@@ -384,7 +542,9 @@ static size_t gi_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const 
     gconv_shape(n, in[0], in[2], in[1], &c);
     size_t t = (size_t)(threads < 1 ? 1 : threads), own = 0;
     cpu_conv rt;
-    if (!gconv_dw(&c) && cpu_rows_gi_geom(&c, &rt))
+    if (bg_conv(n, &c))
+        own = bg_gi_need(&c, threads);
+    else if (!gconv_dw(&c) && cpu_rows_gi_geom(&c, &rt))
         own = sizeof(float) * (size_t)cpu_rows_gi_floats(&rt, threads);
     else if (gconv_dw(&c))
         own = sizeof(float) * (size_t)dwi_floats(&c) * t;
@@ -405,6 +565,8 @@ static mge_status cpu_conv2d_grad_input(const mge_kctx *ctx, const mge_node *n, 
     if (c.N * c.C * c.H * c.W == 0)
         return MGE_OK;
     mge_status st;
+    if (bg_conv(n, &c))
+        return bg_grad_input(ctx, n, &c, dy, w, dx, err);
     if (gconv_dw(&c)) {
         if ((st = need_ws(ctx, n, sizeof(float) * (size_t)dwi_floats(&c) * (size_t)threads, err)))
             return st;
@@ -552,7 +714,9 @@ static size_t gw_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const 
     gconv c;
     gconv_shape(n, in[0], in[1], in[2], &c);
     size_t own;
-    if (gconv_dw(&c)) {
+    if (bg_conv(n, &c)) {
+        own = bg_gw_need(&c, threads);
+    } else if (gconv_dw(&c)) {
         own = sizeof(float) * (size_t)dww_floats(&c) * (size_t)(threads < 1 ? 1 : threads);
     } else {
         gw_plan s = gw_split(&c);
@@ -573,6 +737,8 @@ static mge_status cpu_conv2d_grad_weight(const mge_kctx *ctx, const mge_node *n,
     if (c.O * c.K == 0)
         return MGE_OK;
     mge_status st;
+    if (bg_conv(n, &c))
+        return bg_grad_weight(ctx, n, &c, dy, x, dw, err);
     if (gconv_dw(&c)) {
         if ((st = need_ws(ctx, n, sizeof(float) * (size_t)dww_floats(&c) * (size_t)threads, err)))
             return st;
@@ -673,6 +839,8 @@ static mge_status cpu_linear_grad(const mge_kctx *ctx, const mge_node *n, mge_te
         memset(res->data, 0, sizeof(float) * (size_t)numel);
         return MGE_OK;
     }
+    if (cpu_bf16_node(n))
+        return bg_linear_grad(ctx, n, dy->data, o->data, res->data, M, O, K, err);
     lg_job j;
     if (gi)   /* dx[M][K] = dy[M][O] W[O][K] */
         j = (lg_job){CblasNoTrans, CblasNoTrans, M, K, O, O, K, dy->data, o->data, res->data, 1, 0};
@@ -685,8 +853,9 @@ static mge_status cpu_linear_grad(const mge_kctx *ctx, const mge_node *n, mge_te
 void mge_cpu_register_grad_conv(mge_backend *b)
 {
     cpu_isa_avx2();   /* decided once, before any kernel runs on pool threads */
+    mge_cpu_bf16();   /* and the AMX permission asked for */
     b->k[MGE_OP_CONV2D_GRAD_INPUT][MGE_F32] = (mge_kernel){.run = cpu_conv2d_grad_input, .ws = gi_ws};
     b->k[MGE_OP_CONV2D_GRAD_WEIGHT][MGE_F32] = (mge_kernel){.run = cpu_conv2d_grad_weight, .ws = gw_ws};
-    b->k[MGE_OP_LINEAR_GRAD_INPUT][MGE_F32] = (mge_kernel){.run = cpu_linear_grad, .ws = cpu_ref_ws};
-    b->k[MGE_OP_LINEAR_GRAD_WEIGHT][MGE_F32] = (mge_kernel){.run = cpu_linear_grad, .ws = cpu_ref_ws};
+    b->k[MGE_OP_LINEAR_GRAD_INPUT][MGE_F32] = (mge_kernel){.run = cpu_linear_grad, .ws = lin_grad_ws};
+    b->k[MGE_OP_LINEAR_GRAD_WEIGHT][MGE_F32] = (mge_kernel){.run = cpu_linear_grad, .ws = lin_grad_ws};
 }
