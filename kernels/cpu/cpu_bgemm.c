@@ -218,6 +218,7 @@ static void bg_packa_trows(void *arg, int64_t b0, int64_t b1, int thread)
 
 /* ---------------------------------------------------------------- kernels */
 
+#if BG_X86
 /* C block [m x n] at c (ldc) <-> 32 x 32 buffer, zero outside */
 static void bg_get(const float *c, int64_t ldc, int m, int n, float *t)
 {
@@ -231,6 +232,7 @@ static void bg_put(float *c, int64_t ldc, int m, int n, const float *t)
     for (int r = 0; r < m; r++)
         memcpy(c + r * ldc, t + r * 32, sizeof(float) * (size_t)n);
 }
+#endif
 
 /* portable: C[i0.., j0..] (m x n <= 32 x 32) += A B over pairs [p0, p1) */
 static void bg_block_scalar(const bg_job *j, int64_t i0, int64_t j0, int m, int n, int64_t p0, int64_t p1, int zero)
