@@ -722,6 +722,13 @@ int main(int argc, char **argv)
                      valued);
         s = mge_text_print(g, &b, &err);
     } else if (emit == EMIT_ONNX) {
+        /* ONNX has no per-node compute precision: the layers go out as f32 ops */
+        int nbf = 0;
+        for (int i = 0; i < g->nnodes; i++)
+            nbf += mge_node_bf16(&g->nodes[i]);
+        if (nbf)
+            cli_warn(where, "%d bf16 layer%s written as f32 ONNX ops (ONNX has no compute precision per node; "
+                     "a runtime computes them in its own precision)", nbf, nbf == 1 ? "" : "s");
         s = mge_onnx_write(g, &b, &err);
     } else {
         mge_write_opts wo = {0};

@@ -231,3 +231,13 @@ assert n >= 1000 and agree >= 0.99, (n, agree)
 assert not np.array_equal(a, b)
 ' "$T/yf.npy" "$T/yb.npy"
 }
+
+@test "--emit onnx of a bf16 model warns that its layers go out as f32 ops, and still writes it" {
+    "$MGE_OPT" "$SAMPLES/lenet.mgt" --precision bf16 -o "$T/b.mge"
+    run --separate-stderr "$MGE_OPT" "$T/b.mge" -o "$T/b.onnx"
+    assert_success
+    [[ "$stderr" == *"warning: 4 bf16 layers written as f32 ONNX ops"* ]]
+    [ -s "$T/b.onnx" ]
+    run --separate-stderr "$MGE_OPT" "$SAMPLES/lenet.mgt" -o "$T/f.onnx"
+    [[ "$stderr" != *"bf16"* ]]
+}
