@@ -527,9 +527,7 @@ void cli_bf16_note(const char *where, const mge_graph *g)
 {
     if (cli_verbose <= 0)
         return;
-    int n = 0;
-    for (int i = 0; i < g->nnodes; i++)
-        n += mge_node_bf16(&g->nodes[i]);
+    int n = mge_graph_bf16_count(g);
     if (!n)
         return;
     const char *name = "", *why = "";

@@ -700,10 +700,7 @@ int main(int argc, char **argv)
         cli_note(where, "passes %s: %s", list_str, changed ? "graph changed" : "no change");
     if (verify && !tol_given) {
         /* bf16 rounds every product's operands: about 2^-8 relative each */
-        int bf16 = 0;
-        for (int i = 0; i < g->nnodes && !bf16; i++)
-            bf16 = mge_node_bf16(&g->nodes[i]);
-        if (bf16) {
+        if (mge_graph_bf16_count(g)) {
             vo.atol = 2e-2, vo.rtol = 2e-2, vo.scale_atol = 1;
             cli_note(where, "--verify: bf16 layers: tolerances atol 2e-2 x max|output|, rtol 2e-2");
         }
@@ -723,9 +720,7 @@ int main(int argc, char **argv)
         s = mge_text_print(g, &b, &err);
     } else if (emit == EMIT_ONNX) {
         /* ONNX has no per-node compute precision: the layers go out as f32 ops */
-        int nbf = 0;
-        for (int i = 0; i < g->nnodes; i++)
-            nbf += mge_node_bf16(&g->nodes[i]);
+        int nbf = mge_graph_bf16_count(g);
         if (nbf)
             cli_warn(where, "%d bf16 layer%s written as f32 ONNX ops (ONNX has no compute precision per node; "
                      "a runtime computes them in its own precision)", nbf, nbf == 1 ? "" : "s");

@@ -663,8 +663,9 @@ mge_status mge_passes_run_list(mge_graph **g, const char *list, int *changed, mg
 enum { MGE_PRECISION_F32 = 0, MGE_PRECISION_BF16 = 1 };
 mge_status mge_precision_set(mge_graph *g, int prec, int nkeep, const char *const *keep, int *nset, char *note,
                              size_t note_size, mge_error *err);
-/* Whether node n computes in bf16 (its precision attribute). */
+/* Whether node n computes in bf16 (its precision attribute); how many of g's do. */
 int mge_node_bf16(const mge_node *n);
+int mge_graph_bf16_count(const mge_graph *g);
 /* The bf16 arithmetic this process's cpu kernels run: 2 AMX, 1
  * AVX512-BF16, 0 none (the bf16 layers compute in f32). *name (may be
  * NULL): "amx-bf16", "avx512-bf16" or "none (f32)"; *why (may be NULL): why

@@ -48,6 +48,14 @@ int mge_node_bf16(const mge_node *n)
     return mge_node_int(n, MGE_KEY_precision, MGE_PRECISION_F32) == MGE_PRECISION_BF16;
 }
 
+int mge_graph_bf16_count(const mge_graph *g)
+{
+    int n = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        n += mge_node_bf16(&g->nodes[i]);
+    return n;
+}
+
 int mge_cpu_bf16_kernels(const char **name, const char **why)
 {
     const mge_backend_iface *cpu = mge_backend_cpu_iface();

@@ -357,6 +357,16 @@ static inline size_t cpu_ref_ws(const mge_node *n, mge_tensor *const *in, mge_te
 /* Elements per task below which a pass over memory is not worth splitting. */
 #define CPU_GRAIN 16384
 
+/* cpu_blocked_bf16.c: conv2d_nchwc at precision=bf16 (groups 1, blocks of
+ * 16 or a plain NCHW stem, a CPU with AVX512-BF16 or AMX); _level says
+ * which level a node runs at (MGE_BF16_NONE: the f32 kernel). */
+mge_status mge_cpu_conv_nchwc_bf16(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
+                                   mge_tensor *const *out, int level, mge_error *err);
+int mge_cpu_conv_nchwc_bf16_level(const mge_node *n, const mge_tensor *x, const mge_tensor *w, const mge_tensor *y);
+size_t mge_cpu_conv_nchwc_bf16_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int threads);
+mge_status mge_cpu_conv_nchwc_bf16_prepare(const mge_node *n, mge_tensor *const *in, void **state, mge_error *err);
+void mge_cpu_conv_nchwc_bf16_release(void *state);
+
 /* cpu_sgemm.c: mge's own sgemm. C[M,N] = alpha * op(A) op(B) + beta * C,
  * row-major, lda/ldb/ldc in elements, op(X) = X^T when transX. Runs on
  * ctx's pool (ctx or its pool may be NULL: serial); bit-identical at any

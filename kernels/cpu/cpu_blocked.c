@@ -839,15 +839,6 @@ static void pad_task(void *a, int64_t r0, int64_t r1, int thread)
 
 /* ---------------------------------------------------------------- conv2d_nchwc */
 
-/* precision=bf16 (groups 1, blocks of 16 or a plain NCHW stem, a CPU with AVX512-BF16 or AMX):
- * cpu_blocked_bf16.c; every other node runs the f32 kernel below. */
-mge_status mge_cpu_conv_nchwc_bf16(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
-                                   mge_tensor *const *out, int level, mge_error *err);
-int mge_cpu_conv_nchwc_bf16_level(const mge_node *n, const mge_tensor *x, const mge_tensor *w, const mge_tensor *y);
-size_t mge_cpu_conv_nchwc_bf16_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int threads);
-mge_status mge_cpu_conv_nchwc_bf16_prepare(const mge_node *n, mge_tensor *const *in, void **state, mge_error *err);
-void mge_cpu_conv_nchwc_bf16_release(void *state);
-
 /* Floats of the zero-bordered input copy (dense convs with padding). */
 static int64_t pad_floats(const mge_tensor *x, const mge_node *n)
 {

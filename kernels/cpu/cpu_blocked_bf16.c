@@ -39,13 +39,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-mge_status mge_cpu_conv_nchwc_bf16(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
-                                   mge_tensor *const *out, int level, mge_error *err);
-int mge_cpu_conv_nchwc_bf16_level(const mge_node *n, const mge_tensor *x, const mge_tensor *w, const mge_tensor *y);
-size_t mge_cpu_conv_nchwc_bf16_ws(const mge_node *n, mge_tensor *const *in, mge_tensor *const *out, int threads);
-mge_status mge_cpu_conv_nchwc_bf16_prepare(const mge_node *n, mge_tensor *const *in, void **state, mge_error *err);
-void mge_cpu_conv_nchwc_bf16_release(void *state);
-
 #if CPU_X86 && defined(__GNUC__) && !defined(__clang__)
 #define BCV_ON 1
 #include <immintrin.h>

@@ -280,24 +280,6 @@ static void test_dropout(void)
     mge_tensor_free(&v);
 }
 
-/* This binary again under MGE_CPU_ISA=isa; 1 when it failed. */
-static int rerun(char **argv, const char *isa)
-{
-    printf("test_attn_bf16: again with MGE_CPU_ISA=%s\n", isa);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        setenv("MGE_CPU_ISA", isa, 1);
-        execv("/proc/self/exe", argv);
-        _exit(127);
-    }
-    int st = 0;
-    if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        fprintf(stderr, "test_attn_bf16: the run with MGE_CPU_ISA=%s failed\n", isa);
-        return 1;
-    }
-    return 0;
-}
 
 int main(int argc, char **argv)
 {
@@ -309,8 +291,8 @@ int main(int argc, char **argv)
     int rc = unit_done();
     if (!getenv("MGE_CPU_ISA")) {
         if (mge_cpu_bf16() == MGE_BF16_AMX)
-            rc |= rerun(argv, "avx512-bf16");
-        rc |= rerun(argv, "avx512");
+            rc |= unit_rerun_isa(argv, "test_attn_bf16", "avx512-bf16");
+        rc |= unit_rerun_isa(argv, "test_attn_bf16", "avx512");
     }
     return rc;
 }

@@ -196,24 +196,6 @@ static void test_linear(void)
                 "input x : f32[N,40]\nl = linear(x, out=24)\ny = gelu(l)\noutput y\n", 9, 40, 0, 0, 0, 0);
 }
 
-/* Runs this binary again with MGE_CPU_ISA=cap (the ISA is decided once). */
-static int rerun(char **argv, const char *cap)
-{
-    printf("test_bf16: again with MGE_CPU_ISA=%s\n", cap);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        setenv("MGE_CPU_ISA", cap, 1);
-        execv("/proc/self/exe", argv);
-        _exit(127);
-    }
-    int st = 0;
-    if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        fprintf(stderr, "test_bf16: the run with MGE_CPU_ISA=%s failed\n", cap);
-        return 1;
-    }
-    return 0;
-}
 
 int main(int argc, char **argv)
 {
@@ -226,9 +208,9 @@ int main(int argc, char **argv)
     int rc = unit_done();
     if (!getenv("MGE_CPU_ISA")) {
         if (level == MGE_BF16_AMX)
-            rc |= rerun(argv, "avx512-bf16");
+            rc |= unit_rerun_isa(argv, "test_bf16", "avx512-bf16");
         if (level != MGE_BF16_NONE)
-            rc |= rerun(argv, "avx512");
+            rc |= unit_rerun_isa(argv, "test_bf16", "avx512");
         else
             printf("test_bf16: this CPU has no bf16 kernels: only the f32 path was tested\n");
     }

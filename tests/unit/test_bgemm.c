@@ -510,20 +510,7 @@ int main(int argc, char **argv)
     }
     int rc = unit_done();
     /* the nodes again on AVX512-BF16 (the bf16 level is picked once per process) */
-    if (!getenv("MGE_CPU_ISA") && mge_cpu_bf16() == MGE_BF16_AMX) {
-        printf("test_bgemm: again with MGE_CPU_ISA=avx512-bf16\n");
-        fflush(NULL);
-        pid_t pid = fork();
-        if (pid == 0) {
-            setenv("MGE_CPU_ISA", "avx512-bf16", 1);
-            execv("/proc/self/exe", argv);
-            _exit(127);
-        }
-        int st = 0;
-        if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-            fprintf(stderr, "test_bgemm: the run with MGE_CPU_ISA=avx512-bf16 failed\n");
-            rc = 1;
-        }
-    }
+    if (!getenv("MGE_CPU_ISA") && mge_cpu_bf16() == MGE_BF16_AMX && unit_rerun_isa(argv, "test_bgemm", "avx512-bf16"))
+        rc = 1;
     return rc;
 }

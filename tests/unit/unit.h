@@ -28,29 +28,36 @@ static int unit_pass, unit_fail;
     if (unit_failed_checks == before_) unit_pass++; \
     else { unit_fail++; fprintf(stderr, "FAIL %s\n", #fn); } } while (0)
 
-/* Runs this test binary once more with the cpu kernels' portable loops
- * (MGE_CPU_ISA=baseline) in a child, since the ISA is picked once per
- * process; returns rc, or 1 when the child failed. Call at the end of main. */
+/* Runs this test binary once more in a child with MGE_CPU_ISA=isa, since
+ * the ISA is picked once per process; 0 when the child passed, else 1. */
 #include <sys/wait.h>
 #include <unistd.h>
-static inline int unit_rerun_baseline(char **argv, const char *name, int rc)
+static inline int unit_rerun_isa(char **argv, const char *name, const char *isa)
 {
-    if (getenv("MGE_CPU_ISA"))
-        return rc;
-    printf("%s: again with MGE_CPU_ISA=baseline (portable loops)\n", name);
+    printf("%s: again with MGE_CPU_ISA=%s\n", name, isa);
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
-        setenv("MGE_CPU_ISA", "baseline", 1);
+        setenv("MGE_CPU_ISA", isa, 1);
         execv("/proc/self/exe", argv);
         _exit(127);
     }
     int st = 0;
     if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        fprintf(stderr, "%s: the run with MGE_CPU_ISA=baseline failed\n", name);
+        fprintf(stderr, "%s: the run with MGE_CPU_ISA=%s failed\n", name, isa);
         return 1;
     }
-    return rc;
+    return 0;
+}
+
+/* The same with the cpu kernels' portable loops (MGE_CPU_ISA=baseline),
+ * unless an ISA is set already; returns rc, or 1 when the child failed.
+ * Call at the end of main. */
+static inline int unit_rerun_baseline(char **argv, const char *name, int rc)
+{
+    if (getenv("MGE_CPU_ISA"))
+        return rc;
+    return unit_rerun_isa(argv, name, "baseline") ? 1 : rc;
 }
 
 /* A macro so __FILE__ names the test file, not this header. */
