@@ -22,7 +22,7 @@
         float v = x[i];                   \
         y[i] = (EXPR);                    \
     }
-CPU_MULTI(un_loop, (int op, const kact_par *p, const float *x, float *y, int64_t n), (op, p, x, y, n), {
+CPU_MULTI3(un_loop, (int op, const kact_par *p, const float *x, float *y, int64_t n), (op, p, x, y, n), {
     KACT_CPU_BEGIN(p);
     switch (op) {
         KACT_CPU_CASES
@@ -40,7 +40,7 @@ CPU_MULTI(un_loop, (int op, const kact_par *p, const float *x, float *y, int64_t
         float t = tt[i], d = ((void)t, (EXPR));           \
         dx[i] = d == 0.0f ? 0.0f : dy[i] * d;             \
     }
-CPU_MULTI(un_dloop, (int op, const kact_par *p, const float *dy, const float *tt, float *dx, int64_t n),
+CPU_MULTI3(un_dloop, (int op, const kact_par *p, const float *dy, const float *tt, float *dx, int64_t n),
           (op, p, dy, tt, dx, n), {
     KACT_CPU_BEGIN(p);
     switch (op) {

@@ -43,7 +43,7 @@
         float v = x[i];                   \
         t[i] = (EXPR);                    \
     }
-CPU_MULTI(fe_unary, (int op, float alpha, const float *x, float *t, int64_t n), (op, alpha, x, t, n), {
+CPU_MULTI3(fe_unary, (int op, float alpha, const float *x, float *t, int64_t n), (op, alpha, x, t, n), {
     kact_par p = kact_par_default(op, alpha);
     KACT_CPU_BEGIN(&p);
     switch (op) {
@@ -71,7 +71,7 @@ CPU_MULTI(fe_unary, (int op, float alpha, const float *x, float *t, int64_t n), 
             }                                         \
         break;
 
-CPU_MULTI(fe_binary, (int op, const float *a, const float *b, float s, float *t, int64_t n), (op, a, b, s, t, n), {
+CPU_MULTI3(fe_binary, (int op, const float *a, const float *b, float s, float *t, int64_t n), (op, a, b, s, t, n), {
     switch (op) {
         FE_BIN(MGE_OP_ADD, u + v)
         FE_BIN(MGE_OP_SUB, u - v)

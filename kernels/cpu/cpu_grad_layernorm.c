@@ -3,8 +3,10 @@
  * rows, dims axis..last). Each block writes its rows' dx and its own
  * partial sums of dweight and dbias; the partials are added in block
  * order afterwards, so the result does not depend on the thread count
- * (mge-train's bit-identical weights at any --threads). Moments and sums in
- * double, as the ref kernel; shapes the inference did not make go to it. */
+ * (mge-train's bit-identical weights at any --threads). Row moments and
+ * sums in f32 with fixed-order partial accumulators (vectorized, as the
+ * forward), the sums across blocks of rows in double; shapes the inference did not
+ * make go to it. */
 #include "cpu.h"
 
 #include <math.h>
@@ -15,10 +17,68 @@
 typedef struct ln_job {
     const float *dy, *x, *w;
     float *dx;
-    double *part;   /* per block: dweight[D], then dbias[D] */
+    float *part;    /* per block: dweight[D], then dbias[D] */
+    float *xh;      /* per block: one row of xhat */
     int64_t rows, D;
-    double eps;
+    float eps;
 } ln_job;
+
+/* Sums over a row in 8 partial accumulators combined in a fixed order, so
+ * the loops vectorize without reassociation flags (cpu_misc.c's layernorm
+ * does the same); the result depends on D only, never on the split. */
+#define LN_SUM8(acc) (((acc)[0] + (acc)[4]) + ((acc)[1] + (acc)[5])) + (((acc)[2] + (acc)[6]) + ((acc)[3] + (acc)[7]))
+
+/* One row: mean and inverse deviation (two passes, as the forward), the two
+ * sums of g = dy * w, then dx; dy * xhat and dy go into the block's
+ * dweight and dbias partials (f32 within a block of rows, double across
+ * blocks). */
+CPU_MULTI3(ln_grad_row,
+           (const float *restrict x, const float *restrict dy, const float *restrict w, float *restrict dx,
+            float *restrict xh, float *restrict pw, float *restrict pb, int64_t D, float eps),
+           (x, dy, w, dx, xh, pw, pb, D, eps), {
+               float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+               int64_t i = 0;
+               for (; i + 8 <= D; i += 8)
+                   for (int k = 0; k < 8; k++)
+                       acc[k] += x[i + k];
+               float s = LN_SUM8(acc);
+               for (; i < D; i++)
+                   s += x[i];
+               const float mean = s / (float)D;
+               float sq[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+               for (i = 0; i + 8 <= D; i += 8)
+                   for (int k = 0; k < 8; k++) {
+                       float d = x[i + k] - mean;
+                       sq[k] += d * d;
+                   }
+               float v = LN_SUM8(sq);
+               for (; i < D; i++)
+                   v += (x[i] - mean) * (x[i] - mean);
+               const float inv = 1.0f / sqrtf(v / (float)D + eps);
+               float ag[8] = {0, 0, 0, 0, 0, 0, 0, 0}, agx[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+               for (i = 0; i + 8 <= D; i += 8)
+                   for (int k = 0; k < 8; k++) {
+                       float h = (x[i + k] - mean) * inv, g = dy[i + k] * w[i + k];
+                       xh[i + k] = h;
+                       ag[k] += g;
+                       agx[k] += g * h;
+                   }
+               float sg = LN_SUM8(ag), sgx = LN_SUM8(agx);
+               for (; i < D; i++) {
+                   float h = (x[i] - mean) * inv, g = dy[i] * w[i];
+                   xh[i] = h;
+                   sg += g;
+                   sgx += g * h;
+               }
+               sg /= (float)D;
+               sgx /= (float)D;
+               for (i = 0; i < D; i++) {
+                   float h = xh[i], d = dy[i];
+                   dx[i] = inv * (d * w[i] - sg - h * sgx);
+                   pw[i] += d * h;
+                   pb[i] += d;
+               }
+           })
 
 static void ln_task(void *p, int64_t b0, int64_t b1, int thread)
 {
@@ -26,34 +86,12 @@ static void ln_task(void *p, int64_t b0, int64_t b1, int thread)
     const ln_job *j = p;
     int64_t D = j->D;
     for (int64_t b = b0; b < b1; b++) {
-        double *pw = j->part + b * 2 * D, *pb = pw + D;
+        float *pw = j->part + b * 2 * D, *pb = pw + D, *xh = j->xh + b * D;
         for (int64_t k = 0; k < 2 * D; k++)
             pw[k] = 0;
         int64_t r1 = (b + 1) * LN_BLOCK < j->rows ? (b + 1) * LN_BLOCK : j->rows;
-        for (int64_t r = b * LN_BLOCK; r < r1; r++) {
-            const float *x = j->x + r * D, *dy = j->dy + r * D;
-            float *dx = j->dx + r * D;
-            double s = 0, ss = 0, sg = 0, sgx = 0;
-            for (int64_t k = 0; k < D; k++)
-                s += x[k];
-            double mean = s / (double)D;
-            for (int64_t k = 0; k < D; k++)
-                ss += (x[k] - mean) * (x[k] - mean);
-            double inv = 1.0 / sqrt(ss / (double)D + j->eps);
-            for (int64_t k = 0; k < D; k++) {
-                double g = (double)dy[k] * j->w[k], xh = (x[k] - mean) * inv;
-                sg += g;
-                sgx += g * xh;
-                pw[k] += dy[k] * xh;
-                pb[k] += dy[k];
-            }
-            sg /= (double)D;
-            sgx /= (double)D;
-            for (int64_t k = 0; k < D; k++) {
-                double g = (double)dy[k] * j->w[k], xh = (x[k] - mean) * inv;
-                dx[k] = (float)(inv * (g - sg - xh * sgx));
-            }
-        }
+        for (int64_t r = b * LN_BLOCK; r < r1; r++)
+            ln_grad_row(j->x + r * D, j->dy + r * D, j->w, j->dx + r * D, xh, pw, pb, D, j->eps);
     }
 }
 
@@ -81,10 +119,14 @@ static mge_status cpu_layernorm_grad(const mge_kctx *ctx, const mge_node *n, mge
     if (!ok || D < 1 || rows < 1)
         return cpu_fallback(ctx, n, in, out, err);
     int64_t nb = (rows + LN_BLOCK - 1) / LN_BLOCK;
-    double *part = malloc((size_t)nb * 2 * (size_t)D * sizeof *part);
-    if (!part)
+    float *part = malloc((size_t)nb * 2 * (size_t)D * sizeof *part);
+    float *xh = malloc((size_t)nb * (size_t)D * sizeof *xh);
+    if (!part || !xh) {
+        free(part);
+        free(xh);
         return cpu_fallback(ctx, n, in, out, err);
-    ln_job j = {dy->data, x->data, w->data, out[0]->data, part, rows, D, mge_node_float(n, MGE_KEY_eps, 1e-5)};
+    }
+    ln_job j = {dy->data, x->data, w->data, out[0]->data, part, xh, rows, D, mge_node_float(n, MGE_KEY_eps, 1e-5)};
     cpu_parallel(ctx, nb, 1 + CPU_GRAIN / (LN_BLOCK * D * 8), ln_task, &j);
     float *dw = out[1]->data, *db = out[2]->data;
     for (int64_t k = 0; k < D; k++) {
@@ -97,6 +139,7 @@ static mge_status cpu_layernorm_grad(const mge_kctx *ctx, const mge_node *n, mge
         db[k] = (float)sb;
     }
     free(part);
+    free(xh);
     return MGE_OK;
 }
 
