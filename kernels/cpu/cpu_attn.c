@@ -324,18 +324,28 @@ static mge_status cpu_sdpa(const mge_kctx *ctx, const mge_node *n, mge_tensor *c
 
 /* ---------------------------------------------------------------- attention gradient */
 
+/* dS over dP and P over S. S holds the scores, or (have_e) already
+ * exp(s - m) from the forward's single key tile: the same expf of the same
+ * difference, so the same bits either way. */
 CPU_MULTI3(at_bwd_ds, (float *restrict P, float *restrict dP, int64_t br, int64_t bc, const float *restrict m,
-                       const float *restrict l, const float *restrict delta, float scale),
-           (P, dP, br, bc, m, l, delta, scale), {
+                       const float *restrict l, const float *restrict delta, float scale, int have_e),
+           (P, dP, br, bc, m, l, delta, scale, have_e), {
     for (int64_t r = 0; r < br; r++) {
         float *s = P + r * AT_BC;
         float *g = dP + r * AT_BC;
         float mr = m[r], inv = l[r] > 0 ? 1.0f / l[r] : NAN, dr = delta[r];
-        for (int64_t c = 0; c < bc; c++) {
-            float pw = cpu_expf(s[c] - mr) * inv;
-            s[c] = pw;                          /* P, for dv */
-            g[c] = pw * (g[c] - dr) * scale;   /* dS, over dP */
-        }
+        if (have_e)
+            for (int64_t c = 0; c < bc; c++) {
+                float pw = s[c] * inv;
+                s[c] = pw;
+                g[c] = pw * (g[c] - dr) * scale;
+            }
+        else
+            for (int64_t c = 0; c < bc; c++) {
+                float pw = cpu_expf(s[c] - mr) * inv;
+                s[c] = pw;                          /* P, for dv */
+                g[c] = pw * (g[c] - dr) * scale;   /* dS, over dP */
+            }
     }
 })
 
@@ -363,15 +373,20 @@ static void at_bwd_task(void *p, int64_t b0, int64_t b1, int thread)
             }
             memset(dq, 0, sizeof(float) * (size_t)(br * a->D));
             int64_t kend = at_key_end(a, i0 + br);
+            /* one key tile and no dropout: the forward left exp(s - m) with
+             * the final m in S, so the scores need not be made again */
+            int have_e = kend <= AT_BC && !(a->p > 0);
             for (int64_t j0 = 0; j0 < kend; j0 += AT_BC) {
                 int64_t bc = kend - j0 < AT_BC ? kend - j0 : AT_BC;
                 const float *k = j->k + (b * a->Sk + j0) * a->D, *v = j->v + (b * a->Sk + j0) * a->Dv;
-                mge_sgemm(NULL, 0, 1, br, bc, a->D, (float)a->scale, q, a->D, k, a->D, 0.0f, S, AT_BC);
-                at_mask_tile(j, b, i0, j0, br, bc, S);
+                if (!have_e) {
+                    mge_sgemm(NULL, 0, 1, br, bc, a->D, (float)a->scale, q, a->D, k, a->D, 0.0f, S, AT_BC);
+                    at_mask_tile(j, b, i0, j0, br, bc, S);
+                }
                 mge_sgemm(NULL, 0, 1, br, bc, a->Dv, 1.0f, dy, a->Dv, v, a->Dv, 0.0f, dP, AT_BC);
                 if (a->p > 0)
                     at_dropout(a, b, i0, j0, br, bc, dP);   /* dP = (dy v^T) D */
-                at_bwd_ds(S, dP, br, bc, m, l, delta, (float)a->scale);
+                at_bwd_ds(S, dP, br, bc, m, l, delta, (float)a->scale, have_e);
                 if (a->p > 0)
                     at_dropout(a, b, i0, j0, br, bc, S);    /* P D, for dv */
                 mge_sgemm(NULL, 1, 0, bc, a->Dv, br, 1.0f, S, AT_BC, dy, a->Dv, 1.0f, dv + j0 * a->Dv, a->Dv);
