@@ -307,6 +307,16 @@ static inline int cpu_conv_1x1(const cpu_conv *c)
 /* cpu_transpose.c: dst[j * ldd + i] = src[i * lds + j] for i < rows, j < cols. */
 void cpu_transpose(const float *src, int64_t rows, int64_t cols, int64_t lds, float *dst, int64_t ldd);
 
+/* cpu_attn_small.c: one head's products when its keys fit one tile (cpu_attn.c).
+ * scores: C[r][j] = alpha sum_e X[r][e] YT[e][j], j < ncol (a multiple of 16);
+ * pv: C[r][e] (+)= sum_j P[r][j] Y[j][e]; ptx: C[j][e] += sum_r P[r][j] X[r][e]
+ * (Y, X and C W wide, W a multiple of 16). */
+void cpu_attn_scores(const float *X, int64_t ldx, int64_t rows, int64_t E, const float *YT, int64_t ldy,
+                     int64_t ncol, float alpha, float *C, int64_t ldc);
+void cpu_attn_pv(const float *P, int64_t ldp, int64_t rows, int64_t kn, const float *Y, int64_t W, float *C,
+                 int accumulate);
+void cpu_attn_ptx(const float *P, int64_t ldp, int64_t rows, int64_t kn, const float *X, int64_t W, float *C);
+
 /* cpu_gemm.c: rows [r0, r1) and columns (output pixels) [p0, p1) of the
  * im2col matrix of one image and group (x: its first channel), row r at
  * col + (r - r0) * (p1 - p0); row r is channel r / ksz at tap r % ksz. */

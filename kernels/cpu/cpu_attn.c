@@ -16,6 +16,11 @@
  *   the forward one output (the backward would otherwise need a per-row
  *   logsumexp kept from it). dk and dv of one leading index are written by
  *   one task only, so no two tasks add into one element.
+ * Small heads (all keys in one tile, widths multiples of 16; for the
+ *   gradient no dropout) take the same steps on cpu_attn_small.c's
+ *   register-blocked products over K^T (and V^T) transposed once per
+ *   leading index, instead of mge_sgemm, whose packing dominates at
+ *   these sizes; the gradient then reuses the forward's exp(s - m).
  * At precision=bf16, where mge_cpu_bf16() has a level, the forward's two
  *   products run in cpu_attn_bf16.c (Q, K, V and the weights P rounded to
  *   bf16, f32 sums); the rest, dropout in training included, is the same
@@ -76,11 +81,32 @@ typedef struct at_job {
     size_t kv_per;
 } at_job;
 
+/* The small path (cpu_attn_small.c): f32 products, all keys in one tile,
+ * head widths that are multiples of 16 and, for the gradient, no dropout.
+ * Its K^T (and V^T for the gradient) are padded to ld16 columns. */
+static int at_small(const kattn *a, int bf16, int grad)
+{
+    return !bf16 && a->Sk <= AT_BC && a->D > 0 && a->D % 16 == 0 && a->Dv > 0 && a->Dv % 16 == 0 &&
+           a->D <= 256 && a->Dv <= 256 && !(grad && a->p > 0);
+}
+
+static int64_t at_ld16(int64_t Sk)
+{
+    return (Sk + 15) / 16 * 16;
+}
+
 /* Per-thread scratch of the forward: S [BR,BC], O [BR,Dv], m, l [BR];
- * the backward adds dP [BR,BC] and delta [BR]. */
-static size_t at_ws_floats(int64_t Dv, int grad)
+ * the backward adds dP [BR,BC] and delta [BR]; then room for K^T [D,ld16]
+ * and V^T [Dv,ld16] (the small path). */
+static size_t at_kt_off(int64_t Dv, int grad)
 {
     return (size_t)AT_BR * AT_BC * (grad ? 2 : 1) + (size_t)AT_BR * (size_t)Dv + 3 * AT_BR + 16;
+}
+
+static size_t at_ws_floats(int64_t D, int64_t Dv, int64_t Sk, int grad)
+{
+    size_t t = Sk <= AT_BC ? (size_t)at_ld16(Sk) * (size_t)(D + (grad ? Dv : 0)) : 0;
+    return at_kt_off(Dv, grad) + t;
 }
 
 /* Scale is folded into the product; here the mask and the causal cut on
@@ -215,14 +241,53 @@ static void at_forward_tile(const at_job *j, int64_t b, int64_t i0, int64_t br, 
     }
 }
 
+/* K^T of leading index b, zero past Sk (the last 16-wide score block
+ * reads there). */
+static void at_small_kt(const at_job *j, int64_t b, const float *src, int64_t E, float *dst)
+{
+    const kattn *a = &j->a;
+    int64_t ld = at_ld16(a->Sk);
+    cpu_transpose(src + b * a->Sk * E, a->Sk, E, E, dst, ld);
+    for (int64_t e = 0; e < E; e++)
+        for (int64_t c = a->Sk; c < ld; c++)
+            dst[e * ld + c] = 0.0f;
+}
+
+/* at_forward_tile on the small path: kT is K^T of leading index b. */
+static void at_small_tile(const at_job *j, int64_t b, int64_t i0, int64_t br, float *S, float *O, float *m,
+                          float *l, int dropout, const float *kT)
+{
+    const kattn *a = &j->a;
+    int64_t kend = at_key_end(a, i0 + br);
+    for (int64_t r = 0; r < br; r++)
+        m[r] = -INFINITY, l[r] = 0;
+    memset(O, 0, sizeof(float) * (size_t)(br * a->Dv));
+    cpu_attn_scores(j->q + (b * a->Sq + i0) * a->D, a->D, br, a->D, kT, at_ld16(a->Sk), at_ld16(kend),
+                    (float)a->scale, S, AT_BC);
+    at_mask_tile(j, b, i0, 0, br, kend, S);
+    at_online(S, br, kend, m, l, O, a->Dv);
+    if (dropout)
+        at_dropout(a, b, i0, 0, br, kend, S);
+    cpu_attn_pv(S, AT_BC, br, kend, j->v + b * a->Sk * a->Dv, a->Dv, O, 0);
+}
+
 static void at_fwd_task(void *p, int64_t t0, int64_t t1, int thread)
 {
     const at_job *j = p;
     const kattn *a = &j->a;
     float *S = j->ws + (size_t)thread * j->ws_per, *O = S + AT_BR * AT_BC, *m = O + AT_BR * a->Dv, *l = m + AT_BR;
+    float *kT = S + at_kt_off(a->Dv, 0);
+    int small = at_small(a, j->bf16, 0);
+    int64_t kt_b = -1;
     for (int64_t t = t0; t < t1; t++) {
         int64_t b = t / j->ntile, i0 = t % j->ntile * AT_BR, br = a->Sq - i0 < AT_BR ? a->Sq - i0 : AT_BR;
-        at_forward_tile(j, b, i0, br, S, O, m, l, a->p > 0, j->bf16 ? j->bws + (size_t)thread * j->bws_per : NULL);
+        if (small) {
+            if (kt_b != b)
+                at_small_kt(j, b, j->k, a->D, kT), kt_b = b;
+            at_small_tile(j, b, i0, br, S, O, m, l, a->p > 0, kT);
+        } else
+            at_forward_tile(j, b, i0, br, S, O, m, l, a->p > 0,
+                            j->bf16 ? j->bws + (size_t)thread * j->bws_per : NULL);
         float *y = j->y + (b * a->Sq + i0) * a->Dv;
         for (int64_t r = 0; r < br; r++) {
             float inv = l[r] > 0 ? 1.0f / l[r] : NAN;   /* every key masked: NaN, as PyTorch */
@@ -268,7 +333,7 @@ static int at_bf16(const mge_node *n)
  * cpu_attn_bf16.c's and per leading index the packed K and V. */
 static size_t at_ws_all(int64_t lead, int64_t Sk, int64_t D, int64_t Dv, int grad, int bf16, int threads)
 {
-    size_t t = (size_t)(threads > 0 ? threads : 1), f = sizeof(float) * at_ws_floats(Dv, grad) * t;
+    size_t t = (size_t)(threads > 0 ? threads : 1), f = sizeof(float) * at_ws_floats(D, Dv, Sk, grad) * t;
     if (!bf16)
         return f;
     return f + mge_cpu_attn_bf16_ws(D, Dv) * t + 64 + mge_cpu_attn_bf16_kv_size(Sk, D, Dv) * (size_t)lead;
@@ -298,7 +363,7 @@ static mge_status cpu_sdpa(const mge_kctx *ctx, const mge_node *n, mge_tensor *c
     mge_status st = kattn_setup(op, n, in, n->nin, out, 0, ctx->training, &j.a, err);
     if (st || (st = kattn_mask_nan(op, n->nin > 3 ? in[3] : NULL, err)))
         return st;
-    j.ws_per = at_ws_floats(j.a.Dv, 0);
+    j.ws_per = at_ws_floats(j.a.D, j.a.Dv, j.a.Sk, 0);
     j.bf16 = at_bf16(n);
     j.bws_per = j.bf16 ? mge_cpu_attn_bf16_ws(j.a.D, j.a.Dv) : 0;
     j.kv_per = j.bf16 ? mge_cpu_attn_bf16_kv_size(j.a.Sk, j.a.D, j.a.Dv) : 0;
@@ -355,24 +420,41 @@ static void at_bwd_task(void *p, int64_t b0, int64_t b1, int thread)
     const kattn *a = &j->a;
     float *S = j->ws + (size_t)thread * j->ws_per, *dP = S + AT_BR * AT_BC, *O = dP + AT_BR * AT_BC;
     float *m = O + AT_BR * a->Dv, *l = m + AT_BR, *delta = l + AT_BR;
+    float *kT = S + at_kt_off(a->Dv, 1), *vT = kT + at_ld16(a->Sk) * a->D;
+    int small = at_small(a, 0, 1);
     for (int64_t b = b0; b < b1; b++) {
         float *dk = j->dk + b * a->Sk * a->D, *dv = j->dv + b * a->Sk * a->Dv;
         memset(dk, 0, sizeof(float) * (size_t)(a->Sk * a->D));
         memset(dv, 0, sizeof(float) * (size_t)(a->Sk * a->Dv));
+        if (small) {
+            at_small_kt(j, b, j->k, a->D, kT);
+            at_small_kt(j, b, j->v, a->Dv, vT);
+        }
         for (int64_t i0 = 0; i0 < a->Sq; i0 += AT_BR) {
             int64_t br = a->Sq - i0 < AT_BR ? a->Sq - i0 : AT_BR;
             const float *q = j->q + (b * a->Sq + i0) * a->D, *dy = j->dy + (b * a->Sq + i0) * a->Dv;
             float *dq = j->dq + (b * a->Sq + i0) * a->D;
             /* O with the forward's dropout: delta = rowsum(P dP) is dy . y either way */
-            at_forward_tile(j, b, i0, br, S, O, m, l, a->p > 0, NULL);
+            if (small)
+                at_small_tile(j, b, i0, br, S, O, m, l, 0, kT);
+            else
+                at_forward_tile(j, b, i0, br, S, O, m, l, a->p > 0, NULL);
             for (int64_t r = 0; r < br; r++) {
                 double acc = 0;
                 for (int64_t e = 0; e < a->Dv; e++)
                     acc += (double)dy[r * a->Dv + e] * O[r * a->Dv + e];
                 delta[r] = l[r] > 0 ? (float)(acc / l[r]) : NAN;
             }
-            memset(dq, 0, sizeof(float) * (size_t)(br * a->D));
             int64_t kend = at_key_end(a, i0 + br);
+            if (small) {   /* the forward left exp(s - m) in S (one key tile) */
+                cpu_attn_scores(dy, a->Dv, br, a->Dv, vT, at_ld16(a->Sk), at_ld16(kend), 1.0f, dP, AT_BC);
+                at_bwd_ds(S, dP, br, kend, m, l, delta, (float)a->scale, 1);
+                cpu_attn_ptx(S, AT_BC, br, kend, dy, a->Dv, dv);
+                cpu_attn_pv(dP, AT_BC, br, kend, j->k + b * a->Sk * a->D, a->D, dq, 0);
+                cpu_attn_ptx(dP, AT_BC, br, kend, q, a->D, dk);
+                continue;
+            }
+            memset(dq, 0, sizeof(float) * (size_t)(br * a->D));
             /* one key tile and no dropout: the forward left exp(s - m) with
              * the final m in S, so the scores need not be made again */
             int have_e = kend <= AT_BC && !(a->p > 0);
@@ -413,7 +495,7 @@ static mge_status cpu_sdpa_grad(const mge_kctx *ctx, const mge_node *n, mge_tens
     const mge_tensor *dy = in[0];
     int ok = dy->dtype == MGE_F32 && dy->ndim == in[1]->ndim && dy->data &&
              mge_tensor_numel(dy) == j.a.lead * j.a.Sq * j.a.Dv && dy->dims[dy->ndim - 1] == j.a.Dv;
-    j.ws_per = at_ws_floats(j.a.Dv, 1);
+    j.ws_per = at_ws_floats(j.a.D, j.a.Dv, j.a.Sk, 1);
     if (!ok || ctx->ws_size < sizeof(float) * j.ws_per * (size_t)cpu_threads(ctx))
         return cpu_fallback(ctx, n, in, out, err);
     j.dy = dy->data, j.q = in[1]->data, j.k = in[2]->data, j.v = in[3]->data;

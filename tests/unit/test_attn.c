@@ -438,6 +438,20 @@ static void test_grads(void)
         /* several query and key tiles of the fused cpu kernel */
         "input q : f32[1,70,4]\ninput k : f32[1,300,4]\ninput v : f32[1,300,3]\n"
         "y = scaled_dot_product_attention(q, k, v, causal=true)\noutput y\n",
+        /* the cpu kernel's small path (widths of 16, every key in one tile):
+         * two query tiles, a partial last score block, masks, causal */
+        "input q : f32[1,2,70,16]\ninput k : f32[1,2,70,16]\ninput v : f32[1,2,70,32]\n"
+        "y = scaled_dot_product_attention(q, k, v, causal=true)\noutput y\n",
+        "input q : f32[2,9,32]\ninput k : f32[2,37,32]\ninput v : f32[2,37,16]\n"
+        "y = scaled_dot_product_attention(q, k, v, scale=0.3)\noutput y\n",
+        "input q : f32[3,5,16]\ninput k : f32[3,6,16]\ninput v : f32[3,6,16]\n"
+        "const m : bool[5,6] = [1,0,1,1,0,1, 1,1,0,0,1,1, 1,0,0,0,0,0, 1,1,1,1,1,0, 0,1,0,1,0,1]\n"
+        "y = scaled_dot_product_attention(q, k, v, m)\noutput y\n",
+        "input q : f32[2,4,16]\ninput k : f32[2,5,16]\ninput v : f32[2,5,16]\n"
+        "const m : f32[2,1,5] = [0, -1, 0.5, -inf, 2, 1, 0, -inf, 0, -0.5]\n"
+        "y = scaled_dot_product_attention(q, k, v, m, causal=true)\noutput y\n",
+        "input q : f32[1,3,16]\ninput k : f32[1,256,16]\ninput v : f32[1,256,16]\n"
+        "y = scaled_dot_product_attention(q, k, v)\noutput y\n",
         "const t : i32[2,4] = [1, 3, 1, 0, 4, 1, 1, 2]\ne = embedding(t, num=5, dim=3)\noutput e\n",
         "input x : f32[3,4,2,3]\nconst l : i64[3,2,3] = [0,1,2,3,0,1, 2,2,2,1,1,1, 3,0,3,0,3,0]\n"
         "c = cross_entropy(x, l, ignore_index=1, label_smoothing=0.15)\noutput c\n",
@@ -475,6 +489,10 @@ static void test_dropout_grads(void)
         "input q : f32[1,40,4]\ninput k : f32[1,70,4]\ninput v : f32[1,70,3]\n"
         "a = scaled_dot_product_attention(q, k, v, dropout=0.25)\n"
         "b = scaled_dot_product_attention(q, k, v, dropout=0.25)\ny = sub(a, b)\noutput y\n",
+        /* widths of 16: the cpu forward's small path with dropout (its
+         * gradient then takes the tiled path) */
+        "input q : f32[1,2,21,16]\ninput k : f32[1,2,30,16]\ninput v : f32[1,2,30,16]\n"
+        "y = scaled_dot_product_attention(q, k, v, causal=true, dropout=0.3)\noutput y\n",
     };
     for (size_t k = 0; k < sizeof srcs / sizeof srcs[0]; k++) {
         mge_graph *g = ug_parse(srcs[k]);
