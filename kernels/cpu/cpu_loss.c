@@ -22,7 +22,7 @@ typedef struct ce2_job {
 } ce2_job;
 
 /* Max (NaN wins, as in ref), sum of exp(x - max) and sum of x over a row. */
-CPU_MULTI(ce2_row, (const float *x, int64_t C, float *mx, double *sum, double *tot), (x, C, mx, sum, tot), {
+CPU_MULTI3(ce2_row, (const float *x, int64_t C, float *mx, double *sum, double *tot), (x, C, mx, sum, tot), {
     /* 16 lanes of max (vmaxps); a NaN among the x makes the sums below NaN
      * (cpu_expf keeps it), and m is set NaN from them, as "NaN wins" in ref */
     float mk[16], m = -INFINITY;
@@ -53,7 +53,7 @@ CPU_MULTI(ce2_row, (const float *x, int64_t C, float *mx, double *sum, double *t
     *tot = tt;
 })
 
-CPU_MULTI(ce2_grad_row, (const float *x, int64_t C, float m, float a, float b, float *y), (x, C, m, a, b, y), {
+CPU_MULTI3(ce2_grad_row, (const float *x, int64_t C, float m, float a, float b, float *y), (x, C, m, a, b, y), {
     for (int64_t j = 0; j < C; j++)
         y[j] = cpu_expf(x[j] - m) * a - b;
 })
