@@ -49,6 +49,7 @@ static mge_status need_plan_known(mge_onnx_ctx *c, mge_onnx_node *n, int v, cons
 {
     if (plan_known(c, v))
         return MGE_OK;
+    mge_onnx_note_needs(c, v);
     return mge_onnx_unsupported(c, n,
                                 "its %s ('%s') is computed from tensor data at run time: mge needs it from shapes "
                                 "and constants (dynamic output shapes)",

@@ -861,6 +861,8 @@ mge_status mge_onnx_read(const void *buf, size_t n, const char *dir, mge_graph *
     if (!s)
         s = mge_graph_validate(r.c.g, err);
     free(r.map.e);
+    mge_onnx_fold_free(&r.c);
+    mge_buf_free(&r.c.needs);
     mge_buf_free(&r.c.unsupported);
     mge_buf_free(&r.c.warnings);
     if (s) {
