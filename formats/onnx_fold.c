@@ -368,14 +368,14 @@ int mge_onnx_fold_const(mge_onnx_ctx *c, mge_onnx_node *n, int v)
 static void note_input(mge_onnx_ctx *c, int v)
 {
     const char *name = c->g->values[v].name;
-    const char *p = c->needs.p;
-    size_t len = strlen(name);
-    while (p && *p) {
-        const char *e = strchr(p, '\n');
-        size_t l = e ? (size_t)(e - p) : strlen(p);
+    size_t len = strlen(name), i = 0;
+    while (i < c->needs.n) {
+        const char *p = c->needs.p + i;
+        const char *e = memchr(p, '\n', c->needs.n - i);
+        size_t l = e ? (size_t)(e - p) : c->needs.n - i;
         if (l == len && memcmp(p, name, len) == 0)
             return;
-        p += l + (e ? 1 : 0);
+        i += l + 1;
     }
     mge_buf_printf(&c->needs, "%s\n", name);
 }
