@@ -144,6 +144,12 @@ mge_status mge_model_load_mem(const void *buf, size_t n, const char *base_dir, m
     return load_mem(buf, n, base_dir, 0, NULL, NULL, g, err);
 }
 
+mge_status mge_model_load_mem_opts(const void *buf, size_t n, const char *base_dir, const mge_load_opts *o,
+                                   mge_graph **g, mge_error *err)
+{
+    return load_mem(buf, n, base_dir, 0, NULL, o, g, err);
+}
+
 mge_status mge_model_load(const char *path, mge_graph **g, mge_error *err)
 {
     return mge_model_load_opts(path, NULL, g, err);

@@ -442,6 +442,8 @@ mge_status mge_text_print(const mge_graph *g, mge_buf *out, mge_error *err);
 mge_status mge_model_load(const char *path, mge_graph **g, mge_error *err);
 mge_status mge_model_load_mem(const void *buf, size_t n, const char *base_dir, mge_graph **g, mge_error *err);
 mge_status mge_model_load_opts(const char *path, const mge_load_opts *o, mge_graph **g, mge_error *err);
+mge_status mge_model_load_mem_opts(const void *buf, size_t n, const char *base_dir, const mge_load_opts *o,
+                                   mge_graph **g, mge_error *err);
 
 /* NPY records, back to back, on a FILE (man: DESIGN "Tensor streams").
  * read: MGE_ERR_EOF when the stream ends before the first byte of a record;
