@@ -822,8 +822,10 @@ int main(int argc, char **argv)
         mge_buf_free(&reads);
         if (brc)
             goto done;
-        if (!g) { /* no records: nothing to specialize on, nothing to do */
-            rc = 0;
+        if (!g) {
+            /* no records to take the values from: the import's error (it may
+             * list other unsupported nodes too) */
+            cli_error(where, "%s", nerr.msg);
             goto done;
         }
         goto finish;

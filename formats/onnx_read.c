@@ -1019,7 +1019,7 @@ mge_status mge_onnx_read_opts(const void *buf, size_t n, const char *dir, const 
         if (s2 && !s)
             s = mge_error_set(err, e2.code, "%s", e2.msg);
     }
-    if (s && o && o->needs && r.c.needs.n)
+    if (s == MGE_ERR_UNSUPPORTED && o && o->needs && r.c.needs.n)
         mge_buf_put(o->needs, r.c.needs.p, r.c.needs.n);
     if (!s && r.c.warnings.n) {
         mge_buf_put(&r.c.warnings, "", 1);
