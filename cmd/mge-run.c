@@ -335,8 +335,24 @@ static int bound_import(bound_run *b, const mge_tensor *tin, mge_graph **g, mge_
             continue;
         }
         mge_buf_free(&needs);
-        if (r)
+        if (r) {
+            /* the import said why; say on which values */
+            mge_buf d = {0};
+            for (int i = 0; i < b->vals.n; i++) {
+                const mge_tensor *t = &b->vals.t[i];
+                char sh[128];
+                mge_buf_printf(&d, "%s%s = %s", i ? ", " : "", b->vals.names[i],
+                               mge_shape_str(t->dtype, t->ndim, t->dims, sh, sizeof sh));
+                for (int64_t k = 0; k < mge_tensor_numel(t) && k < 8; k++)
+                    mge_buf_printf(&d, " %.9g", cli_tensor_value(t, k));
+                if (mge_tensor_numel(t) > 8)
+                    mge_buf_printf(&d, " ...");
+            }
+            cli_error(b->where, "step %d: the model does not import specialized on %.*s", step, (int)d.n,
+                      d.p ? d.p : "");
+            mge_buf_free(&d);
             return -1;
+        }
         b->imports++;
         if (cli_verbose > 0) {
             mge_buf d = {0};
