@@ -453,6 +453,11 @@ static int printed_text(const void *buf, size_t n)
 
 int cli_model_load_printed(const char *path, mge_graph **g, int *printed)
 {
+    return cli_model_load_opts(path, NULL, g, printed, NULL);
+}
+
+int cli_model_load_opts(const char *path, const mge_load_opts *lo, mge_graph **g, int *printed, mge_error *needs_err)
+{
     mge_error err;
     mge_error_clear(&err);
     *g = NULL;
@@ -473,7 +478,7 @@ int cli_model_load_printed(const char *path, mge_graph **g, int *printed)
         *printed = printed_text(buf, n);
         /* no folder: a text model's weights are then relative to ".", and an
          * ONNX model's external data is refused (it has nowhere to come from) */
-        s = mge_model_load_mem(buf, n, NULL, g, &err);
+        s = mge_model_load_mem_opts(buf, n, NULL, lo, g, &err);
         mge_file_unslurp(buf, n, mapped);
     } else {
         if (printed) {
@@ -484,7 +489,11 @@ int cli_model_load_printed(const char *path, mge_graph **g, int *printed)
                 fclose(f);
             }
         }
-        s = mge_model_load(path, g, &err);
+        s = mge_model_load_opts(path, lo, g, &err);
+    }
+    if (s && needs_err && lo && lo->needs && lo->needs->n) {
+        *needs_err = err; /* the caller binds the inputs, or says this */
+        return 1;
     }
     if (s) {
         /* the library names files of the wrong kind (formats/sniff.c) */
@@ -499,6 +508,48 @@ int cli_model_load_printed(const char *path, mge_graph **g, int *printed)
         *g = NULL;
         return -1;
     }
+    return 0;
+}
+
+int cli_bind_arg(mge_tlist *l, const char *opt, const char *arg)
+{
+    const char *eq = strchr(arg, '=');
+    if (!eq || eq == arg || !eq[1])
+        cli_usage("%s %s: expected NAME=FILE.npy", opt, arg);
+    char *name = strndup(arg, (size_t)(eq - arg));
+    if (!name) {
+        cli_error(NULL, "out of memory");
+        return -1;
+    }
+    if (mge_tlist_find(l, name) >= 0)
+        cli_usage("%s: input '%s' is bound twice", opt, name);
+    const char *file = eq + 1;
+    mge_error err;
+    mge_error_clear(&err);
+    if (cli_stdin_ready(file, "an NPY record", NULL)) {
+        free(name);
+        return -1;
+    }
+    FILE *f = strcmp(file, "-") == 0 ? stdin : fopen(file, "rb");
+    if (!f) {
+        cli_error(file, "%s", strerror(errno));
+        free(name);
+        return -1;
+    }
+    mge_tensor t;
+    memset(&t, 0, sizeof t);
+    mge_status s = mge_npy_read(f, &t, &err);
+    if (f != stdin)
+        fclose(f);
+    if (s == MGE_ERR_EOF)
+        mge_error_set(&err, MGE_ERR_FORMAT, "no NPY record in it");
+    if (s || mge_tlist_add(l, name, &t, &err)) {
+        cli_error(file, "%s %s: %s", opt, arg, err.msg);
+        mge_tensor_free(&t);
+        free(name);
+        return -1;
+    }
+    free(name);
     return 0;
 }
 

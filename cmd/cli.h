@@ -97,6 +97,13 @@ int cli_model_load(const char *path, mge_graph **g);
 /* The same; *printed tells whether the model is text a printer wrote
  * (mge-dump, mge-opt -S), which holds no parameter values. */
 int cli_model_load_printed(const char *path, mge_graph **g, int *printed);
+/* The same with loading options (lo may be NULL). With needs_err, a load
+ * that fails for want of input values (lo->needs filled) is not printed:
+ * its error goes to *needs_err and 1 is returned. */
+int cli_model_load_opts(const char *path, const mge_load_opts *lo, mge_graph **g, int *printed, mge_error *needs_err);
+/* --bind NAME=FILE.npy: the first record of FILE into l under NAME.
+ * Prints and returns -1 on failure; a malformed argument is a usage error. */
+int cli_bind_arg(mge_tlist *l, const char *opt, const char *arg);
 /* The warning for such a text whose uninit parameters were just
  * initialized at random: trained weights are easy to lose this way. */
 void cli_warn_printed(const char *where, int uninit, uint64_t seed);

@@ -25,6 +25,8 @@ static void help(void)
            "      --emit FMT      what to write: mge (default), text, or onnx (opset 17:\n"
            "                      the inference graph; a model with a loss loses it)\n"
            "      --weights W.npz bind parameter values by name (all must match)\n"
+           "      --bind NAME=FILE.npy  an ONNX model: specialize it on input NAME's value\n"
+           "                      (shape-like operands computed from it fold; repeat)\n"
            "      --allow-unused  entries of --weights the model has no value for are\n"
            "                      listed as a warning, not an error\n"
            "      --seed S        seed for parameters without values and random\n"
@@ -441,7 +443,7 @@ static int run_passes(mge_graph **g, int n, const char *const *names, const char
 }
 
 enum {
-    OPT_WEIGHTS = CLI_OPT_FIRST_TOOL, OPT_SEED, OPT_PASSES, OPT_LIST, OPT_VERIFY, OPT_ATOL, OPT_RTOL, OPT_BATCH,
+    OPT_WEIGHTS = CLI_OPT_FIRST_TOOL, OPT_BIND, OPT_SEED, OPT_PASSES, OPT_LIST, OPT_VERIFY, OPT_ATOL, OPT_RTOL, OPT_BATCH,
     OPT_SHAPE, OPT_INPUT, OPT_TIME, OPT_PRINT_AFTER, OPT_ALLOW_UNUSED, OPT_EMIT, OPT_PRECISION, OPT_KEEP_F32
 };
 
@@ -523,6 +525,7 @@ int main(int argc, char **argv)
         {"text", 0, 0, 'S'},
         {"emit", 1, 0, OPT_EMIT},
         {"weights", 1, 0, OPT_WEIGHTS},
+        {"bind", 1, 0, OPT_BIND},
         {"allow-unused", 0, 0, OPT_ALLOW_UNUSED},
         {"seed", 1, 0, OPT_SEED},
         {"passes", 1, 0, OPT_PASSES},
@@ -541,6 +544,7 @@ int main(int argc, char **argv)
     };
     cli_common co = {0};
     const char *out = NULL, *weights = NULL, *passes = NULL, *verify_only = NULL;
+    mge_tlist bind = {0};   /* --bind: input values the ONNX import specializes on */
     char *keep_f32 = NULL;
     int precision = -1, tol_given = 0;
     int text = 0, emit = -1, level = -1, list = 0, verify = 0, time_passes = 0, print_after = 0, allow_unused = 0;
@@ -570,6 +574,10 @@ int main(int argc, char **argv)
             level = optarg[0] - '0';
             break;
         case OPT_WEIGHTS: weights = optarg; break;
+        case OPT_BIND:
+            if (cli_bind_arg(&bind, "--bind", optarg))
+                return 1;
+            break;
         case OPT_ALLOW_UNUSED: allow_unused = 1; break;
         case OPT_SEED: vo.seed = cli_u64("--seed", optarg); break;
         case OPT_PASSES: passes = optarg; break;
@@ -663,7 +671,9 @@ int main(int argc, char **argv)
         goto done;
     }
     int printed = 0;
-    if (cli_model_load_printed(in, &g, &printed))
+    mge_load_opts lo = {0};
+    lo.bind = &bind;
+    if (cli_model_load_opts(in, &lo, &g, &printed, NULL))
         goto done;
     if (weights && cli_weights_bind(g, weights, 0, allow_unused) < 0)
         goto done;
@@ -737,6 +747,7 @@ int main(int argc, char **argv)
 done:
     verify_ref_free(&ref);
     bench_shapes_free(&vo.shapes);
+    mge_tlist_free(&bind);
     free(rows);
     free(names);
     free(names_copy);

@@ -198,6 +198,368 @@ static int looks_like_image(const char *path)
     return mge_image_kind(head, n) != NULL;
 }
 
+/* ---------------------------------------------------------------- inputs bound at import
+ *
+ * An ONNX model whose shape-like operands (axes, sizes, pads, ...) come
+ * from graph inputs is specialized on their values (mge plans static
+ * shapes): the records of each step are read first, the model imported with
+ * those inputs bound, and imported again whenever a later record's values
+ * differ. Each step reads one record per input the ONNX outputs depend on
+ * (the import's reads list), in input order, as the unspecialized model
+ * would; the bound ones are checked, the others fed. */
+
+typedef struct bound_run {
+    const char *model, *where, *outputs;
+    mge_exec_opts eo;
+    char **slot;             /* the inputs read per step (mge names) */
+    int nslot;
+    char *bound;             /* per slot: the import needs its value */
+    mge_tlist vals;          /* the values the current graph is specialized on */
+    int imports;
+} bound_run;
+
+static void bound_free(bound_run *b)
+{
+    for (int i = 0; i < b->nslot; i++)
+        free(b->slot[i]);
+    free(b->slot);
+    free(b->bound);
+    mge_tlist_free(&b->vals);
+}
+
+/* Lines of a buffer into b->slot. */
+static int bound_slots(bound_run *b, const mge_buf *reads)
+{
+    int cnt = 0;
+    for (size_t i = 0; i < reads->n; i++)
+        cnt += reads->p[i] == '\n';
+    b->slot = calloc((size_t)cnt + 1, sizeof *b->slot);
+    b->bound = calloc((size_t)cnt + 1, 1);
+    if (!b->slot || !b->bound)
+        return -1;
+    for (size_t i = 0; i < reads->n;) {
+        const char *p = reads->p + i, *e = memchr(p, '\n', reads->n - i);
+        size_t len = e ? (size_t)(e - p) : reads->n - i;
+        if (!(b->slot[b->nslot++] = strndup(p, len)))
+            return -1;
+        i += len + 1;
+    }
+    return 0;
+}
+
+static int slot_of(const bound_run *b, const char *name, size_t len)
+{
+    for (int i = 0; i < b->nslot; i++)
+        if (strlen(b->slot[i]) == len && strncmp(b->slot[i], name, len) == 0)
+            return i;
+    return -1;
+}
+
+/* Marks the slots named in needs as bound; -1 (printed) when one is not read. */
+static int bound_mark(bound_run *b, const mge_buf *needs, const mge_error *why)
+{
+    int added = 0;
+    for (size_t i = 0; i < needs->n;) {
+        const char *p = needs->p + i, *e = memchr(p, '\n', needs->n - i);
+        size_t len = e ? (size_t)(e - p) : needs->n - i;
+        int k = slot_of(b, p, len);
+        if (k < 0) {
+            cli_error(b->where, "%s", why->msg);
+            return -1;
+        }
+        added += !b->bound[k];
+        b->bound[k] = 1;
+        i += len + 1;
+    }
+    return added;
+}
+
+static int same_tensor(const mge_tensor *a, const mge_tensor *b)
+{
+    return a->dtype == b->dtype && mge_tensor_same_shape(a, b) && a->nbytes == b->nbytes &&
+           (a->nbytes == 0 || memcmp(a->data, b->data, a->nbytes) == 0);
+}
+
+/* Whether the step's records of the bound slots differ from the values the
+ * graph is specialized on (the first name that differs into *which). */
+static int bound_changed(const bound_run *b, const mge_tensor *tin, const char **which)
+{
+    for (int i = 0; i < b->nslot; i++) {
+        if (!b->bound[i])
+            continue;
+        int k = mge_tlist_find(&b->vals, b->slot[i]);
+        if (k < 0 || !same_tensor(&b->vals.t[k], &tin[i])) {
+            *which = b->slot[i];
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Imports the model specialized on this step's values of the bound slots
+ * (more of them when the import then needs more) and makes its executor. */
+static int bound_import(bound_run *b, const mge_tensor *tin, mge_graph **g, mge_exec **e, int step)
+{
+    mge_exec_free(*e);
+    *e = NULL;
+    mge_graph_free(*g);
+    *g = NULL;
+    for (int round = 0; round <= b->nslot; round++) {
+        mge_tlist_free(&b->vals);
+        memset(&b->vals, 0, sizeof b->vals);
+        mge_error err;
+        mge_error_clear(&err);
+        for (int i = 0; i < b->nslot; i++) {
+            mge_tensor t;
+            if (!b->bound[i])
+                continue;
+            if (mge_tensor_copy(&t, &tin[i], &err) || mge_tlist_add(&b->vals, b->slot[i], &t, &err)) {
+                cli_mge_error(b->where, &err);
+                return -1;
+            }
+        }
+        mge_buf needs = {0};
+        mge_load_opts lo = {0};
+        lo.bind = &b->vals;
+        lo.needs = &needs;
+        int r = cli_model_load_opts(b->model, &lo, g, NULL, &err);
+        if (r == 1) {
+            int added = bound_mark(b, &needs, &err);
+            mge_buf_free(&needs);
+            if (added < 0)
+                return -1;
+            if (added == 0) {
+                cli_error(b->where, "%s", err.msg);
+                return -1;
+            }
+            continue;
+        }
+        mge_buf_free(&needs);
+        if (r) {
+            /* the import said why; say on which values */
+            mge_buf d = {0};
+            for (int i = 0; i < b->vals.n; i++) {
+                const mge_tensor *t = &b->vals.t[i];
+                char sh[128];
+                mge_buf_printf(&d, "%s%s = %s", i ? ", " : "", b->vals.names[i],
+                               mge_shape_str(t->dtype, t->ndim, t->dims, sh, sizeof sh));
+                for (int64_t k = 0; k < mge_tensor_numel(t) && k < 8; k++)
+                    mge_buf_printf(&d, " %.9g", cli_tensor_value(t, k));
+                if (mge_tensor_numel(t) > 8)
+                    mge_buf_printf(&d, " ...");
+            }
+            cli_error(b->where, "step %d: the model does not import specialized on %.*s", step, (int)d.n,
+                      d.p ? d.p : "");
+            mge_buf_free(&d);
+            return -1;
+        }
+        b->imports++;
+        if (cli_verbose > 0) {
+            mge_buf d = {0};
+            for (int i = 0; i < b->nslot; i++)
+                if (b->bound[i]) {
+                    char key[300];
+                    snprintf(key, sizeof key, "onnx.bound.%s", b->slot[i]);
+                    const char *m = mge_graph_get_meta(*g, key);
+                    mge_buf_printf(&d, "%s%s = %s", d.n ? ", " : "", b->slot[i], m ? m : "?");
+                }
+            cli_note(b->where, "step %d: %s the model on %.*s", step, b->imports == 1 ? "specialized" : "re-specialized",
+                     (int)d.n, d.p ? d.p : "");
+            mge_buf_free(&d);
+        }
+        int *outs = NULL, nouts = 0;
+        if (b->outputs) {
+            outs = malloc(sizeof(int) * (strlen(b->outputs) + 2));
+            char *copy = strdup(b->outputs);
+            if (!outs || !copy) {
+                free(outs);
+                free(copy);
+                cli_error(NULL, "out of memory");
+                return -1;
+            }
+            for (char *tok = copy, *save = NULL;; tok = NULL) {
+                char *name = strtok_r(tok, ",", &save);
+                if (!name)
+                    break;
+                int v = mge_graph_find(*g, name);
+                if (v < 0) {
+                    cli_error(b->where, "--output: the model has no value named '%s'", name);
+                    free(copy);
+                    free(outs);
+                    return -1;
+                }
+                outs[nouts++] = v;
+            }
+            free(copy);
+        }
+        mge_exec_opts eo = b->eo;
+        eo.noutputs = nouts;
+        eo.outputs = outs;
+        mge_status s = mge_exec_create(*g, &eo, e, &err);
+        free(outs);
+        if (s) {
+            cli_mge_error(b->where, &err);
+            return -1;
+        }
+        if (mge_exec_noutputs(*e) == 0) {
+            cli_error(b->where, "the model has no outputs");
+            return -1;
+        }
+        return 0;
+    }
+    cli_error(b->where, "the import keeps needing more input values");
+    return -1;
+}
+
+/* The step loop of a model specialized on bound inputs: streams as main's
+ * (stdin or a plain --input FILE, and --input NAME=FILE), one record per
+ * slot. Leaves the last graph and executor in *g and *e. */
+static int run_bound(bound_run *b, const char **inputs, int ninputs_arg, check *ck, run_sink *sink, mge_graph **g,
+                     mge_exec **e, int *steps_out)
+{
+    int rc = -1, nst = 1, steps = 0;
+    stream *st = calloc((size_t)ninputs_arg + 2, sizeof *st);
+    int *in_stream = calloc((size_t)b->nslot + 1, sizeof *in_stream);
+    mge_tensor *tin = calloc((size_t)b->nslot + 1, sizeof *tin);
+    const mge_tensor **tptr = calloc((size_t)b->nslot + 1, sizeof *tptr);
+    mge_error err;
+    mge_error_clear(&err);
+    if (!st || !in_stream || !tin || !tptr) {
+        cli_error(NULL, "out of memory");
+        goto done;
+    }
+    st[0].path = "-";
+    int plain = 0;
+    for (int a = 0; a < ninputs_arg; a++) {
+        const char *arg = inputs[a], *eq = strchr(arg, '=');
+        const char *slash = strchr(arg, '/');
+        if (!eq || (slash && slash < eq)) {
+            if (plain++)
+                cli_usage("--input FILE given twice (name the inputs: --input NAME=FILE)");
+            st[0].path = arg;
+            continue;
+        }
+        if (!eq[1] || eq == arg)
+            cli_usage("--input %s: expected NAME=FILE", arg);
+        int k = slot_of(b, arg, (size_t)(eq - arg));
+        if (k < 0) {
+            cli_error(b->where, "--input %s: the model has no input named '%.*s' that its outputs need", arg,
+                      (int)(eq - arg), arg);
+            goto done;
+        }
+        if (in_stream[k])
+            cli_usage("--input: input '%s' given twice", b->slot[k]);
+        int sidx = -1;
+        for (int s = 1; s < nst; s++)
+            if (strcmp(st[s].path, eq + 1) == 0)
+                sidx = s;
+        if (sidx < 0) {
+            sidx = nst++;
+            st[sidx].path = eq + 1;
+        }
+        in_stream[k] = sidx;
+    }
+    int use_default = 0;
+    for (int i = 0; i < b->nslot; i++)
+        use_default |= in_stream[i] == 0;
+    if (use_default && cli_stdin_ready(st[0].path, "NPY records", "redirect stdin or use --input FILE"))
+        goto done;
+    for (int s = 0; s < nst; s++) {
+        if ((s == 0 && !use_default) || (s > 0 && cli_stdin_ready(st[s].path, "NPY records", NULL)))
+            continue;
+        if (strcmp(st[s].path, "-") == 0) {
+            st[s].f = stdin;
+        } else if (!(st[s].f = fopen(st[s].path, "rb"))) {
+            cli_error(st[s].path, "%s", strerror(errno));
+            goto done;
+        }
+    }
+    if (ck->path && !(ck->f = strcmp(ck->path, "-") == 0 ? stdin : fopen(ck->path, "rb"))) {
+        cli_error(ck->path, "%s", strerror(errno));
+        goto done;
+    }
+    if (ck->f == stdin && use_default && st[0].f == stdin) {
+        cli_error(NULL, "--check -: stdin already carries the inputs");
+        goto done;
+    }
+    for (;; steps++) {
+        int end = 0;
+        for (int i = 0; i < b->nslot; i++) {
+            stream *s = &st[in_stream[i]];
+            if (!s->f)
+                goto done;
+            mge_status r = mge_npy_read(s->f, &tin[i], &err);
+            if (r == MGE_ERR_EOF && i == 0) {
+                end = 1;
+                break;
+            }
+            if (r == MGE_ERR_EOF) {
+                cli_error(cli_name(s->path), "the input ends in the middle of step %d: no record for input '%s'",
+                          steps, b->slot[i]);
+                goto done;
+            }
+            if (r) {
+                cli_error(cli_name(s->path), "step %d, input '%s': %s", steps, b->slot[i], err.msg);
+                goto done;
+            }
+            s->reads++;
+        }
+        if (end) {
+            for (int i = 1; i < b->nslot; i++) {
+                stream *s = &st[in_stream[i]];
+                if (s->f && !at_eof(s->f)) {
+                    cli_error(cli_name(s->path), "input '%s' has more records than input '%s' (%d steps)",
+                              b->slot[i], b->slot[0], steps);
+                    goto done;
+                }
+            }
+            break;
+        }
+        const char *which = NULL;
+        if (!*g || bound_changed(b, tin, &which)) {
+            if (which && cli_verbose > 0)
+                cli_note(b->where, "step %d: input '%s' has another value", steps, which);
+            if (bound_import(b, tin, g, e, steps))
+                goto done;
+        }
+        int nin = mge_exec_ninputs(*e);
+        for (int i = 0; i < nin; i++) {
+            const char *name = (*g)->values[mge_exec_input(*e, i)].name;
+            int k = slot_of(b, name, strlen(name));
+            if (k < 0) {
+                cli_error(b->where, "input '%s' is needed, but the model's outputs do not read it", name);
+                goto done;
+            }
+            tptr[i] = &tin[k];
+        }
+        mge_status r = mge_exec_run(*e, (const mge_tensor *const *)tptr, &err);
+        for (int i = 0; i < b->nslot; i++)
+            mge_tensor_free(&tin[i]);
+        if (r) {
+            cli_error(b->where, "step %d: %s", steps, err.msg);
+            goto done;
+        }
+        if (run_sink_step(sink, *g, *e, NULL, NULL, NULL))
+            goto done;
+        for (int k = 0; ck->f && k < mge_exec_noutputs(*e); k++)
+            if (check_one(ck, *g, mge_exec_output(*e, k), k, steps, mge_exec_result(*e, k)))
+                goto done;
+    }
+    *steps_out = steps;
+    rc = 0;
+done:
+    for (int i = 0; tin && i < b->nslot; i++)
+        mge_tensor_free(&tin[i]);
+    for (int s = 0; st && s < nst; s++)
+        if (st[s].f && st[s].f != stdin)
+            fclose(st[s].f);
+    free(st);
+    free(in_stream);
+    free(tin);
+    free(tptr);
+    return rc;
+}
+
 enum {
     OPT_OUTPUT = CLI_OPT_FIRST_TOOL, OPT_SEED, OPT_CHECK, OPT_ATOL, OPT_RTOL, OPT_DATA, OPT_BATCH, OPT_ACCURACY,
     OPT_NORMALIZE, OPT_CONCAT, OPT_METRICS, OPT_JSON, OPT_TOPK, OPT_LABELS, OPT_SOFTMAX, OPT_TARGET, OPT_COLUMNS,
@@ -442,7 +804,51 @@ int main(int argc, char **argv)
     if (labels_file && run_topk_labels(&topk, labels_file))
         goto done;
     int printed = 0;
-    if (cli_model_load_printed(model, &g, &printed)) {
+    mge_buf needs = {0}, reads = {0};
+    mge_load_opts lo = {0};
+    lo.needs = &needs;
+    lo.reads = &reads;
+    mge_error nerr;
+    int lr = cli_model_load_opts(model, &lo, &g, &printed, &nerr);
+    if (lr == 1) {
+        /* shape-like operands from inputs: specialize on each step's values */
+        bound_run br = {0};
+        br.model = model;
+        br.where = where;
+        br.outputs = outputs;
+        br.eo.threads = cli_threads(&co);
+        br.eo.device = co.device;
+        br.eo.preprocess = 1;
+        br.eo.plan_cache = plan_cache;
+        int brc = -1;
+        if (data || images || metrics)
+            cli_error(where, "%s; with %s the values cannot come from the records: make a specialized model with "
+                      "mge-opt --bind NAME=FILE.npy", nerr.msg, data ? "--data" : images ? "--image" : "--metrics");
+        else if (strcmp(model, "-") == 0)
+            cli_error(where, "%s; a model read from stdin cannot be imported again: give it as a file", nerr.msg);
+        else if (bound_slots(&br, &reads))
+            cli_error(NULL, "out of memory");
+        else if (bound_mark(&br, &needs, &nerr) >= 0) {
+            if (topk_k)
+                sink.score_k = 0;
+            brc = run_bound(&br, inputs, ninputs_arg, &ck, &sink, &g, &e, &steps);
+        }
+        bound_free(&br);
+        mge_buf_free(&needs);
+        mge_buf_free(&reads);
+        if (brc)
+            goto done;
+        if (!g) {
+            /* no records to take the values from: the import's error (it may
+             * list other unsupported nodes too) */
+            cli_error(where, "%s", nerr.msg);
+            goto done;
+        }
+        goto finish;
+    }
+    mge_buf_free(&needs);
+    mge_buf_free(&reads);
+    if (lr) {
         goto done;
     }
     int uninit = 0;
@@ -686,6 +1092,7 @@ int main(int argc, char **argv)
             break;
         }
     }
+finish:
     cli_note(where, "%d steps", steps);
     if (ck.f) {
         if (!at_eof(ck.f)) {

@@ -120,13 +120,17 @@ static void release_mapping(mge_hostbuf *b)
 
 /* name: the file, for the advice of a refused kind (formats/sniff.c) */
 static mge_status load_mem(const void *buf, size_t n, const char *base_dir, int borrow, const char *name,
-                           mge_graph **g, mge_error *err)
+                           const mge_load_opts *o, mge_graph **g, mge_error *err)
 {
     *g = NULL;
+    if (!mge_file_is_mge(buf, n) && mge_sniff_kind(buf, n) == MGE_KIND_ONNX)
+        return mge_onnx_read_opts(buf, n, base_dir, o, g, err);
+    if (o && o->bind && o->bind->n)
+        return mge_error_set(err, MGE_ERR_INVALID, "input values are bound at the import of an ONNX model; this "
+                             "model is %s, whose shapes do not depend on input values",
+                             mge_file_is_mge(buf, n) ? "a .mge file" : "in the text form");
     if (mge_file_is_mge(buf, n))
         return mge_file_read(buf, n, borrow, g, err);
-    if (mge_sniff_kind(buf, n) == MGE_KIND_ONNX)
-        return mge_onnx_read(buf, n, base_dir, g, err);
     /* bytes that are clearly some other kind of file get a message saying
      * so instead of a text-form syntax error about their first byte */
     mge_status s = mge_sniff_check(buf, n, MGE_SNIFF_MODEL, name, err);
@@ -137,10 +141,21 @@ static mge_status load_mem(const void *buf, size_t n, const char *base_dir, int 
 
 mge_status mge_model_load_mem(const void *buf, size_t n, const char *base_dir, mge_graph **g, mge_error *err)
 {
-    return load_mem(buf, n, base_dir, 0, NULL, g, err);
+    return load_mem(buf, n, base_dir, 0, NULL, NULL, g, err);
+}
+
+mge_status mge_model_load_mem_opts(const void *buf, size_t n, const char *base_dir, const mge_load_opts *o,
+                                   mge_graph **g, mge_error *err)
+{
+    return load_mem(buf, n, base_dir, 0, NULL, o, g, err);
 }
 
 mge_status mge_model_load(const char *path, mge_graph **g, mge_error *err)
+{
+    return mge_model_load_opts(path, NULL, g, err);
+}
+
+mge_status mge_model_load_opts(const char *path, const mge_load_opts *o, mge_graph **g, mge_error *err)
 {
     void *buf;
     size_t n;
@@ -160,7 +175,7 @@ mge_status mge_model_load(const char *path, mge_graph **g, mge_error *err)
         }
     }
     /* stdin: an ONNX model's external data has no folder to come from */
-    s = load_mem(buf, n, strcmp(path, "-") == 0 ? NULL : dir ? dir : ".", mapped, path, g, err);
+    s = load_mem(buf, n, strcmp(path, "-") == 0 ? NULL : dir ? dir : ".", mapped, path, o, g, err);
     free(dir);
     if (s == MGE_OK && mapped && mge_file_is_mge(buf, n)) {
         /* the weights may point into it */

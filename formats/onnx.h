@@ -65,6 +65,9 @@ struct mge_onnx_ctx {
     mge_buf unsupported;     /* one line per unsupported node */
     int fresh;               /* counter for the names of helper values */
     mge_buf warnings;        /* newline-separated, for the tools to print */
+    /* onnx_fold.c */
+    void *fold;              /* folded values (mge_onnx_fold) */
+    mge_buf needs;           /* graph inputs whose values the import needs, one a line */
 };
 
 /* ---- inputs */
@@ -84,6 +87,16 @@ mge_status mge_onnx_known(mge_onnx_ctx *c, mge_onnx_node *n, int v, const char *
 /* The same for an integer vector, into int64s. */
 mge_status mge_onnx_known_ints(mge_onnx_ctx *c, mge_onnx_node *n, int v, const char *what, int64_t *vals,
                                int max, int *cnt);
+/* Value v's data when mge computes it from constants at import (small
+ * tensors only, onnx_fold.c), else NULL. mge_onnx_data folds through it. */
+const mge_tensor *mge_onnx_fold(mge_onnx_ctx *c, int v);
+/* A const standing for folded value v (made once), or v when not folded:
+ * the emit helpers pass folded inputs as consts. */
+int mge_onnx_fold_const(mge_onnx_ctx *c, mge_onnx_node *n, int v);
+void mge_onnx_fold_free(mge_onnx_ctx *c);
+/* v is needed known at import but is not: notes the graph inputs whose
+ * values it depends on (c->needs), for the reader's report and binding. */
+void mge_onnx_note_needs(mge_onnx_ctx *c, int v);
 /* Value v's dtype, rank and template dims. */
 const mge_value *mge_onnx_value(mge_onnx_ctx *c, int v);
 /* Makes an initializer a trainable parameter (the weights of a layer) or,
@@ -132,6 +145,7 @@ const char *mge_onnx_node_label(mge_onnx_node *n, char *b, size_t bn);
 mge_status mge_onnx_alias(mge_onnx_ctx *c, mge_onnx_node *n, int k, int v);
 /* A new const value under a fresh name, holding t (taken over: zeroed). */
 int mge_onnx_const(mge_onnx_ctx *c, mge_onnx_node *n, mge_tensor *t);
+int mge_onnx_const_named(mge_onnx_ctx *c, const char *base, mge_tensor *t);   /* a fresh name from base */
 int mge_onnx_const_i64(mge_onnx_ctx *c, mge_onnx_node *n, int cnt, const int64_t *v);   /* 1-D */
 int mge_onnx_const_f32(mge_onnx_ctx *c, mge_onnx_node *n, int ndim, const int64_t *dims, const float *v);
 /* Records the node as unsupported (reason: printf-style); returns MGE_ERR_UNSUPPORTED. */

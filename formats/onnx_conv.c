@@ -48,8 +48,10 @@ const mge_value *mge_onnx_value(mge_onnx_ctx *c, int v)
 const mge_tensor *mge_onnx_data(mge_onnx_ctx *c, int v)
 {
     const mge_value *x = mge_onnx_value(c, v);
-    if (!x || x->kind == MGE_VAL_INPUT || x->kind == MGE_VAL_NODE)
+    if (!x || x->kind == MGE_VAL_INPUT)
         return NULL;
+    if (x->kind == MGE_VAL_NODE)
+        return mge_onnx_fold(c, v);
     return x->data;
 }
 
@@ -116,6 +118,7 @@ mge_status mge_onnx_known(mge_onnx_ctx *c, mge_onnx_node *n, int v, const char *
     *cnt = (int)m;
     return MGE_OK;
 unknown:
+    mge_onnx_note_needs(c, v);
     mge_onnx_unsupported(c, n, "its %s ('%s') is not a constant: mge needs it known at import", what,
                          c->g->values[v].name);
     return MGE_ERR_UNSUPPORTED;
@@ -300,6 +303,55 @@ static int failed_input(mge_onnx_ctx *c, mge_onnx_node *n, int nin, const int *i
     return 0;
 }
 
+/* Adds the node with folded inputs as consts. A shape-like input the op
+ * needs known (MGE_ERR_UNSUPPORTED from its inference) is folded when it
+ * can be and the node tried again; else the inputs it depends on are noted
+ * (see need_inputs). */
+static int add_node(mge_onnx_ctx *c, mge_onnx_node *n, const char *name, int op, int nin, const int *in, int nattr,
+                    const mge_attr *attrs, int nout, const char *const *np, mge_error *e)
+{
+    int sub[64];
+    if (nin > 64)
+        return mge_graph_add_node(c->g, name, op, nin, in, nattr, attrs, nout, np, e);
+    for (int i = 0; i < nin; i++)
+        sub[i] = mge_onnx_fold_const(c, n, in[i]);
+    int k = mge_graph_add_node(c->g, name, op, nin, sub, nattr, attrs, nout, np, e);
+    if (k >= 0 || e->code != MGE_ERR_UNSUPPORTED)
+        return k;
+    int again = 0;
+    for (int i = 0; i < nin; i++)
+        if (sub[i] == in[i] && mge_onnx_value(c, in[i])->kind == MGE_VAL_NODE && mge_onnx_fold(c, in[i])) {
+            sub[i] = mge_onnx_fold_const(c, n, in[i]);
+            again |= sub[i] != in[i];
+        }
+    if (again) {
+        mge_error_clear(e);
+        k = mge_graph_add_node(c->g, name, op, nin, sub, nattr, attrs, nout, np, e);
+        if (k >= 0 || e->code != MGE_ERR_UNSUPPORTED)
+            return k;
+    }
+    /* the op names the input it needs known as "(input K)" */
+    const char *p = strstr(e->msg, "(input ");
+    int which = p ? atoi(p + 7) : -1;
+    for (int i = 0; i < nin; i++) {
+        const mge_value *x = mge_onnx_value(c, sub[i]);
+        int shape_like = x->ndim <= 1 && !mge_dtype_is_float(x->dtype);
+        if (which >= 0 ? i == which : shape_like)
+            mge_onnx_note_needs(c, sub[i]);
+    }
+    return k;
+}
+
+/* An op's refusal of a node is an unsupported node; other errors are hard. */
+static int add_failed(mge_onnx_ctx *c, mge_onnx_node *n, const mge_error *e)
+{
+    if (e->code == MGE_ERR_UNSUPPORTED)
+        mge_error_set(c->err, MGE_ERR_UNSUPPORTED, "%s", e->msg); /* the reader adds the node's label */
+    else
+        mge_onnx_fail(c, n, "%s", e->msg);
+    return -1;
+}
+
 int mge_onnx_emit(mge_onnx_ctx *c, mge_onnx_node *n, int op, int nin, const int *in, int nattr,
                   const mge_attr *attrs, int nout)
 {
@@ -319,11 +371,9 @@ int mge_onnx_emit(mge_onnx_ctx *c, mge_onnx_node *n, int op, int nin, const int 
     }
     mge_error e;
     mge_error_clear(&e);
-    int k = mge_graph_add_node(c->g, np[0], op, nin, in, nattr, attrs, nout, np, &e);
-    if (k < 0) {
-        mge_onnx_fail(c, n, "%s", e.msg);
-        return -1;
-    }
+    int k = add_node(c, n, np[0], op, nin, in, nattr, attrs, nout, np, &e);
+    if (k < 0)
+        return add_failed(c, n, &e);
     for (int o = 0; o < nout; o++)
         if (n->output[o] && *n->output[o] && mge_onnx_define(c, n->output[o], c->g->nodes[k].out[o]))
             return -1;
@@ -343,11 +393,9 @@ int mge_onnx_emit_tmp(mge_onnx_ctx *c, mge_onnx_node *n, int op, int nin, const 
     const char *np[1] = {name};
     mge_error e;
     mge_error_clear(&e);
-    int k = mge_graph_add_node(c->g, name, op, nin, in, nattr, attrs, 1, np, &e);
-    if (k < 0) {
-        mge_onnx_fail(c, n, "%s", e.msg);
-        return -1;
-    }
+    int k = add_node(c, n, name, op, nin, in, nattr, attrs, 1, np, &e);
+    if (k < 0)
+        return add_failed(c, n, &e);
     return c->g->nodes[k].out[0];
 }
 
@@ -385,8 +433,14 @@ mge_status mge_onnx_alias(mge_onnx_ctx *c, mge_onnx_node *n, int k, int v)
 
 int mge_onnx_const(mge_onnx_ctx *c, mge_onnx_node *n, mge_tensor *t)
 {
-    char name[256], base[200];
+    char base[200];
     snprintf(base, sizeof base, "%s_const", n && n->n_output && n->output[0] && *n->output[0] ? n->output[0] : "c");
+    return mge_onnx_const_named(c, base, t);
+}
+
+int mge_onnx_const_named(mge_onnx_ctx *c, const char *base, mge_tensor *t)
+{
+    char name[256];
     if (mge_onnx_fresh_name(c, base, name, sizeof name)) {
         mge_tensor_free(t);
         return -1;

@@ -523,8 +523,10 @@ static mge_status conv_if(mge_onnx_ctx *c, mge_onnx_node *n)
     int cnt = 0;
     if (cond < 0)
         return mge_onnx_fail(c, n, "no condition");
-    if (!mge_onnx_data(c, cond))
+    if (!mge_onnx_data(c, cond)) {
+        mge_onnx_note_needs(c, cond);
         return mge_onnx_unsupported(c, n, "a condition computed at run time (control flow)");
+    }
     mge_status s = mge_onnx_known(c, n, cond, "condition", v, 1, &cnt);
     if (s)
         return s;

@@ -49,6 +49,7 @@ static mge_status need_plan_known(mge_onnx_ctx *c, mge_onnx_node *n, int v, cons
 {
     if (plan_known(c, v))
         return MGE_OK;
+    mge_onnx_note_needs(c, v);
     return mge_onnx_unsupported(c, n,
                                 "its %s ('%s') is computed from tensor data at run time: mge needs it from shapes "
                                 "and constants (dynamic output shapes)",
@@ -1019,8 +1020,10 @@ static mge_status conv_compress(mge_onnx_ctx *c, mge_onnx_node *n)
     if (x < 0 || cond < 0)
         return mge_onnx_fail(c, n, "expected inputs input and condition");
     const mge_tensor *ct = mge_onnx_data(c, cond);
-    if (!ct)
+    if (!ct) {
+        mge_onnx_note_needs(c, cond);
         return mge_onnx_unsupported(c, n, "a condition computed at run time (the output's shape depends on data)");
+    }
     if (ct->ndim != 1 || (ct->dtype != MGE_BOOL && ct->dtype != MGE_U8))
         return mge_onnx_fail(c, n, "condition must be a 1-D bool tensor");
     const mge_value *xv = mge_onnx_value(c, x);

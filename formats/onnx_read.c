@@ -171,6 +171,8 @@ typedef struct reader {
     mge_onnx_ctx c;
     namemap map;
     const char *dir;
+    const mge_load_opts *o;
+    char *bound_used;      /* per binding: an input took it */
     int64_t batch_sym_set;
     char batch_name[160];
 } reader;
@@ -330,7 +332,54 @@ static mge_status add_input(reader *r, const Onnx__ValueInfoProto *vi)
         return mge_error_set(c->err, MGE_ERR_NOMEM, "out of memory");
     e->state = NM_DEF;
     e->v = v;
-    return keep_name(c, name, v);
+    mge_status s = keep_name(c, name, v);
+    if (s)
+        return s;
+    int b = r->o && r->o->bind ? mge_tlist_find(r->o->bind, name) : -1;
+    if (b < 0 && r->o && r->o->bind)
+        b = mge_tlist_find(r->o->bind, mine);
+    if (b < 0)
+        return MGE_OK;
+    /* a bound input: the nodes read a const holding its value; the input
+     * itself stays declared (records keep their layout) */
+    r->bound_used[b] = 1;
+    const mge_tensor *bt = &r->o->bind->t[b];
+    char want[128], got[128];
+    int fits = bt->dtype == (mge_dtype)dt && bt->ndim == nd;
+    for (int k = 0; fits && k < nd; k++)
+        fits = dims[k] < 0 || dims[k] == bt->dims[k];
+    if (!fits)
+        return mge_error_set(c->err, MGE_ERR_SHAPE, "input '%s' is %s: its bound value is %s", name,
+                             mge_shape_str((mge_dtype)dt, nd, dims, want, sizeof want),
+                             mge_shape_str(bt->dtype, bt->ndim, bt->dims, got, sizeof got));
+    mge_tensor t;
+    if ((s = mge_tensor_copy(&t, bt, c->err)))
+        return s;
+    char base[300];
+    snprintf(base, sizeof base, "%s.bound", mine);
+    int k = mge_onnx_const_named(c, base, &t);
+    if (k < 0)
+        return c->err->code ? c->err->code : MGE_ERR_INVALID;
+    e->v = k;
+    /* what it was bound to, for mge-dump: "i64[2] 0 2" (16 values at most) */
+    mge_buf d = {0};
+    mge_buf_printf(&d, "%s", mge_shape_str(bt->dtype, bt->ndim, bt->dims, got, sizeof got));
+    int64_t m = mge_tensor_numel(bt);
+    for (int64_t i = 0; i < m && i < 16; i++) {
+        double x = bt->dtype == MGE_I64 ? (double)((const int64_t *)bt->data)[i]
+                   : bt->dtype == MGE_I32 ? ((const int32_t *)bt->data)[i]
+                   : bt->dtype == MGE_F32 ? ((const float *)bt->data)[i]
+                   : bt->dtype == MGE_BOOL || bt->dtype == MGE_U8 ? ((const uint8_t *)bt->data)[i]
+                   : bt->dtype == MGE_I8 ? ((const int8_t *)bt->data)[i] : 0.0 / 0.0;
+        mge_buf_printf(&d, " %.9g", x);
+    }
+    if (m > 16)
+        mge_buf_printf(&d, " ...");
+    char key[300];
+    snprintf(key, sizeof key, "onnx.bound.%s", mine);
+    s = d.p ? mge_graph_set_meta(c->g, key, d.p, c->err) : mge_error_set(c->err, MGE_ERR_NOMEM, "out of memory");
+    mge_buf_free(&d);
+    return s;
 }
 
 /* ---------------------------------------------------------------- nodes */
@@ -666,11 +715,35 @@ static mge_status read_model(reader *r, const Onnx__ModelProto *m)
     return s;
 }
 
+/* "the import needs the values of inputs 'a', 'b' (...)" or "" */
+static void needs_line(const mge_onnx_ctx *c, char *b, size_t bn)
+{
+    b[0] = 0;
+    const char *p = c->needs.p, *end = p + c->needs.n;
+    if (!c->needs.n)
+        return;
+    int cnt = 0;
+    for (const char *q = p; q < end; q++)
+        cnt += *q == '\n';
+    size_t k = (size_t)snprintf(b, bn, "\n  the import needs the value%s of input%s ", cnt == 1 ? "" : "s",
+                                cnt == 1 ? "" : "s");
+    for (int i = 0; p < end && k < bn; i++) {
+        const char *e = memchr(p, '\n', (size_t)(end - p));
+        int len = e ? (int)(e - p) : (int)(end - p);
+        k += (size_t)snprintf(b + k, bn - k, "%s'%.*s'", i ? ", " : "", len, p);
+        p += len + 1;
+    }
+    if (k < bn)
+        snprintf(b + k, bn - k, " (mge plans static shapes: mge-run binds %s from its first record; mge-opt --bind "
+                 "NAME=FILE.npy makes a .mge specialized on a value)", cnt == 1 ? "it" : "them");
+}
+
 /* "3 unsupported nodes: LINE; LINE; ..." with as many lines as fit. */
 static mge_status report_unsupported(reader *r)
 {
     mge_onnx_ctx *c = &r->c;
-    char msg[sizeof c->err->msg];
+    char msg[sizeof c->err->msg], need[600];
+    needs_line(c, need, sizeof need);
     size_t k = (size_t)snprintf(msg, sizeof msg, "%d unsupported node%s (nothing was converted):", c->nunsupported,
                                 c->nunsupported == 1 ? "" : "s");
     const char *p = c->unsupported.p ? c->unsupported.p : "";
@@ -678,15 +751,88 @@ static mge_status report_unsupported(reader *r)
     while (*p) {
         const char *e = strchr(p, '\n');
         size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (k + len + 48 >= sizeof msg)
+        if (k + len + 48 + strlen(need) >= sizeof msg)
             break;
         k += (size_t)snprintf(msg + k, sizeof msg - k, "\n  %.*s", (int)len, p);
         shown++;
         p += len + (e ? 1 : 0);
     }
     if (shown < c->nunsupported)
-        snprintf(msg + k, sizeof msg - k, "\n  ... and %d more", c->nunsupported - shown);
+        k += (size_t)snprintf(msg + k, sizeof msg - k, "\n  ... and %d more", c->nunsupported - shown);
+    if (k < sizeof msg)
+        snprintf(msg + k, sizeof msg - k, "%s", need);
     return mge_error_set(c->err, MGE_ERR_UNSUPPORTED, "%s", msg);
+}
+
+/* ---------------------------------------------------------------- the inputs the outputs read */
+
+#define MAX_NESTING_READS 100 /* as the nesting check's limit */
+
+/* Every name the nodes of g (and of their subgraphs) read. */
+static int need_all(namemap *need, const Onnx__GraphProto *g, int depth)
+{
+    if (depth > MAX_NESTING_READS)
+        return 1;
+    for (size_t i = 0; i < g->n_node; i++) {
+        const Onnx__NodeProto *n = g->node[i];
+        for (size_t k = 0; k < n->n_input; k++)
+            if (*n->input[k] && !nm_get(need, n->input[k]))
+                return 0;
+        for (size_t a = 0; a < n->n_attribute; a++) {
+            const Onnx__AttributeProto *at = n->attribute[a];
+            if (at->g && !need_all(need, at->g, depth + 1))
+                return 0;
+            for (size_t k = 0; k < at->n_graphs; k++)
+                if (!need_all(need, at->graphs[k], depth + 1))
+                    return 0;
+        }
+    }
+    return 1;
+}
+
+/* The graph inputs the outputs depend on, at the ONNX level (what mge-run
+ * reads for a model specialized on input values: known before the import
+ * succeeds), as their mge names, in input order. */
+static mge_status reads_list(reader *r, const Onnx__GraphProto *gp, mge_buf *out)
+{
+    mge_onnx_ctx *c = &r->c;
+    namemap need = {0};
+    mge_status s = MGE_OK;
+    for (size_t i = 0; i < gp->n_output && !s; i++)
+        if (!nm_get(&need, gp->output[i]->name))
+            s = MGE_ERR_NOMEM;
+    for (size_t i = gp->n_node; i-- > 0 && !s;) {
+        const Onnx__NodeProto *n = gp->node[i];
+        int used = 0;
+        for (size_t o = 0; o < n->n_output; o++)
+            used |= *n->output[o] && nm_find(&need, n->output[o]) != NULL;
+        if (!used)
+            continue;
+        for (size_t k = 0; k < n->n_input && !s; k++)
+            if (*n->input[k] && !nm_get(&need, n->input[k]))
+                s = MGE_ERR_NOMEM;
+        for (size_t a = 0; a < n->n_attribute && !s; a++) {
+            const Onnx__AttributeProto *at = n->attribute[a];
+            if (at->g && !need_all(&need, at->g, 1))
+                s = MGE_ERR_NOMEM;
+            for (size_t k = 0; k < at->n_graphs && !s; k++)
+                if (!need_all(&need, at->graphs[k], 1))
+                    s = MGE_ERR_NOMEM;
+        }
+    }
+    int k = 0;
+    for (size_t i = 0; i < gp->n_input && !s; i++) {
+        nm_ent *e = nm_find(&r->map, gp->input[i]->name);
+        if (!e || e->state == NM_INIT)
+            continue; /* an initializer listed as an input */
+        if (k >= c->g->ninputs)
+            break;
+        int v = c->g->inputs[k++];
+        if (nm_find(&need, gp->input[i]->name) && !mge_buf_printf(out, "%s\n", c->g->values[v].name))
+            s = MGE_ERR_NOMEM;
+    }
+    free(need.e);
+    return s ? mge_error_set(c->err, MGE_ERR_NOMEM, "out of memory") : MGE_OK;
 }
 
 /* ---------------------------------------------------------------- absent names */
@@ -819,6 +965,12 @@ static int nesting_ok(const ProtobufCMessageDescriptor *d, const uint8_t *p, siz
 
 mge_status mge_onnx_read(const void *buf, size_t n, const char *dir, mge_graph **out, mge_error *err)
 {
+    return mge_onnx_read_opts(buf, n, dir, NULL, out, err);
+}
+
+mge_status mge_onnx_read_opts(const void *buf, size_t n, const char *dir, const mge_load_opts *o, mge_graph **out,
+                              mge_error *err)
+{
     *out = NULL;
     if (!nesting_ok(&onnx__model_proto__descriptor, buf, n, 0))
         return mge_error_set(err, MGE_ERR_FORMAT, "not a valid ONNX model: messages nested more than %d deep",
@@ -835,9 +987,12 @@ mge_status mge_onnx_read(const void *buf, size_t n, const char *dir, mge_graph *
     mge_error_clear(err);
     r.c.err = err;
     r.dir = dir;
+    r.o = o;
     r.c.g = mge_graph_new();
     mge_hostbuf *hb = malloc(sizeof *hb);
-    if (!r.c.g || !hb) {
+    r.bound_used = calloc(o && o->bind ? (size_t)o->bind->n + 1 : 1, 1);
+    if (!r.c.g || !hb || !r.bound_used) {
+        free(r.bound_used);
         free(hb);
         mge_graph_free(r.c.g);
         onnx__model_proto__free_unpacked(m, &allocator);
@@ -848,8 +1003,24 @@ mge_status mge_onnx_read(const void *buf, size_t n, const char *dir, mge_graph *
     hb->release = release_message;
     r.c.g->mapping = hb;
     mge_status s = read_model(&r, m);
+    for (int b = 0; !s && o && o->bind && b < o->bind->n; b++)
+        if (!r.bound_used[b])
+            s = mge_error_set(err, MGE_ERR_INVALID, "a value is bound to '%s', which is not an input of the model",
+                              o->bind->names[b]);
     if (!s && r.c.nunsupported)
         s = report_unsupported(&r);
+    if (o && o->reads && m->graph) {
+        mge_error e2;
+        mge_error_clear(&e2);
+        mge_error *keep = r.c.err;
+        r.c.err = &e2; /* the import's own error stays */
+        mge_status s2 = reads_list(&r, m->graph, o->reads);
+        r.c.err = keep;
+        if (s2 && !s)
+            s = mge_error_set(err, e2.code, "%s", e2.msg);
+    }
+    if (s == MGE_ERR_UNSUPPORTED && o && o->needs && r.c.needs.n)
+        mge_buf_put(o->needs, r.c.needs.p, r.c.needs.n);
     if (!s && r.c.warnings.n) {
         mge_buf_put(&r.c.warnings, "", 1);
         s = mge_graph_set_meta(r.c.g, "onnx.warnings", r.c.warnings.p, err);
@@ -861,6 +1032,9 @@ mge_status mge_onnx_read(const void *buf, size_t n, const char *dir, mge_graph *
     if (!s)
         s = mge_graph_validate(r.c.g, err);
     free(r.map.e);
+    free(r.bound_used);
+    mge_onnx_fold_free(&r.c);
+    mge_buf_free(&r.c.needs);
     mge_buf_free(&r.c.unsupported);
     mge_buf_free(&r.c.warnings);
     if (s) {

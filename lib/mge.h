@@ -419,6 +419,20 @@ int mge_file_is_mge(const void *buf, size_t n);   /* signature check */
  * (dir: where external data lives, NULL refuses it; import warnings land in
  * the metadata key onnx.warnings), and an inference graph as ONNX. */
 mge_status mge_onnx_read(const void *buf, size_t n, const char *dir, mge_graph **g, mge_error *err);
+/* Loading options. mge plans static shapes, so an ONNX model whose
+ * shape-like operands (axes, pads, sizes, K, ...) are computed from graph
+ * inputs is specialized on those inputs' values: bound inputs fold like
+ * constants. They stay declared inputs; the metadata onnx.bound.NAME says
+ * what each was bound to. */
+typedef struct mge_load_opts {
+    const mge_tlist *bind;  /* input values by name (ONNX or mge spelling); NULL: none. For ONNX only */
+    mge_buf *needs;         /* out when not NULL: the inputs (mge names, one a line) whose values the
+                               import needed and was not given; when there are any, it failed */
+    mge_buf *reads;         /* out when not NULL: the inputs the outputs depend on in the ONNX graph,
+                               in input order (mge names, one a line), whether or not it failed */
+} mge_load_opts;
+mge_status mge_onnx_read_opts(const void *buf, size_t n, const char *dir, const mge_load_opts *o, mge_graph **g,
+                              mge_error *err);
 mge_status mge_onnx_write(const mge_graph *g, mge_buf *out, mge_error *err);
 mge_status mge_text_parse(const char *src, size_t n, const char *base_dir, mge_graph **g, mge_error *err);
 mge_status mge_text_print(const mge_graph *g, mge_buf *out, mge_error *err);
@@ -427,6 +441,9 @@ mge_status mge_text_print(const mge_graph *g, mge_buf *out, mge_error *err);
  * .mge files are mmapped and weights borrowed from the mapping. */
 mge_status mge_model_load(const char *path, mge_graph **g, mge_error *err);
 mge_status mge_model_load_mem(const void *buf, size_t n, const char *base_dir, mge_graph **g, mge_error *err);
+mge_status mge_model_load_opts(const char *path, const mge_load_opts *o, mge_graph **g, mge_error *err);
+mge_status mge_model_load_mem_opts(const void *buf, size_t n, const char *base_dir, const mge_load_opts *o,
+                                   mge_graph **g, mge_error *err);
 
 /* NPY records, back to back, on a FILE (man: DESIGN "Tensor streams").
  * read: MGE_ERR_EOF when the stream ends before the first byte of a record;
