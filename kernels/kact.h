@@ -109,12 +109,12 @@ static inline kact_par kact_par_node(const mge_node *n, int op)
     ROW(CEIL, KCEIL(v), IN, KC(0))                                                                                \
     ROW(ROUND, KRINT(v), IN, KC(0))                                                                               \
     ROW(SIGN, v > KC(0) ? KC(1) : v < KC(0) ? KC(-1) : KC(0), IN, KC(0))                                          \
-    ROW(ACOS, KACOS(v), IN, KC(-1) / KSQRT(KC(1) - t * t))                                                        \
-    ROW(ACOSH, KACOSH(v), IN, KC(1) / KSQRT(t * t - KC(1)))                                                       \
-    ROW(ASIN, KASIN(v), IN, KC(1) / KSQRT(KC(1) - t * t))                                                         \
+    ROW(ACOS, KACOS(v), IN, KC(-1) / KSQRT((KC(1) - t) * (KC(1) + t)))                                                  \
+    ROW(ACOSH, KACOSH(v), IN, KC(1) / KSQRT((t - KC(1)) * (t + KC(1))))                                                 \
+    ROW(ASIN, KASIN(v), IN, KC(1) / KSQRT((KC(1) - t) * (KC(1) + t)))                                                   \
     ROW(ASINH, KASINH(v), IN, KC(1) / KSQRT(t * t + KC(1)))                                                       \
     ROW(ATAN, KATAN(v), IN, KC(1) / (KC(1) + t * t))                                                              \
-    ROW(ATANH, KATANH(v), IN, KC(1) / (KC(1) - t * t))                                                            \
+    ROW(ATANH, KATANH(v), IN, KC(1) / ((KC(1) - t) * (KC(1) + t)))                                                      \
     ROW(COSH, KCOSH(v), IN, KSINH(t))                                                                             \
     ROW(SINH, KSINH(v), IN, KCOSH(t))                                                                             \
     ROW(SHRINK, v < -KLAMBD ? v + KSHIFT : v > KLAMBD ? v - KSHIFT : KC(0), IN,                                   \

@@ -392,6 +392,26 @@ static const pspec specs[MGE_NOPS] = {
     [MGE_OP_PRELU] = CASES(gen_prelu, 12, ACC),
     [MGE_OP_UNARY_GRAD] = VIA("elu", TRANS) /* and every other table op since clamp */,
     [MGE_OP_PRELU_GRAD] = VIA("prelu", ACC),
+    /* extra math (area math) */
+    [MGE_OP_ACOS] = CASES(gen_elem_math, 12, TRANS),
+    [MGE_OP_ACOSH] = CASES(gen_elem_math, 12, TRANS),
+    [MGE_OP_ASIN] = CASES(gen_elem_math, 12, TRANS),
+    [MGE_OP_ASINH] = CASES(gen_elem_math, 12, TRANS),
+    [MGE_OP_ATAN] = CASES(gen_elem_math, 12, TRANS),
+    [MGE_OP_ATANH] = CASES(gen_elem_math, 12, TRANS),
+    [MGE_OP_COSH] = CASES(gen_elem_math, 12, TRANS),
+    [MGE_OP_SINH] = CASES(gen_elem_math, 12, TRANS),
+    [MGE_OP_SHRINK] = CASES(gen_elem_math, 12, EXACT),
+    [MGE_OP_BITWISE_AND] = CASES(gen_bitwise, 10, EXACT),
+    [MGE_OP_BITWISE_OR] = CASES(gen_bitwise, 10, EXACT),
+    [MGE_OP_BITWISE_XOR] = CASES(gen_bitwise, 10, EXACT),
+    [MGE_OP_BITWISE_NOT] = CASES(gen_bitwise, 10, EXACT),
+    [MGE_OP_SHIFT_LEFT] = CASES(gen_bitwise, 10, EXACT),
+    [MGE_OP_SHIFT_RIGHT] = CASES(gen_bitwise, 10, EXACT),
+    [MGE_OP_DET] = CASES(gen_det, 12, ACC),
+    [MGE_OP_EYE_LIKE] = CASES(gen_eye_like, 8, EXACT),
+    [MGE_OP_LRN] = CASES(gen_lrn, 12, ACC),
+    [MGE_OP_DFT] = CASES(gen_dft, 12, ACC),
 };
 
 /* Op x dtype pairs some backend claims that no compared graph runs, and
