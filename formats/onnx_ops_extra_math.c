@@ -1,6 +1,8 @@
 /* onnx_ops_extra_math.c — ONNX converters for the inverse and hyperbolic
  * trigonometric functions, Shrink, the bitwise ops and BitShift, Det,
- * EyeLike, LRN, DFT and the window functions (Hann, Hamming, Blackman).
+ * LRN, DFT and the window functions (Hann, Hamming, Blackman). (EyeLike is
+ * onnx_ops_shape.c's, a mask over dims known at plan time; mge's eye_like
+ * op is for the text form.)
  *
  * Most map onto one mge op (ops.def's extra math block). The windows have
  * no op: their one input is a size, so with a constant size the window is
@@ -142,28 +144,7 @@ static mge_status conv_bitwise(mge_onnx_ctx *c, mge_onnx_node *n)
     return mge_onnx_finish(c, n, op, nin, in, 0, NULL);
 }
 
-/* ---------------------------------------------------------------- EyeLike, LRN */
-
-static mge_status conv_eyelike(mge_onnx_ctx *c, mge_onnx_node *n)
-{
-    int x;
-    mge_status s;
-    if ((s = need_in(c, n, 0, &x)))
-        return s;
-    if (mge_onnx_value(c, x)->ndim != 2)
-        return mge_onnx_fail(c, n, "input of rank %d: expected 2", mge_onnx_value(c, x)->ndim);
-    mge_attr at[2];
-    int na = 0;
-    at[na++] = mge_onnx_ai(MGE_KEY_k, mge_onnx_attr_i(n, "k", 0));
-    if (mge_onnx_attr(n, "dtype")) {
-        int64_t ot = mge_onnx_attr_i(n, "dtype", 0);
-        int dt = mge_onnx_dtype((int)ot);
-        if (dt < 0)
-            return mge_onnx_unsupported(c, n, "dtype %s (mge has no such dtype)", mge_onnx_dtype_name((int)ot));
-        at[na++] = mge_onnx_ai(MGE_KEY_dtype, dt);
-    }
-    return mge_onnx_finish(c, n, MGE_OP_EYE_LIKE, 1, &x, na, at);
-}
+/* ---------------------------------------------------------------- LRN */
 
 static mge_status conv_lrn(mge_onnx_ctx *c, mge_onnx_node *n)
 {
@@ -292,7 +273,6 @@ const mge_onnx_op mge_onnx_ops_extra_math[] = {
     {"BitwiseXor", conv_bitwise, 18},
     {"BitwiseNot", conv_bitwise, 18},
     {"BitShift", conv_bitwise, 11},
-    {"EyeLike", conv_eyelike, 9},
     {"LRN", conv_lrn, 1},
     {"DFT", conv_dft, 17},
     {"HannWindow", conv_window, 17},

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # onnx_extra_math.bats — the converters of formats/onnx_ops_extra_math.c
-# (Acos ... Sinh, Shrink, Bitwise*, BitShift, Det, EyeLike, LRN, DFT, the
+# (Acos ... Sinh, Shrink, Bitwise*, BitShift, Det, LRN, DFT, the
 # windows): every case of tests/cli/onnx_extra_math.py against ONNX Runtime
 # and numpy; what mge cannot express listed at once with its reason; and
 # malformed nodes as hard errors naming the node.
@@ -41,7 +41,7 @@ PY
     mk "$T/u.onnx" 18 '[h.make_node("HannWindow", ["n"], ["y1"]),
         h.make_node("DFT", ["x", "n"], ["y2"]),
         h.make_node("BitShift", ["i", "i"], ["y3"], direction="LEFT"),
-        h.make_node("EyeLike", ["x2"], ["y4"], dtype=T.DOUBLE)]' \
+        h.make_node("Shrink", ["i"], ["y4"])]' \
         '[h.make_tensor_value_info("n", T.INT64, []), h.make_tensor_value_info("i", T.INT32, [3]),
           h.make_tensor_value_info("x2", T.FLOAT, [3, 3])]'
     run -1 "$MGE_RUN" "$T/u.onnx" </dev/null
@@ -49,7 +49,7 @@ PY
     assert_output --partial "HannWindow -> 'y1', opset 18: its size ('n') is not a constant: mge needs it known at import"
     assert_output --partial "DFT -> 'y2', opset 18: its dft_length ('n') is not a constant: mge needs it known at import"
     assert_output --partial "BitShift -> 'y3', opset 18: BitShift over i32 (mge takes u8 (ONNX's BitShift is for unsigned types))"
-    assert_output --partial "EyeLike -> 'y4', opset 18: dtype double"
+    assert_output --partial "Shrink -> 'y4', opset 18: Shrink over i32 (mge's shrink takes f32, f16 and bf16)"
 }
 
 @test "malformed ONNX extra math nodes are hard errors naming the node" {
@@ -80,7 +80,7 @@ PY
     assert_output --partial "error: node HannWindow -> 'y': size -3: expected 0 to 2^26"
 }
 
-@test "mge's det, dft and bitwise ops from the text form" {
+@test "mge's det, dft, eye_like and bitwise ops from the text form" {
     need_onnx
     cat > "$T/m.mgt" <<'MGT'
 input a : f32[2,2]
@@ -91,11 +91,13 @@ f = dft(s, axis=0)
 x = bitwise_xor(u, u)
 n = bitwise_not(u)
 l = shift_left(u, u)
+e = eye_like(a, k=1, dtype=i32)
 output d
 output f
 output x
 output n
 output l
+output e
 MGT
     "$PY" -c '
 import sys, numpy as np
@@ -106,10 +108,11 @@ for v in (np.array([[1, 2], [3, 4]], np.float32), np.array([[1], [0], [0], [0]],
     run -0 "$PY" -c '
 import sys, numpy as np
 f = open(sys.argv[1], "rb")
-d, dft, x, n, l = (np.load(f) for _ in range(5))
+d, dft, x, n, l, e = (np.load(f) for _ in range(6))
 assert abs(float(d) + 2) < 1e-6, d
 assert np.allclose(dft, [[1, 0]] * 4), dft
 assert (x == 0).all() and list(n) == [254, 253, 246] and list(l) == [2, 8, 0], (x, n, l)
+assert e.dtype == np.int32 and e.tolist() == [[0, 1], [0, 0]], e
 print("ok")' "$T/out.npy"
     assert_output "ok"
 }

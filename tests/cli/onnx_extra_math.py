@@ -1,6 +1,6 @@
 """onnx_extra_math.py - the converters of formats/onnx_ops_extra_math.c
 (inverse and hyperbolic trigonometric functions, Shrink, the bitwise ops
-and BitShift, Det, EyeLike, LRN, DFT, the windows) against ONNX Runtime,
+and BitShift, Det, LRN, DFT, the windows) against ONNX Runtime,
 and the float functions against numpy in double as a second oracle.
 
   onnx_extra_math.py MGE_RUN [-k SUBSTRING] [-v]
@@ -67,13 +67,6 @@ case("Det", 11, {"x": m})
 case("Det", 11, {"x": m}, tag="numpy", want=lambda x: [np.linalg.det(x.astype(np.float64)).astype(np.float32)])
 case("Det", 11, {"x": f32(5, 5)}, tag="one 5x5")
 case("Det", 11, {"x": f32(2, 2, 1, 1)}, tag="1x1")
-
-for k in (-2, 0, 1, 5):
-    case("EyeLike", 9, {"x": f32(3, 5)}, {"k": k}, tag=f"k {k}")
-case("EyeLike", 9, {"x": f32(4, 4)}, {"dtype": base.TensorProto.INT32}, tag="int32")
-case("EyeLike", 9, {"x": base.ints(2, 3)}, tag="like int64")
-
-
 
 def np_lrn(x, size, alpha=1e-4, beta=0.75, bias=1.0):
     """The ONNX LRN formula in double (ONNX Runtime takes odd sizes and rank 4 only)."""
