@@ -1,6 +1,6 @@
 /* onnx_ops_extra_math.c — ONNX converters for the inverse and hyperbolic
  * trigonometric functions, Shrink, the bitwise ops and BitShift, Det,
- * LRN, DFT and the window functions (Hann, Hamming, Blackman). (EyeLike is
+ * LRN, DFT, STFT and the window functions (Hann, Hamming, Blackman). (EyeLike is
  * onnx_ops_shape.c's, a mask over dims known at plan time; mge's eye_like
  * op is for the text form.)
  *
@@ -204,6 +204,73 @@ static mge_status conv_dft(mge_onnx_ctx *c, mge_onnx_node *n)
     return mge_onnx_finish(c, n, MGE_OP_DFT, 1, &x, na, at);
 }
 
+/* STFT (opset 17): signal [B, L, 1 or 2], frame_step, window [W]?,
+ * frame_length?; onesided (default 1). Lowered to a gather of the frames
+ * (a constant index [frames, frame_length] along L), times the window,
+ * and a dft along the frame: [B, frames, bins, 2]. */
+static mge_status conv_stft(mge_onnx_ctx *c, mge_onnx_node *n)
+{
+    int x, sv;
+    mge_status s;
+    if ((s = need_in(c, n, 0, &x)) || (s = need_float(c, n, x)) || (s = need_in(c, n, 1, &sv)))
+        return s;
+    const mge_value *xv = mge_onnx_value(c, x);
+    if (xv->ndim != 3 || (xv->dims[2] != 1 && xv->dims[2] != 2))
+        return mge_onnx_fail(c, n, "signal of rank %d: expected [batch, length, 1 or 2]", xv->ndim);
+    int64_t L = xv->dims[1], step, fl = -1;
+    if (L < 0)
+        return mge_onnx_unsupported(c, n, "a signal length not known at import (mge makes the frames then)");
+    if ((s = known_int(c, n, sv, "frame_step", &step)))
+        return s;
+    int w = mge_onnx_in(c, n, 2), lv = mge_onnx_in(c, n, 3);
+    if (lv >= 0 && (s = known_int(c, n, lv, "frame_length", &fl)))
+        return s;
+    if (w >= 0) {
+        const mge_value *wv = mge_onnx_value(c, w);
+        if (wv->ndim != 1 || wv->dims[0] < 0)
+            return mge_onnx_fail(c, n, "window of rank %d: expected [window_length] known at import", wv->ndim);
+        if (wv->dtype != xv->dtype)
+            return mge_onnx_fail(c, n, "window is %s, the signal %s: expected one dtype", mge_dtype_name(wv->dtype),
+                                 mge_dtype_name(xv->dtype));
+        if (fl >= 0 && fl != wv->dims[0])
+            return mge_onnx_fail(c, n, "frame_length %lld but a window of %lld", (long long)fl,
+                                 (long long)wv->dims[0]);
+        fl = wv->dims[0];
+    }
+    if (fl < 0)
+        fl = L;
+    if (step < 1 || fl < 1 || fl > L)
+        return mge_onnx_fail(c, n, "frame_step %lld, frame_length %lld over a signal of %lld: expected a step >= 1 "
+                             "and 1 <= frame_length <= length",
+                             (long long)step, (long long)fl, (long long)L);
+    int64_t nf = 1 + (L - fl) / step, id[2] = {nf, fl};
+    if (nf * fl > (1 << 26))
+        return mge_onnx_unsupported(c, n, "%lld frames of %lld: too many to index", (long long)nf, (long long)fl);
+    mge_tensor t;
+    if (mge_tensor_alloc(&t, MGE_I64, 2, id, c->err))
+        return c->err->code;
+    for (int64_t f = 0; f < nf; f++)
+        for (int64_t j = 0; j < fl; j++)
+            ((int64_t *)t.data)[f * fl + j] = f * step + j;
+    int64_t one = 1;
+    int gin[2] = {x, mge_onnx_const(c, n, &t)};
+    if (gin[1] < 0)
+        return c->err->code;
+    mge_attr ga[1] = {mge_onnx_ais(MGE_KEY_axis, 1, &one)};
+    int fr = mge_onnx_emit_tmp(c, n, MGE_OP_GATHER, 2, gin, 1, ga);   /* [B, frames, fl, C] */
+    if (w >= 0) {
+        int64_t ws[2] = {fl, 1};
+        fr = mge_onnx_emit2(c, n, MGE_OP_MUL, fr, mge_onnx_reshape_tmp(c, n, w, 2, ws));
+    }
+    if (fr < 0)
+        return c->err->code;
+    int64_t two = 2;
+    mge_attr at[3] = {mge_onnx_ais(MGE_KEY_axis, 1, &two),
+                      mge_onnx_ab(MGE_KEY_onesided, mge_onnx_attr_i(n, "onesided", 1) != 0),
+                      mge_onnx_ai(MGE_KEY_length, fl)};
+    return mge_onnx_finish(c, n, MGE_OP_DFT, 1, &fr, 3, at);
+}
+
 /* ---------------------------------------------------------------- windows */
 
 /* Hann, Hamming, Blackman (opset 17): size (a scalar) -> [size] in
@@ -275,6 +342,7 @@ const mge_onnx_op mge_onnx_ops_extra_math[] = {
     {"BitShift", conv_bitwise, 11},
     {"LRN", conv_lrn, 1},
     {"DFT", conv_dft, 17},
+    {"STFT", conv_stft, 17},
     {"HannWindow", conv_window, 17},
     {"HammingWindow", conv_window, 17},
     {"BlackmanWindow", conv_window, 17},

@@ -104,6 +104,30 @@ case("DFT", 17, {"x": sig_c}, tag="numpy", want=lambda x: [np.stack(
 refused("DFT", 17, {"x": sig_r, "n": np.array(6, np.int64)}, order=["x", "n"], tag="run-time length",
         why="mge needs it known at import")
 
+# STFT: frames gathered, windowed, and a dft along each
+sig = f32(2, 32, 1)
+win = (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(16) / 16)).astype(np.float32)
+case("STFT", 17, {"x": sig}, consts={"step": np.array(4, np.int64), "w": win}, order=["x", "step", "w"],
+     tag="hann window")
+case("STFT", 17, {"x": sig, "w": win}, consts={"step": np.array(5, np.int64)}, order=["x", "step", "w"],
+     tag="run-time window")
+
+
+def np_stft(x, step, n):
+    """Frames of n every step, their two-sided DFT in double (ONNX Runtime's
+    float FFT is 1e-5 off near zero here)."""
+    fr = np.stack([x[:, f:f + n, 0] for f in range(0, x.shape[1] - n + 1, step)], 1).astype(np.float64)
+    y = np.fft.fft(fr, axis=2)
+    return [np.stack([y.real, y.imag], -1).astype(np.float32)]
+
+
+case("STFT", 17, {"x": sig}, {"onesided": 0}, consts={"step": np.array(3, np.int64), "n": np.array(10, np.int64)},
+     order=["x", "step", "", "n"], tag="frame_length, two-sided", want=lambda x: np_stft(x, 3, 10))
+case("STFT", 17, {"x": f32(1, 20, 2)}, {"onesided": 0}, consts={"step": np.array(6, np.int64),
+     "n": np.array(8, np.int64)}, order=["x", "step", "", "n"], tag="complex")
+refused("STFT", 17, {"x": sig, "step": np.array(4, np.int64)}, order=["x", "step"], tag="run-time step",
+        why="mge needs it known at import")
+
 # windows: constant sizes fold; a run-time size is refused
 for op in ("HannWindow", "HammingWindow", "BlackmanWindow"):
     for periodic in (0, 1):
