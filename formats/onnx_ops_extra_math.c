@@ -1,17 +1,19 @@
 /* onnx_ops_extra_math.c — ONNX converters for the inverse and hyperbolic
  * trigonometric functions, Shrink, the bitwise ops and BitShift, Det,
- * LRN, DFT, STFT and the window functions (Hann, Hamming, Blackman). (EyeLike is
+ * LRN, DFT, STFT, the window functions (Hann, Hamming, Blackman) and
+ * MelWeightMatrix. (EyeLike is
  * onnx_ops_shape.c's, a mask over dims known at plan time; mge's eye_like
  * op is for the text form.)
  *
  * Most map onto one mge op (ops.def's extra math block). The windows have
  * no op: their one input is a size, so with a constant size the window is
  * a constant made here (computed in double, stored in the output dtype);
- * a size computed at run time is refused. DFT's dft_length and (opset 20)
+ * a size computed at run time is refused. MelWeightMatrix likewise. DFT's dft_length and (opset 20)
  * axis inputs must be known at import too: they decide the output shape. */
 #include "onnx.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- helpers */
@@ -324,6 +326,91 @@ static mge_status conv_window(mge_onnx_ctx *c, mge_onnx_node *n)
     return mge_onnx_alias(c, n, 0, v);
 }
 
+/* The one number of a constant scalar input (floats too). */
+static mge_status known_num(mge_onnx_ctx *c, mge_onnx_node *n, int v, const char *what, double *out)
+{
+    double vals[2];
+    int cnt;
+    mge_status s = mge_onnx_known(c, n, v, what, vals, 2, &cnt);
+    if (s)
+        return s;
+    if (cnt != 1)
+        return mge_onnx_fail(c, n, "its %s has %d elements: expected one", what, cnt);
+    *out = vals[0];
+    return MGE_OK;
+}
+
+/* MelWeightMatrix (opset 17): [dft_length/2 + 1, num_mel_bins] triangular
+ * filters between mel-spaced edges, as ONNX's reference computes them (the
+ * edges floored to spectrogram bins); a constant, so its five inputs must be
+ * known at import. */
+static mge_status conv_mel(mge_onnx_ctx *c, mge_onnx_node *n)
+{
+    static const char *names[5] = {"num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz",
+                                   "upper_edge_hertz"};
+    double a[5];
+    mge_status s;
+    for (int k = 0; k < 5; k++) {
+        int v;
+        if ((s = need_in(c, n, k, &v)) || (s = known_num(c, n, v, names[k], &a[k])))
+            return s;
+    }
+    int64_t nmel = (int64_t)a[0], dftl = (int64_t)a[1], rate = (int64_t)a[2];
+    if (nmel < 1 || nmel > 4096 || dftl < 1 || dftl > (1 << 20) || rate < 1 || !(a[3] >= 0) || !(a[4] > a[3]))
+        return mge_onnx_fail(c, n, "num_mel_bins %lld, dft_length %lld, sample_rate %lld, edges %g to %g Hz: expected "
+                             "positive counts and 0 <= lower < upper",
+                             (long long)nmel, (long long)dftl, (long long)rate, a[3], a[4]);
+    int64_t nspec = dftl / 2 + 1, dims[2] = {nspec, nmel};
+    int64_t ot = mge_onnx_attr_i(n, "output_datatype", MGE_ONNX_FLOAT);
+    int dt = mge_onnx_dtype((int)ot);
+    if (dt != MGE_F32 && dt != MGE_F16 && dt != MGE_BF16)
+        return mge_onnx_unsupported(c, n, "output_datatype %s (mge makes f32, f16 or bf16 filters)",
+                                    mge_onnx_dtype_name((int)ot));
+    int64_t *edge = malloc(sizeof(int64_t) * (size_t)(nmel + 2));
+    double *w = calloc((size_t)(nspec * nmel), sizeof(double));
+    if (!edge || !w) {
+        free(edge), free(w);
+        return mge_error_set(c->err, MGE_ERR_NOMEM, "out of memory");
+    }
+    double lo = 2595.0 * log10(1.0 + a[3] / 700.0), hi = 2595.0 * log10(1.0 + a[4] / 700.0);
+    double step = (hi - lo) / (double)(nmel + 2);
+    for (int64_t i = 0; i < nmel + 2; i++) {
+        double hz = 700.0 * (pow(10.0, ((double)i * step + lo) / 2595.0) - 1.0);
+        edge[i] = (int64_t)floor((double)(dftl + 1) * hz / (double)rate);
+    }
+    s = MGE_OK;
+    for (int64_t i = 0; i < nmel && !s; i++) {
+        int64_t l = edge[i], m = edge[i + 1], r = edge[i + 2];
+        if (l < 0 || r > nspec || m >= nspec)
+            s = mge_onnx_fail(c, n, "mel bin %lld spans spectrogram bins %lld to %lld: past the %lld bins of "
+                              "dft_length %lld (upper_edge_hertz above the Nyquist frequency?)",
+                              (long long)i, (long long)l, (long long)r, (long long)nspec, (long long)dftl);
+        else if (m == l)
+            w[m * nmel + i] = 1;
+        else
+            for (int64_t j = l; j <= m; j++)
+                w[j * nmel + i] = (double)(j - l) / (double)(m - l);
+        for (int64_t j = m; !s && r > m && j < r; j++)
+            w[j * nmel + i] = (double)(r - j) / (double)(r - m);
+    }
+    mge_tensor t;
+    if (!s && !mge_tensor_alloc(&t, (mge_dtype)dt, 2, dims, c->err)) {
+        for (int64_t i = 0; i < nspec * nmel; i++) {
+            float f = (float)w[i];
+            if (dt == MGE_F32)
+                ((float *)t.data)[i] = f;
+            else
+                ((uint16_t *)t.data)[i] = dt == MGE_F16 ? mge_f32_to_f16(f) : mge_f32_to_bf16(f);
+        }
+        int v = mge_onnx_const(c, n, &t);
+        s = v < 0 ? c->err->code : mge_onnx_alias(c, n, 0, v);
+    } else if (!s) {
+        s = c->err->code;
+    }
+    free(edge), free(w);
+    return s;
+}
+
 const mge_onnx_op mge_onnx_ops_extra_math[] = {
     {"Acos", conv_float1, 7},
     {"Acosh", conv_float1, 9},
@@ -346,5 +433,6 @@ const mge_onnx_op mge_onnx_ops_extra_math[] = {
     {"HannWindow", conv_window, 17},
     {"HammingWindow", conv_window, 17},
     {"BlackmanWindow", conv_window, 17},
+    {"MelWeightMatrix", conv_mel, 17},
     {NULL, NULL, 0},
 };

@@ -128,6 +128,15 @@ case("STFT", 17, {"x": f32(1, 20, 2)}, {"onesided": 0}, consts={"step": np.array
 refused("STFT", 17, {"x": sig, "step": np.array(4, np.int64)}, order=["x", "step"], tag="run-time step",
         why="mge needs it known at import")
 
+# MelWeightMatrix: a constant from constant inputs
+for nmel, dftl, rate, lo, hi in ((8, 16, 8192, 0.0, 4096.0), (5, 64, 16000, 20.0, 7000.0), (20, 512, 16000, 0.0, 8000.0)):
+    consts = {"m": np.array(nmel, np.int64), "d": np.array(dftl, np.int64), "r": np.array(rate, np.int64),
+              "lo": np.array(lo, np.float32), "hi": np.array(hi, np.float32)}
+    case("MelWeightMatrix", 17, {}, consts=consts, order=list(consts), tag=f"{nmel} bins of {dftl}")
+refused("MelWeightMatrix", 17, {"m": np.array(8, np.int64)},
+        consts={"d": np.array(16, np.int64), "r": np.array(8192, np.int64), "lo": np.array(0, np.float32),
+                "hi": np.array(4096, np.float32)}, order=["m", "d", "r", "lo", "hi"], why="mge needs it known at import")
+
 # windows: constant sizes fold; a run-time size is refused
 for op in ("HannWindow", "HammingWindow", "BlackmanWindow"):
     for periodic in (0, 1):
