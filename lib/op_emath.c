@@ -132,9 +132,35 @@ static mge_status dft_infer(const mge_node *n, const mge_tdesc *x, mge_tdesc *ou
     return MGE_OK;
 }
 
+/* det_grad, lrn_grad, dft_grad (dy, x): like x, float; dy's shape is what
+ * the forward op gives for x. */
+static mge_status grad_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
+{
+    char b0[96], b1[96];
+    int fwd = n->op == MGE_OP_DET_GRAD ? MGE_OP_DET : n->op == MGE_OP_LRN_GRAD ? MGE_OP_LRN : MGE_OP_DFT;
+    mge_node f = *n;
+    f.op = fwd;
+    mge_tdesc y;
+    memset(&y, 0, sizeof y);
+    mge_status s = mge_emath_infer(&f, &in[1], &y, err);
+    if (s)
+        return s;
+    int same = in[0].dtype == y.dtype && in[0].ndim == y.ndim;
+    for (int d = 0; same && d < y.ndim; d++)
+        same = in[0].dims[d] == y.dims[d];
+    if (!same)
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: dy is %s: expected %s (the forward's output)",
+                             mge_op_info(n->op)->name, mge_tdesc_str(&in[0], b0, sizeof b0),
+                             mge_tdesc_str(&y, b1, sizeof b1));
+    *out = in[1];
+    out->known = 0;
+    return MGE_OK;
+}
+
 mge_status mge_emath_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
 {
     switch (n->op) {
+    case MGE_OP_DET_GRAD: case MGE_OP_LRN_GRAD: case MGE_OP_DFT_GRAD: return grad_infer(n, in, out, err);
     case MGE_OP_DET: return det_infer(n, &in[0], out, err);
     case MGE_OP_EYE_LIKE: return eye_infer(n, &in[0], out, err);
     case MGE_OP_LRN: return lrn_infer(n, &in[0], out, err);
@@ -151,10 +177,19 @@ double mge_emath_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc *
         double k = (double)in[0].dims[in[0].ndim - 1];
         return m * 2.0 / 3.0 * k * k * k;
     }
+    case MGE_OP_DET_GRAD: {   /* a determinant of order k - 1 per element */
+        double k = (double)in[1].dims[in[1].ndim - 1] - 1;
+        return m * 2.0 / 3.0 * k * k * k;
+    }
     case MGE_OP_LRN: return m * (2.0 * (double)mge_node_ints(n, MGE_KEY_size, 0, 1) + 4);
+    case MGE_OP_LRN_GRAD: return m * (4.0 * (double)mge_node_ints(n, MGE_KEY_size, 0, 1) + 8);
     case MGE_OP_DFT: {
         int ax = mge_axis(mge_node_ints(n, MGE_KEY_axis, 0, 1), in[0].ndim);
         return ax < 0 ? 0 : m * 4.0 * (double)in[0].dims[ax];   /* O(n^2): a complex multiply-add per term */
+    }
+    case MGE_OP_DFT_GRAD: {
+        int ax = mge_axis(mge_node_ints(n, MGE_KEY_axis, 0, 1), in[0].ndim);
+        return ax < 0 ? 0 : m * 4.0 * (double)in[0].dims[ax];
     }
     case MGE_OP_EYE_LIKE: return 0;
     default: return m;

@@ -1,6 +1,7 @@
 /* parity_cases_emath.h — the case generators of the extra math ops (ops.def's
  * area math block): the bitwise ops and shifts on every integer dtype,
- * det, eye_like, lrn and dft. Included by parity_cases.h. */
+ * det, eye_like, lrn and dft (whose gradient graphs run det_grad, lrn_grad
+ * and dft_grad). Included by parity_cases.h. */
 #ifndef MGE_PARITY_CASES_EMATH_H
 #define MGE_PARITY_CASES_EMATH_H
 
@@ -55,7 +56,6 @@ static int gen_det(pcase *c)
         for (int64_t b = 0; b < mge_tensor_numel(t) / (n * n); b++)
             for (int64_t j = 0; j < n; j++)
                 pc_set(t, b * n * n + n + j, (float)(c->dt == MGE_F32 ? ((float *)t->data)[b * n * n + j] : 0.5f));
-    c->nograd = 1;   /* no gradient rule */
     return pc_out(c, pc_un(c, MGE_OP_DET, x, 0, NULL));
 }
 
@@ -90,7 +90,6 @@ static int gen_lrn(pcase *c)
     static const double alpha[] = {1e-4, 0.01, 0.5}, beta[] = {0.75, 0.5, 1.2}, bias[] = {1, 2, 0.5};
     mge_attr at[4] = {A_ints(MGE_KEY_size, 1, &size), A_f(MGE_KEY_alpha, ppick(c, 3, alpha)),
                       A_f(MGE_KEY_beta, ppick(c, 3, beta)), A_f(MGE_KEY_shift, ppick(c, 3, bias))};
-    c->nograd = 1;
     return pc_out(c, pc_un(c, MGE_OP_LRN, pc_in(c, c->dt, nd, d, -3, 3), 4, at));
 }
 
@@ -113,7 +112,6 @@ static int gen_dft(pcase *c)
     at[na++] = A(MGE_KEY_onesided, pr(c, 0, 1));
     if (pr(c, 0, 1))
         at[na++] = A(MGE_KEY_length, pr(c, 1, 20));
-    c->nograd = 1;
     return pc_out(c, pc_un(c, MGE_OP_DFT, pc_in(c, c->dt, nd, d, -1, 1), na, at));
 }
 

@@ -412,6 +412,9 @@ static const pspec specs[MGE_NOPS] = {
     [MGE_OP_EYE_LIKE] = CASES(gen_eye_like, 8, EXACT),
     [MGE_OP_LRN] = CASES(gen_lrn, 12, ACC),
     [MGE_OP_DFT] = CASES(gen_dft, 12, ACC),
+    [MGE_OP_DET_GRAD] = VIA("det", ACC),
+    [MGE_OP_LRN_GRAD] = VIA("lrn", ACC),
+    [MGE_OP_DFT_GRAD] = VIA("dft", ACC),
 };
 
 /* Op x dtype pairs some backend claims that no compared graph runs, and
