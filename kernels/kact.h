@@ -13,7 +13,9 @@
  * kernels/ref, kact_cpu_* in float for kernels/cpu, see the bottom):
  *   KC(c)      the constant c in the working type
  *   KEXP KEXPM1 KLOG KLOG1P KTANH KERF KSQRT KFABS KFLOOR KCEIL KRINT KSIN KCOS
+ *   KACOS KACOSH KASIN KASINH KATAN KATANH KCOSH KSINH
  *   KA KB KTH KLO KHI   the parameters: alpha, beta, threshold, min, max
+ *   KLAMBD KSHIFT       shrink's lambd and shift (ONNX Shrink's bias)
  * No commas inside an expression (they are macro arguments); no function
  * of two arguments. Every expression is branch-free, so the cpu loops
  * vectorize (the libm calls stay scalar: log1p, log, sin, cos; exp,
@@ -35,11 +37,12 @@
  * kact_par_default). */
 typedef struct kact_par {
     double alpha, beta, thr, lo, hi;
+    double lambd, shift;
 } kact_par;
 
 static inline kact_par kact_par_default(int op, double alpha)
 {
-    kact_par p = {alpha, 1.0, 20.0, -INFINITY, INFINITY};
+    kact_par p = {alpha, 1.0, 20.0, -INFINITY, INFINITY, 0.5, 0.0};
     if (op == MGE_OP_HARDTANH)
         p.lo = -1.0, p.hi = 1.0;
     return p;
@@ -53,6 +56,8 @@ static inline kact_par kact_par_node(const mge_node *n, int op)
     p.thr = mge_node_float(n, MGE_KEY_threshold, p.thr);
     p.lo = mge_node_float(n, MGE_KEY_min, p.lo);
     p.hi = mge_node_float(n, MGE_KEY_max, p.hi);
+    p.lambd = mge_node_float(n, MGE_KEY_lambd, p.lambd);
+    p.shift = mge_node_float(n, MGE_KEY_shift, p.shift);
     return p;
 }
 
@@ -103,7 +108,17 @@ static inline kact_par kact_par_node(const mge_node *n, int op)
     ROW(FLOOR, KFLOOR(v), IN, KC(0))                                                                              \
     ROW(CEIL, KCEIL(v), IN, KC(0))                                                                                \
     ROW(ROUND, KRINT(v), IN, KC(0))                                                                               \
-    ROW(SIGN, v > KC(0) ? KC(1) : v < KC(0) ? KC(-1) : KC(0), IN, KC(0))
+    ROW(SIGN, v > KC(0) ? KC(1) : v < KC(0) ? KC(-1) : KC(0), IN, KC(0))                                          \
+    ROW(ACOS, KACOS(v), IN, KC(-1) / KSQRT((KC(1) - t) * (KC(1) + t)))                                                  \
+    ROW(ACOSH, KACOSH(v), IN, KC(1) / KSQRT((t - KC(1)) * (t + KC(1))))                                                 \
+    ROW(ASIN, KASIN(v), IN, KC(1) / KSQRT((KC(1) - t) * (KC(1) + t)))                                                   \
+    ROW(ASINH, KASINH(v), IN, KC(1) / KSQRT(t * t + KC(1)))                                                       \
+    ROW(ATAN, KATAN(v), IN, KC(1) / (KC(1) + t * t))                                                              \
+    ROW(ATANH, KATANH(v), IN, KC(1) / ((KC(1) - t) * (KC(1) + t)))                                                      \
+    ROW(COSH, KCOSH(v), IN, KSINH(t))                                                                             \
+    ROW(SINH, KSINH(v), IN, KCOSH(t))                                                                             \
+    ROW(SHRINK, v < -KLAMBD ? v + KSHIFT : v > KLAMBD ? v - KSHIFT : KC(0), IN,                                   \
+      t < -KLAMBD || t > KLAMBD ? KC(1) : KC(0))
 
 /* min(max(v, lo), hi) with NaN kept: lo > hi gives hi (torch.clamp) */
 #define KCLAMP(v) ((v) < KLO ? (KLO > KHI ? KHI : KLO) : (v) > KHI ? KHI : (v))
@@ -147,6 +162,16 @@ static inline double kact_ref_f(int op, double v, const kact_par *p)
 #define KRINT nearbyint
 #define KSIN sin
 #define KCOS cos
+#define KACOS acos
+#define KACOSH acosh
+#define KASIN asin
+#define KASINH asinh
+#define KATAN atan
+#define KATANH atanh
+#define KCOSH cosh
+#define KSINH sinh
+#define KLAMBD (p->lambd)
+#define KSHIFT (p->shift)
 #define KA (p->alpha)
 #define KB (p->beta)
 #define KTH (p->thr)
@@ -181,6 +206,16 @@ static inline double kact_ref_d(int op, double t, const kact_par *p)
 #undef KRINT
 #undef KSIN
 #undef KCOS
+#undef KACOS
+#undef KACOSH
+#undef KASIN
+#undef KASINH
+#undef KATAN
+#undef KATANH
+#undef KCOSH
+#undef KSINH
+#undef KLAMBD
+#undef KSHIFT
 #undef KA
 #undef KB
 #undef KTH
@@ -195,8 +230,9 @@ static inline double kact_ref_d(int op, double t, const kact_par *p)
  * KACT_CPU_DCASES expands KACT_DLOOP(EXPR) with the derivative at t. */
 #define KACT_CPU_BEGIN(p)                                                                                      \
     const float ka_ = (float)(p)->alpha, kb_ = (float)(p)->beta, kth_ = (float)(p)->thr,                       \
-                klo_ = (float)(p)->lo, khi_ = (float)(p)->hi;                                                  \
-    (void)ka_, (void)kb_, (void)kth_, (void)klo_, (void)khi_
+                klo_ = (float)(p)->lo, khi_ = (float)(p)->hi, klambd_ = (float)(p)->lambd,                     \
+                kshift_ = (float)(p)->shift;                                                                   \
+    (void)ka_, (void)kb_, (void)kth_, (void)klo_, (void)khi_, (void)klambd_, (void)kshift_
 
 #define KACT_CPU_CASE_(ID, F, W, D) case MGE_OP_##ID: KACT_LOOP(F); break;
 #define KACT_CPU_CASES KACT_LIST(KACT_CPU_CASE_)

@@ -116,6 +116,8 @@ mge_status mge_unary_grad(mge_graph *g, int node, const int *dy, const char *wan
             attrs[nattr++] = (mge_attr){.key = MGE_KEY_min, .n = 1, .f = p.lo};
         if (isfinite(p.hi))
             attrs[nattr++] = (mge_attr){.key = MGE_KEY_max, .n = 1, .f = p.hi};
+        if (op == MGE_OP_SHRINK)   /* its derivative reads lambd (not shift) */
+            attrs[nattr++] = (mge_attr){.key = MGE_KEY_lambd, .n = 1, .f = p.lambd};
         break;
     }
     if (gop >= 0) {

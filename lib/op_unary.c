@@ -117,6 +117,11 @@ static mge_status attr_check(const mge_node *n, const char *name, mge_error *err
         if (n->op == MGE_OP_HARDTANH && lo > hi)
             return mge_error_set(err, MGE_ERR_INVALID, "hardtanh: min=%g > max=%g: expected min <= max", lo, hi);
     }
+    if (n->op == MGE_OP_SHRINK) {
+        double l = mge_node_float(n, MGE_KEY_lambd, 0.5), sh = mge_node_float(n, MGE_KEY_shift, 0);
+        if (l != l || sh != sh)
+            return mge_error_set(err, MGE_ERR_INVALID, "shrink: lambd or shift is NaN: expected numbers");
+    }
     if (n->op == MGE_OP_SOFTPLUS) {
         double b = mge_node_float(n, MGE_KEY_beta, 1);
         if (!(b != 0) || isinf(b))

@@ -13,7 +13,7 @@
  * loops: an AVX2+FMA and a baseline copy, picked at run time; exp and
  * expm1, erf and tanh are the branch-free approximations below (elu,
  * selu, mish, sigmoid, silu, gelu, tanh and erf vectorize); log1p, log,
- * sin and cos call libm. */
+ * sin, cos and the inverse and hyperbolic trigonometric functions call libm. */
 #ifndef MGE_CPU_ACT_H
 #define MGE_CPU_ACT_H
 
@@ -89,6 +89,16 @@ static inline CPU_BASE float cpu_tanhf(float x)
 #define KRINT rintf /* the default rounding mode: half to even */
 #define KSIN sinf
 #define KCOS cosf
+#define KACOS acosf
+#define KACOSH acoshf
+#define KASIN asinf
+#define KASINH asinhf
+#define KATAN atanf
+#define KATANH atanhf
+#define KCOSH coshf
+#define KSINH sinhf
+#define KLAMBD klambd_
+#define KSHIFT kshift_
 #define KA ka_
 #define KB kb_
 #define KTH kth_

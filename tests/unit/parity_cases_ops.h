@@ -452,6 +452,10 @@ static int gen_elem_math(pcase *c)
         lo = -30, hi = 30;
     if (op == MGE_OP_ROUND)
         lo = -4, hi = 4;   /* many halves after the f16/bf16 rounding of the inputs */
+    if (op == MGE_OP_ACOS || op == MGE_OP_ASIN || op == MGE_OP_ATANH)
+        lo = -1.1, hi = 1.1;   /* the domain, and a little NaN past it */
+    if (op == MGE_OP_ACOSH)
+        lo = 0.9, hi = 8;
     if (c->dt == MGE_I8)
         lo = -128, hi = 128;
     else if (intdt)
@@ -487,6 +491,12 @@ static int gen_elem_math(pcase *c)
     case MGE_OP_ELU: {
         static const double alpha[] = {1, 0.5, 1.7};
         at[na++] = A_f(MGE_KEY_alpha, ppick(c, 3, alpha));
+        break;
+    }
+    case MGE_OP_SHRINK: {
+        static const double lambd[] = {0.5, 0, 2, -1}, shift[] = {0, 0.5, 2, -1};
+        at[na++] = A_f(MGE_KEY_lambd, ppick(c, 4, lambd));
+        at[na++] = A_f(MGE_KEY_shift, ppick(c, 4, shift));
         break;
     }
     }

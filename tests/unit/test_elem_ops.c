@@ -108,6 +108,18 @@ static void test_values(void)
         {MGE_OP_COS, 0, {{0}}, 3, {0, 1, -inf}, {1, (float)cos(1.0), nan}, 1e-6},
         {MGE_OP_ISNAN, 0, {{0}}, 5, {0, nan, inf, -inf, 1}, {0, 1, 0, 0, 0}, 0},
         {MGE_OP_ISINF, 0, {{0}}, 5, {0, nan, inf, -inf, 1}, {0, 0, 1, 1, 0}, 0},
+        /* extra math: values at the domain's ends and past them (NaN, as numpy) */
+        {MGE_OP_ACOS, 0, {{0}}, 5, {0, 1, -1, 2, nan}, {(float)(M_PI / 2), 0, (float)M_PI, nan, nan}, 1e-6},
+        {MGE_OP_ACOSH, 0, {{0}}, 4, {1, 2, 0.5f, inf}, {0, (float)acosh(2.0), nan, inf}, 1e-6},
+        {MGE_OP_ASIN, 0, {{0}}, 4, {0, 1, 0.5f, -2}, {0, (float)(M_PI / 2), (float)asin(0.5), nan}, 1e-6},
+        {MGE_OP_ASINH, 0, {{0}}, 3, {0, 1, -inf}, {0, (float)asinh(1.0), -inf}, 1e-6},
+        {MGE_OP_ATAN, 0, {{0}}, 4, {0, 1, inf, -inf}, {0, (float)(M_PI / 4), (float)(M_PI / 2), (float)(-M_PI / 2)}, 1e-6},
+        {MGE_OP_ATANH, 0, {{0}}, 5, {0, 0.5f, 1, -1, 2}, {0, (float)atanh(0.5), inf, -inf, nan}, 1e-6},
+        {MGE_OP_COSH, 0, {{0}}, 4, {0, 1, -inf, 100}, {1, (float)cosh(1.0), inf, inf}, 1e-6},
+        {MGE_OP_SINH, 0, {{0}}, 4, {0, 1, -inf, -100}, {0, (float)sinh(1.0), -inf, -inf}, 1e-6},
+        /* shrink: hardshrink by default (lambd 0.5, shift 0); NaN falls in the middle (0, as ONNX's where) */
+        {MGE_OP_SHRINK, 0, {{0}}, 6, {-1, -0.5f, 0.2f, 0.5f, 0.7f, nan}, {-1, 0, 0, 0, 0.7f, 0}, 0},
+        {MGE_OP_SHRINK, 2, {A_f(MGE_KEY_lambd, 1), A_f(MGE_KEY_shift, 1)}, 4, {-3, 0.5f, 2, -inf}, {-2, 0, 1, -inf}, 0},
     };
     const char *backends[] = {"ref", "cpu"};
     for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++)
@@ -297,6 +309,16 @@ static void test_fd(void)
         {MGE_OP_CEIL, -0.9f, 0.9f, {0}, 1, 0, {{0}}},
         {MGE_OP_ROUND, -0.4f, 0.4f, {0}, 0, 0, {{0}}},
         {MGE_OP_SIGN, -2, 2, {0}, 1, 0, {{0}}},
+        /* extra math, inside the domains */
+        {MGE_OP_ACOS, -0.9f, 0.9f, {0}, 0, 0, {{0}}},
+        {MGE_OP_ACOSH, 1.2f, 3, {0}, 0, 0, {{0}}},
+        {MGE_OP_ASIN, -0.9f, 0.9f, {0}, 0, 0, {{0}}},
+        {MGE_OP_ASINH, -3, 3, {0}, 0, 0, {{0}}},
+        {MGE_OP_ATAN, -3, 3, {0}, 0, 0, {{0}}},
+        {MGE_OP_ATANH, -0.9f, 0.9f, {0}, 0, 0, {{0}}},
+        {MGE_OP_COSH, -2, 2, {0}, 0, 0, {{0}}},
+        {MGE_OP_SINH, -2, 2, {0}, 0, 0, {{0}}},
+        {MGE_OP_SHRINK, -2, 2, {-0.5f, 0.5f}, 2, 2, {A_f(MGE_KEY_lambd, 0.5), A_f(MGE_KEY_shift, 0.3)}},
     };
     for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++)
         for (int rep = 0; rep < 2; rep++) {

@@ -83,6 +83,8 @@ static void test_zero(void)
             at[na++] = A_f(MGE_KEY_min, 1);   /* clamp(0, min=1) = 1 */
         if (op == MGE_OP_HARDTANH)
             at[na++] = A_f(MGE_KEY_min, 0.5), at[na++] = A_f(MGE_KEY_max, 1);
+        if (op == MGE_OP_SHRINK)   /* shrink(0, lambd=-1, shift=0.5) = -0.5 */
+            at[na++] = A_f(MGE_KEY_lambd, -1), at[na++] = A_f(MGE_KEY_shift, 0.5);
         double v = at_zero(op, na, at);
         checked++;
         if (f & MGE_OPF_ZERO)
@@ -90,7 +92,7 @@ static void test_zero(void)
         else
             CHECK_MSG(v != 0, "%s gives 0 at 0 (in this case): does it lack ZERO?", oi->name);
     }
-    CHECK(checked >= 38);   /* 31 table ops and 7 binary ones */
+    CHECK(checked >= 47);   /* 40 table ops and 7 binary ones */
 }
 
 /* A node of op from min_in f32 [2,3] inputs, no attributes; its grad rule
