@@ -392,6 +392,9 @@ static const pspec specs[MGE_NOPS] = {
     [MGE_OP_PRELU] = CASES(gen_prelu, 12, ACC),
     [MGE_OP_UNARY_GRAD] = VIA("elu", TRANS) /* and every other table op since clamp */,
     [MGE_OP_PRELU_GRAD] = VIA("prelu", ACC),
+    /* spatial sampling */
+    [MGE_OP_GRID_SAMPLE] = CASES(gen_grid_sample, 16, ACC),
+    [MGE_OP_GRID_SAMPLE_GRAD] = VIA("grid_sample", ACC),
 };
 
 /* Op x dtype pairs some backend claims that no compared graph runs, and
