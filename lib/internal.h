@@ -358,6 +358,8 @@ void mge_cpu_register_pad(mge_backend *b);
 void mge_cpu_register_gnorm(mge_backend *b);
 /* spatial sampling: grid_sample and its gradient (ref_sample.c; cpu runs ref's) */
 void mge_ref_register_sample(mge_backend *b);
+void mge_ref_register_roi(mge_backend *b);      /* roi_align (ref_roi.c) */
+void mge_ref_register_deform(mge_backend *b);   /* deform_conv2d (ref_deform.c) */
 /* topk, sort, argsort, cumsum (ref_sort.c, cpu_sort.c) */
 void mge_ref_register_sort(mge_backend *b);
 void mge_cpu_register_sort(mge_backend *b);
