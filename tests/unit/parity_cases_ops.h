@@ -538,4 +538,50 @@ static int gen_grid_sample(pcase *c)
                       A(MGE_KEY_align_corners, pr(c, 0, 1))};
     return pc_out(c, pc_node(c, MGE_OP_GRID_SAMPLE, 2, in, 3, at));
 }
+
+/* roi_align: rois partly outside the image, either pooling, aligned both
+ * ways, fixed or adaptive sampling; the big case pools 64 rois of a
+ * 2x32x40x40 map to 7x7. */
+static int gen_roi_align(pcase *c)
+{
+    if (!is_float(c->dt))
+        return PC_NODT;
+    int64_t xd[4] = {pr(c, 1, 3), pdim(c, 4), pdim(c, 12), pdim(c, 12)}, R = pr(c, 1, 6);
+    int64_t os[2] = {pdim(c, 4), pdim(c, 4)};
+    if (PC_BIG(c))
+        xd[0] = 2, xd[1] = 32, xd[2] = xd[3] = 40, R = 64, os[0] = os[1] = 7;
+    int64_t rd[2] = {R, 4};
+    int in[3] = {pc_in(c, c->dt, 4, xd, -2, 2), pc_in(c, c->dt, 2, rd, -2, (double)xd[3] + 2),
+                 pc_in(c, pc_idt(c), 1, &R, 0, (double)(xd[0] - 1))};
+    mge_attr at[5] = {A2(MGE_KEY_output_size, os[0], os[1]), A(MGE_KEY_pooling, pr(c, 0, 1)),
+                      A(MGE_KEY_sampling_ratio, pr(c, 0, 3)), A_f(MGE_KEY_spatial_scale, pr(c, 0, 1) ? 1 : 0.5),
+                      A(MGE_KEY_aligned, pr(c, 0, 1))};
+    return pc_out(c, pc_node(c, MGE_OP_ROI_ALIGN, 3, in, 5, at));
+}
+
+/* deform_conv2d: groups and offset groups, stride, pad, dilation, offsets
+ * of a few pixels, with or without bias and mask. */
+static int gen_deform_conv2d(pcase *c)
+{
+    if (!is_float(c->dt))
+        return PC_NODT;
+    int64_t g = pr(c, 1, 2), og = pr(c, 1, 2), C = g * og * pr(c, 1, 2), O = g * pr(c, 1, 3);
+    int64_t xd[4] = {pr(c, 1, 2), C, pr(c, 3, 9), pr(c, 3, 9)}, k[2] = {pr(c, 1, 3), pr(c, 1, 3)};
+    int64_t s[2] = {pr(c, 1, 2), pr(c, 1, 2)}, p[2] = {pr(c, 0, 1), pr(c, 0, 1)}, d[2] = {pr(c, 1, 2), pr(c, 1, 2)};
+    int64_t o[2];
+    for (int i = 0; i < 2; i++)
+        if ((o[i] = mge_conv_out_dim(xd[2 + i], k[i], s[i], p[i], d[i], 0)) < 1)
+            return PC_RETRY;
+    int64_t wd[4] = {O, C / g, k[0], k[1]}, od[4] = {xd[0], 2 * og * k[0] * k[1], o[0], o[1]},
+            md[4] = {xd[0], og * k[0] * k[1], o[0], o[1]};
+    int nin = 3 + (int)pr(c, 0, 2);
+    int in[5] = {pc_in(c, c->dt, 4, xd, -2, 2), pc_in(c, c->dt, 4, wd, -1, 1), pc_in(c, c->dt, 4, od, -2.5, 2.5)};
+    if (nin > 3)
+        in[3] = pc_in(c, c->dt, 1, &O, -1, 1);
+    if (nin > 4)
+        in[4] = pc_in(c, c->dt, 4, md, 0, 1);
+    mge_attr at[5] = {A2(MGE_KEY_stride, s[0], s[1]), A2(MGE_KEY_pad, p[0], p[1]), A2(MGE_KEY_dilation, d[0], d[1]),
+                      A(MGE_KEY_groups, g), A(MGE_KEY_offset_groups, og)};
+    return pc_out(c, pc_node(c, MGE_OP_DEFORM_CONV2D, nin, in, 5, at));
+}
 #endif

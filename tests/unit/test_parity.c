@@ -395,6 +395,8 @@ static const pspec specs[MGE_NOPS] = {
     /* spatial sampling */
     [MGE_OP_GRID_SAMPLE] = CASES(gen_grid_sample, 16, ACC),
     [MGE_OP_GRID_SAMPLE_GRAD] = VIA("grid_sample", ACC),
+    [MGE_OP_ROI_ALIGN] = CASES(gen_roi_align, 12, ACC),
+    [MGE_OP_DEFORM_CONV2D] = CASES(gen_deform_conv2d, 12, ACC),
 };
 
 /* Op x dtype pairs some backend claims that no compared graph runs, and

@@ -1,16 +1,21 @@
-/* test_sample.c — grid_sample (and resize's bicubic mode): every refused
+/* test_sample.c — grid_sample (and resize's bicubic mode), roi_align and
+ * deform_conv2d: every refused
  * shape and attribute with its message, hand-computed samples on ref and
  * cpu (corners, centre, each padding mode outside, nearest's round half
  * to even, bicubic at a pixel, 3-D), and the gradient rules against
  * finite differences for every mode, padding mode and align_corners,
- * with grids reaching past [-1, 1]. PyTorch checks the numbers at scale
- * in tests/oracle/test_grid_sample.py. */
+ * with grids reaching past [-1, 1]; roi_align's run-time refusals and
+ * hand-computed roi_align and deform_conv2d. PyTorch and torchvision
+ * check the numbers at scale in tests/oracle/test_grid_sample.py and
+ * test_roi.py. */
 #include "internal.h"
 #include "unit.h"
 #include "unit_graph.h"
 #include "unit_grad.h"
 
 static mge_error err;
+
+static void values(const char *src, const float *want, int nw);
 
 static void refused(const char *src, const char *msg)
 {
@@ -46,7 +51,73 @@ static void test_errors(void)
     BAD(ok, "y = grid_sample(x)", "grid_sample");
     BAD("input x : f32[2,3,5,6]\ninput g : f32[2,4,7,2]\ninput dy : f32[2,3,4,6]\n",
         "y, z = grid_sample_grad(dy, x, g)", "grid_sample_grad: dy is f32[2,3,4,6]: expected f32[2,3,4,7]");
+    const char *ro = "input x : f32[2,3,8,8]\ninput r : f32[5,4]\ninput b : i64[5]\n";
+    BAD(ro, "y = roi_align(x, r, b)", "roi_align needs attribute 'output_size'");
+    BAD(ro, "y = roi_align(x, r, b, output_size=[2, 0])", "roi_align: output_size must be [oh,ow], each >= 1");
+    BAD(ro, "y = roi_align(x, r, b, output_size=[2, 2], spatial_scale=0)", "roi_align: spatial_scale=0: expected > 0");
+    BAD(ro, "y = roi_align(x, r, b, output_size=[2, 2], sampling_ratio=-1)", "sampling_ratio=-1: expected >= 0");
+    BAD("input x : f32[2,3,8,8]\ninput r : f32[5,5]\ninput b : i64[5]\n", "y = roi_align(x, r, b, output_size=[2, 2])",
+        "roi_align: rois is f32[5,5]: expected f32[R,4] (x1, y1, x2, y2)");
+    BAD("input x : f32[2,3,8,8]\ninput r : f32[5,4]\ninput b : f32[5]\n", "y = roi_align(x, r, b, output_size=[2, 2])",
+        "roi_align: batch_indices is f32[5]: expected i64[R] or i32");
+    BAD("input x : f32[2,3,8,8]\ninput r : f32[5,4]\ninput b : i64[4]\n", "y = roi_align(x, r, b, output_size=[2, 2])",
+        "roi_align: batch_indices is i64[4]");
+    const char *de = "input x : f32[1,4,6,6]\ninput w : f32[2,2,3,3]\ninput o : f32[1,18,4,4]\n";
+    BAD(de, "y = deform_conv2d(x, w, o)", "deform_conv2d: weight is f32[2,2,3,3] for x f32[1,4,6,6]");
+    BAD(de, "y = deform_conv2d(x, w, o, groups=2, offset_groups=3)",
+        "deform_conv2d: groups=2 and offset_groups=3 must divide the 4 channels");
+    BAD(de, "y = deform_conv2d(x, w, o, groups=2, offset_groups=2)",
+        "deform_conv2d: offset is f32[1,18,4,4]: expected f32[1,36,4,4]");
+    BAD(de, "y = deform_conv2d(x, w, o, groups=2, stride=0)", "stride and dilation must be >= 1, pad >= 0");
+    BAD("input x : f32[1,4,2,6]\ninput w : f32[2,4,3,3]\ninput o : f32[1,18,4,4]\n", "y = deform_conv2d(x, w, o)",
+        "deform_conv2d: the kernel f32[2,4,3,3] does not fit x f32[1,4,2,6]");
+    BAD("input x : f32[1,4,6,6]\ninput w : f32[2,2,3,3]\ninput o : f32[1,18,4,4]\ninput b : f32[3]\n",
+        "y = deform_conv2d(x, w, o, b, groups=2)", "deform_conv2d: bias is f32[3]: expected f32[2]");
+    BAD("input x : f32[1,4,6,6]\ninput w : f32[2,2,3,3]\ninput o : f32[1,18,4,4]\ninput b : f32[2]\n"
+        "input m : f32[1,9,4,3]\n",
+        "y = deform_conv2d(x, w, o, b, m, groups=2)", "deform_conv2d: mask is f32[1,9,4,3]: expected f32[1,9,4,4]");
 #undef BAD
+}
+
+/* roi_align refuses a batch index outside x and a roi that is not finite
+ * when it runs (they are data). */
+static void test_run_errors(void)
+{
+    static const char *const src[] = {
+        "const x : f32[2,1,4,4] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]\n"
+        "const r : f32[1,4] = [0, 0, 2, 2]\nconst b : i64[1] = [2]\n"
+        "y = roi_align(x, r, b, output_size=[2, 2])\noutput y\n",
+        "const x : f32[2,1,4,4] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]\n"
+        "const r : f32[1,4] = [0, 0, 2, 1e30]\nconst b : i32[1] = [1]\n"
+        "y = roi_align(x, r, b, output_size=[2, 2])\noutput y\n"};
+    static const char *const msg[] = {"roi_align: batch_indices[0] = 2: expected 0..1",
+                                      "roi_align: roi 0 needs"};
+    for (int i = 0; i < 2; i++) {
+        mge_graph *g = ug_parse(src[i]);
+        if (!g)
+            continue;
+        mge_exec *e = NULL;
+        mge_exec_opts eo = {0};
+        eo.backend = "ref";
+        CHECK_OK(mge_exec_create(g, &eo, &e, &err), err);
+        if (e) {
+            CHECK(mge_exec_run(e, NULL, &err) != MGE_OK);
+            CHECK_MSG(strstr(err.msg, msg[i]), "got: %s\nexpected: %s", err.msg, msg[i]);
+            mge_exec_free(e);
+        }
+        mge_graph_free(g);
+    }
+    /* a hand-computed roi_align: the 2x2 roi [0,0]-[2,2] of a ramp, one
+     * sample per bin at its centre (0.5, 0.5)... (1.5, 1.5), not aligned */
+    values("const x : f32[1,1,3,3] = [0, 1, 2, 3, 4, 5, 6, 7, 8]\nconst r : f32[1,4] = [0, 0, 2, 2]\n"
+           "const b : i64[1] = [0]\ny = roi_align(x, r, b, output_size=[2, 2], sampling_ratio=1)\noutput y\n",
+           (const float[]){2, 3, 5, 6}, 4);
+    /* deform_conv2d with zero offsets is conv2d; an offset of +1 along W
+     * shifts the sampling one pixel (the last column reads zeros) */
+    values("const x : f32[1,1,2,3] = [1, 2, 3, 4, 5, 6]\nconst w : f32[1,1,1,1] = [2]\n"
+           "const o : f32[1,2,2,3] = [0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1]\n"
+           "y = deform_conv2d(x, w, o)\noutput y\n",
+           (const float[]){4, 6, 0, 10, 12, 0}, 6);
 }
 
 /* Runs src (no inputs) on ref and cpu; output 0 must be want[0..nw). */
@@ -199,6 +270,7 @@ int main(void)
 {
     RUN(test_errors);
     RUN(test_values);
+    RUN(test_run_errors);
     RUN(test_grads);
     return unit_done();
 }
