@@ -555,14 +555,21 @@ static mge_status conv_pad(mge_onnx_ctx *c, mge_onnx_node *n)
 /* ---------------------------------------------------------------- Resize, Upsample */
 
 /* The mge resize of x [N,C,H,W] to scales sc[4] or sizes sz[4] (one NULL)
- * in mge's mode (nearest 0, bilinear 1) with align_corners. */
+ * in mge's mode (nearest 0, bilinear 1, bicubic 2: with the node's
+ * cubic_coeff_a and exclude_outside) with align_corners. */
 static mge_status emit_resize(mge_onnx_ctx *c, mge_onnx_node *n, int x, const double *sc, const int64_t *sz,
                               int bilinear, int align)
 {
-    mge_attr a[3];
-    a[0] = mge_onnx_ai(MGE_KEY_mode, mge_key_enum_lookup(MGE_KEY_mode, bilinear ? "bilinear" : "nearest",
-                                                         bilinear ? 8 : 7));
+    static const char *const modes[3] = {"nearest", "bilinear", "bicubic"};
+    mge_attr a[5];
+    int na = 3;
+    a[0] = mge_onnx_ai(MGE_KEY_mode, mge_key_enum_lookup(MGE_KEY_mode, modes[bilinear], strlen(modes[bilinear])));
     a[1] = mge_onnx_ab(MGE_KEY_align_corners, align);
+    if (bilinear == 2) {
+        a[3] = mge_onnx_af(MGE_KEY_cubic_a, mge_onnx_attr_f(n, "cubic_coeff_a", -0.75));
+        a[4] = mge_onnx_ab(MGE_KEY_exclude_outside, mge_onnx_attr_i(n, "exclude_outside", 0) != 0);
+        na = 5;
+    }
     if (sc) {
         memset(&a[2], 0, sizeof a[2]);
         a[2].key = MGE_KEY_scales;
@@ -572,7 +579,7 @@ static mge_status emit_resize(mge_onnx_ctx *c, mge_onnx_node *n, int x, const do
     } else {
         a[2] = mge_onnx_ais(MGE_KEY_size, 2, sz + 2);
     }
-    return done(c, mge_onnx_emit(c, n, MGE_OP_RESIZE, 1, &x, 3, a, 1));
+    return done(c, mge_onnx_emit(c, n, MGE_OP_RESIZE, 1, &x, na, a, 1));
 }
 
 /* Scales (or sizes) of the 4 dims: N and C unscaled. */
@@ -607,12 +614,9 @@ static mge_status conv_resize(mge_onnx_ctx *c, mge_onnx_node *n)
     mge_onnx_attr_s(n, "coordinate_transformation_mode", "half_pixel", ctm, sizeof ctm);
     mge_onnx_attr_s(n, "nearest_mode", "round_prefer_floor", nm, sizeof nm);
     mge_onnx_attr_s(n, "keep_aspect_ratio_policy", "stretch", kar, sizeof kar);
-    int isnear = strcmp(mode, "nearest") == 0, islin = strcmp(mode, "linear") == 0;
-    if (!isnear && !islin) {
-        if (strcmp(mode, "cubic") == 0)
-            return mge_onnx_unsupported(c, n, "mode cubic (mge resizes nearest and bilinear)");
+    int isnear = strcmp(mode, "nearest") == 0, islin = strcmp(mode, "linear") == 0, iscub = strcmp(mode, "cubic") == 0;
+    if (!isnear && !islin && !iscub)
         return mge_onnx_fail(c, n, "mode '%s': expected nearest, linear or cubic", mode);
-    }
     double sc[4] = {1, 1, 1, 1};
     int64_t sz[4];
     int have_sc = 0, have_sz = 0;
@@ -709,7 +713,7 @@ static mge_status conv_resize(mge_onnx_ctx *c, mge_onnx_node *n)
         half = 1;
     }
     const double *scp = have_sc ? sc : NULL;
-    if (islin) {
+    if (islin || iscub) {
         /* align_corners with scales divides by in*scale - 1 unrounded: mge by out - 1 */
         for (int i = 0; align && have_sc && i < 2; i++)
             if (!known_dim(xv->dims[2 + i]) ||
@@ -717,9 +721,9 @@ static mge_status conv_resize(mge_onnx_ctx *c, mge_onnx_node *n)
                 return mge_onnx_unsupported(c, n, "align_corners with scales that do not give a whole output "
                                             "size (ONNX then maps by the unrounded size)");
         if (half || align)
-            return emit_resize(c, n, x, scp, sz, 1, align);
-        return mge_onnx_unsupported(c, n, "linear with coordinate_transformation_mode %s (mge's bilinear is "
-                                    "half_pixel or align_corners)", ctm);
+            return emit_resize(c, n, x, scp, sz, iscub ? 2 : 1, align);
+        return mge_onnx_unsupported(c, n, "%s with coordinate_transformation_mode %s (mge's %s is "
+                                    "half_pixel or align_corners)", mode, ctm, iscub ? "bicubic" : "bilinear");
     }
     /* nearest: mge picks floor(o * in/out); ONNX's asymmetric floor is that,
      * and half_pixel rounding is too when the scale is a whole number */

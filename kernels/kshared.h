@@ -191,7 +191,27 @@ static inline void mge_winograd_weight_transform(const float *w, int64_t O, int6
 /* ---- spatial ops (resize, pad, rms_norm): what infer and the kernels share */
 
 /* The words of the mode key, in ops.def's order. */
-enum { MGE_MODE_NEAREST, MGE_MODE_BILINEAR, MGE_MODE_CONSTANT, MGE_MODE_REFLECT, MGE_MODE_REPLICATE };
+enum { MGE_MODE_NEAREST, MGE_MODE_BILINEAR, MGE_MODE_CONSTANT, MGE_MODE_REFLECT, MGE_MODE_REPLICATE, MGE_MODE_BICUBIC };
+/* The words of grid_sample's padding_mode key, in ops.def's order. */
+enum { MGE_PADMODE_ZEROS, MGE_PADMODE_BORDER, MGE_PADMODE_REFLECTION };
+
+/* Keys' cubic convolution weights of the 4 taps at -1, 0, 1, 2 from the
+ * floor, for the fraction t in [0, 1) (PyTorch's a = -0.75, ONNX's
+ * cubic_coeff_a); d, when not NULL, gets their derivatives in t. */
+static inline void mge_cubic_weights(double t, double a, double *w, double *d)
+{
+    double x1 = t + 1, x2 = 1 - t, x3 = 2 - t;
+    w[0] = ((a * x1 - 5 * a) * x1 + 8 * a) * x1 - 4 * a;
+    w[1] = ((a + 2) * t - (a + 3)) * t * t + 1;
+    w[2] = ((a + 2) * x2 - (a + 3)) * x2 * x2 + 1;
+    w[3] = ((a * x3 - 5 * a) * x3 + 8 * a) * x3 - 4 * a;
+    if (d) {
+        d[0] = (3 * a * x1 - 10 * a) * x1 + 8 * a;
+        d[1] = (3 * (a + 2) * t - 2 * (a + 3)) * t;
+        d[2] = -(3 * (a + 2) * x2 - 2 * (a + 3)) * x2;
+        d[3] = -((3 * a * x3 - 10 * a) * x3 + 8 * a);
+    }
+}
 
 /* resize's scale factor along spatial dim k (0 = H, 1 = W): the scales
  * attribute's value, or 0 when the output size was given by size. */
@@ -241,6 +261,30 @@ static inline void mge_resize_linear(int64_t o, int64_t in, int align, float ste
     *i1 = a + (a < in - 1 ? 1 : 0);
     float l = r - (float)a;
     *l1 = l < 0 ? 0 : l > 1 ? 1 : l;
+}
+
+/* Bicubic: the four source indices of output index o (clamped to the
+ * input, as PyTorch and ONNX's edge padding) and their weights; the
+ * source coordinate is half_pixel (not clamped at 0, unlike bilinear) or
+ * align_corners. exclude_outside gives taps outside the input weight 0
+ * and renormalizes the rest (ONNX). */
+static inline void mge_resize_cubic(int64_t o, int64_t in, int align, float step, double a, int exclude,
+                                    int64_t *idx, double *w)
+{
+    float r = align ? step * (float)o : step * ((float)o + 0.5f) - 0.5f;
+    double f = floor((double)r);
+    mge_cubic_weights((double)r - f, a, w, NULL);
+    double sum = 0;
+    for (int k = 0; k < 4; k++) {
+        int64_t i = (int64_t)f - 1 + k;
+        if (exclude && (i < 0 || i > in - 1))
+            w[k] = 0;
+        sum += w[k];
+        idx[k] = i < 0 ? 0 : i > in - 1 ? in - 1 : i;
+    }
+    if (exclude && sum != 0)
+        for (int k = 0; k < 4; k++)
+            w[k] /= sum;
 }
 
 /* rms_norm's eps: the attribute, or when absent the dtype's machine

@@ -39,6 +39,9 @@ static void build_ref(void)
     mge_ref_register_apool(&ref_be);
     mge_ref_register_rnn(&ref_be);
     mge_ref_register_resize(&ref_be);
+    mge_ref_register_sample(&ref_be);
+    mge_ref_register_roi(&ref_be);
+    mge_ref_register_deform(&ref_be);
     mge_ref_register_pad(&ref_be);
     mge_ref_register_gnorm(&ref_be);
     mge_ref_register_sort(&ref_be);

@@ -71,6 +71,7 @@ MGE_FAMILY_DECL(sort)
 MGE_FAMILY_DECL(attn)
 MGE_FAMILY_DECL(comm)
 MGE_FAMILY_DECL(emath)
+MGE_FAMILY_DECL(sample)
 /* kernels/kshared.h (header only, shared with the kernels): mge_axis,
  * mge_conv_out_dim, mge_op_flags (ops.def's traits), mge_op_alpha_only,
  * mge_fused_act_ok / unary_ok / binary_ok,
@@ -143,6 +144,7 @@ MGE_GRAD_DECL(sort)
 MGE_GRAD_DECL(attn)
 MGE_GRAD_DECL(comm)
 MGE_GRAD_DECL(emath)
+MGE_GRAD_DECL(sample)
 mge_grad_fn mge_op_grad_fn(int op);
 /* mge_grad_build with the gradient of `out` (any shape) given as the value
  * dout (its dtype and shape) instead of 1 for a scalar loss; dout < 0 means 1.
@@ -356,6 +358,10 @@ void mge_ref_register_gnorm(mge_backend *b);
 void mge_cpu_register_resize(mge_backend *b);
 void mge_cpu_register_pad(mge_backend *b);
 void mge_cpu_register_gnorm(mge_backend *b);
+/* spatial sampling: grid_sample and its gradient (ref_sample.c; cpu runs ref's) */
+void mge_ref_register_sample(mge_backend *b);
+void mge_ref_register_roi(mge_backend *b);      /* roi_align (ref_roi.c) */
+void mge_ref_register_deform(mge_backend *b);   /* deform_conv2d (ref_deform.c) */
 /* topk, sort, argsort, cumsum (ref_sort.c, cpu_sort.c) */
 void mge_ref_register_sort(mge_backend *b);
 void mge_cpu_register_sort(mge_backend *b);

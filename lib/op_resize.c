@@ -5,10 +5,11 @@
  *   -> [N,C,OH,OW] with OH = floor(H * sh) (PyTorch's rule) or oh; exactly
  *   one of scales, size and the input s (known at plan time: [oh,ow], or
  *   ONNX's sizes [N,C,oh,ow]). align_corners is bilinear's only (PyTorch
- *   refuses it for nearest too).
+ *   refuses it for nearest too). mode=bicubic: F.interpolate's bicubic
+ *   (cubic_a -0.75; exclude_outside as ONNX's).
  * resize_grad(dy, x[, s]) -> like x, dy summed back into the source pixels.
  * FLOPs: nearest 0 (a copy); bilinear 8 per output element (3 lerps of
- * 2 multiply-adds and the weights); the gradients likewise. */
+ * 2 multiply-adds and the weights); bicubic 48; the gradients likewise. */
 #include "internal.h"
 
 #include <math.h>
@@ -47,12 +48,18 @@ static mge_status out_dims(const mge_node *n, const char *op, const mge_tdesc *x
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected a float dtype (f32, f16, bf16)", op,
                              mge_tdesc_str(x, b, sizeof b));
     int64_t mode = mge_node_int(n, MGE_KEY_mode, MGE_MODE_NEAREST);
-    if (mode != MGE_MODE_NEAREST && mode != MGE_MODE_BILINEAR) {
+    if (mode != MGE_MODE_NEAREST && mode != MGE_MODE_BILINEAR && mode != MGE_MODE_BICUBIC) {
         const char *w = mge_key_enum_word(MGE_KEY_mode, mode);
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: mode=%s: expected nearest or bilinear", op, w ? w : "?");
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: mode=%s: expected nearest, bilinear or bicubic", op,
+                             w ? w : "?");
     }
     if (mode == MGE_MODE_NEAREST && mge_node_int(n, MGE_KEY_align_corners, 0))
-        return mge_error_set(err, MGE_ERR_INVALID, "%s: align_corners=true needs mode=bilinear", op);
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: align_corners=true needs mode=bilinear or bicubic", op);
+    double ca = mge_node_float(n, MGE_KEY_cubic_a, -0.75);
+    if (mode != MGE_MODE_BICUBIC && (ca != -0.75 || mge_node_int(n, MGE_KEY_exclude_outside, 0)))
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: cubic_a and exclude_outside need mode=bicubic", op);
+    if (!isfinite(ca))
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: cubic_a=%g: expected a finite number", op, ca);
     const mge_attr *sc = mge_node_attr(n, MGE_KEY_scales), *sz = mge_node_attr(n, MGE_KEY_size);
     if ((!!sc + !!sz + !!szin) != 1)
         return mge_error_set(err, MGE_ERR_INVALID, "%s: needs exactly one of scales=[sh,sw], size=[oh,ow] and a size input%s",
@@ -125,5 +132,8 @@ mge_status mge_resize_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *o
 double mge_resize_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc *out)
 {
     const mge_tdesc *big = n->op == MGE_OP_RESIZE_GRAD ? &in[0] : &out[0];
-    return mge_node_int(n, MGE_KEY_mode, 0) == MGE_MODE_BILINEAR ? 8.0 * mge_tdesc_count(big) : 0.0;
+    int64_t mode = mge_node_int(n, MGE_KEY_mode, 0);
+    /* bicubic: 16 taps of a multiply-add and the 8 weights' few each */
+    return mode == MGE_MODE_BILINEAR ? 8.0 * mge_tdesc_count(big)
+           : mode == MGE_MODE_BICUBIC ? 48.0 * mge_tdesc_count(big) : 0.0;
 }

@@ -2,8 +2,8 @@
  * (n, c) planes. The source indices and weights of every output row and
  * column are tabled once per call in the scratch (kshared.h's float
  * arithmetic, so the pixels match ref and PyTorch); inner loops run along
- * W over the tables. Other dtypes and shapes the inference did not make
- * go to ref. */
+ * W over the tables. Other dtypes, bicubic and shapes the inference did
+ * not make go to ref. */
 #include "cpu.h"
 
 #include <string.h>
@@ -125,7 +125,8 @@ static mge_status cpu_resize(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     mge_tensor *res = out[0];
     if (!geom_ok(x, big) || (grad && (res->dtype != MGE_F32 || mge_tensor_numel(res) != mge_tensor_numel(x) ||
                                       !res->data || res->nbytes < (size_t)mge_tensor_numel(x) * 4)) ||
-        !ctx->ws || ctx->ws_size < tables_bytes(big->dims[2], big->dims[3]))
+        !ctx->ws || ctx->ws_size < tables_bytes(big->dims[2], big->dims[3]) ||
+        mge_node_int(n, MGE_KEY_mode, 0) == MGE_MODE_BICUBIC)
         return cpu_fallback(ctx, n, in, out, err);
     rs_job j = {grad ? in[0]->data : x->data, res->data, x->dims[2], x->dims[3], big->dims[2], big->dims[3], 0,
                 NULL, NULL, NULL, NULL, NULL, NULL};

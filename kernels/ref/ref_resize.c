@@ -19,10 +19,10 @@ static mge_status check(const mge_kctx *ctx, const mge_node *n, const mge_tensor
 }
 
 /* Visits the source taps of output pixel (oh, ow): nearest one with weight
- * 1, bilinear four. */
+ * 1, bilinear four, bicubic sixteen. */
 typedef struct tap {
-    int64_t at[4];
-    double w[4];
+    int64_t at[16];
+    double w[16];
     int n;
 } tap;
 
@@ -35,6 +35,18 @@ static void taps(const mge_node *n, int64_t H, int64_t W, int64_t OH, int64_t OW
         t->n = 1;
         t->at[0] = mge_resize_nearest(oh, H, OH, sh) * W + mge_resize_nearest(ow, W, OW, sw);
         t->w[0] = 1;
+        return;
+    }
+    if (mge_node_int(n, MGE_KEY_mode, 0) == MGE_MODE_BICUBIC) {
+        double a = mge_node_float(n, MGE_KEY_cubic_a, -0.75), wh[4], ww[4];
+        int ex = (int)mge_node_int(n, MGE_KEY_exclude_outside, 0);
+        int64_t ih[4], iw[4];
+        mge_resize_cubic(oh, H, align, sh, a, ex, ih, wh);
+        mge_resize_cubic(ow, W, align, sw, a, ex, iw, ww);
+        t->n = 16;
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 4; j++)
+                t->at[i * 4 + j] = ih[i] * W + iw[j], t->w[i * 4 + j] = wh[i] * ww[j];
         return;
     }
     int64_t h0, h1, w0, w1;

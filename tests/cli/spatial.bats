@@ -51,7 +51,7 @@ refused() {
 
 @test "an unknown enum word is refused listing the allowed ones" {
     refused "y = resize(x, mode=cubic, scales=[2, 2])" \
-        "mge-run: $T/bad.mgt:2:20: error: resize attribute 'mode': expected one of nearest bilinear constant reflect replicate, found 'cubic'"
+        "mge-run: $T/bad.mgt:2:20: error: resize attribute 'mode': expected one of nearest bilinear constant reflect replicate bicubic, found 'cubic'"
     refused "y = pad(x, pads=[1, 1], mode=nearest)" \
         "mge-run: $T/bad.mgt:2:1: error: y: pad: mode=nearest: expected constant, reflect or replicate (at N=1,H=224,W=256)"
 }

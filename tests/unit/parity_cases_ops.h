@@ -146,14 +146,14 @@ static mge_attr A_fl2(int key, double a, double b)
     return r;
 }
 
-/* resize: nearest or bilinear (align_corners both ways), scales up, down
+/* resize: nearest, bilinear or bicubic (align_corners both ways), scales up, down
  * and non-integer, or a size; the big case doubles 32x32 planes. */
 static int gen_resize(pcase *c)
 {
     if (!is_float(c->dt))
         return PC_NODT;
     int64_t xd[4] = {pr(c, 1, 3), pdim(c, 5), pdim(c, 13), pdim(c, 13)};
-    int bil = (int)pr(c, 0, 1), align = bil && pr(c, 0, 1);
+    int bil = (int)pr(c, 0, 2), align = bil && pr(c, 0, 1);   /* 2: bicubic */
     static const double sc[] = {0.5, 0.75, 1, 1.5, 2, 2.3, 3};
     double sh = ppick(c, 7, sc), sw = ppick(c, 7, sc);
     int bysize = (int)pr(c, 0, 2) == 0;
@@ -162,9 +162,11 @@ static int gen_resize(pcase *c)
     if (!bysize && ((int64_t)(xd[2] * sh) < 1 || (int64_t)(xd[3] * sw) < 1))
         return PC_RETRY;
     int x = pc_in(c, c->dt, 4, xd, -2, 2);
-    mge_attr at[3] = {A(MGE_KEY_mode, bil ? MGE_MODE_BILINEAR : MGE_MODE_NEAREST), A(MGE_KEY_align_corners, align),
-                      bysize ? A2(MGE_KEY_size, pdim(c, 17), pdim(c, 17)) : A_fl2(MGE_KEY_scales, sh, sw)};
-    return pc_out(c, pc_node(c, MGE_OP_RESIZE, 1, &x, 3, at));
+    mge_attr at[4] = {A(MGE_KEY_mode, bil == 2 ? MGE_MODE_BICUBIC : bil ? MGE_MODE_BILINEAR : MGE_MODE_NEAREST),
+                      A(MGE_KEY_align_corners, align),
+                      bysize ? A2(MGE_KEY_size, pdim(c, 17), pdim(c, 17)) : A_fl2(MGE_KEY_scales, sh, sw),
+                      A(MGE_KEY_exclude_outside, bil == 2 && pr(c, 0, 1))};
+    return pc_out(c, pc_node(c, MGE_OP_RESIZE, 1, &x, 4, at));
 }
 
 /* pad: constant (any dtype, any rank, crops too), reflect and replicate on
@@ -519,5 +521,77 @@ static int gen_prelu(pcase *c)
     int in[2] = {x, pc_val(c, MGE_VAL_PARAM, c->dt, 1, &num, -1, 1)};
     mge_attr at[1] = {A(MGE_KEY_num, num)};
     return pc_out(c, pc_node(c, MGE_OP_PRELU, 2, in, 1, at));
+}
+
+/* ---------------------------------------------------------------- spatial sampling */
+
+/* grid_sample: 4-D (every mode) or 5-D (nearest, bilinear), every padding
+ * mode, align_corners both ways, the grid past [-1, 1]; the big case
+ * samples 4x16x32x32 at 48x48 points. */
+static int gen_grid_sample(pcase *c)
+{
+    if (!is_float(c->dt))
+        return PC_NODT;
+    int k = pr(c, 0, 2) ? 2 : 3;
+    int64_t xd[5] = {pr(c, 1, 3), pdim(c, 4)}, gd[5];
+    gd[0] = xd[0];
+    for (int i = 0; i < k; i++)
+        xd[2 + i] = pdim(c, k == 2 ? 9 : 5), gd[1 + i] = pdim(c, k == 2 ? 7 : 4);
+    gd[k + 1] = k;
+    if (PC_BIG(c)) {
+        k = 2, xd[0] = gd[0] = 4, xd[1] = 16, xd[2] = xd[3] = 32, gd[1] = gd[2] = 48, gd[3] = 2;
+    }
+    int mode = (int)pr(c, 0, k == 2 ? 2 : 1);
+    static const int modes[3] = {MGE_MODE_BILINEAR, MGE_MODE_NEAREST, MGE_MODE_BICUBIC};
+    int in[2] = {pc_in(c, c->dt, k + 2, xd, -2, 2), pc_in(c, c->dt, k + 2, gd, -1.2, 1.2)};
+    mge_attr at[3] = {A(MGE_KEY_mode, modes[mode]), A(MGE_KEY_padding_mode, pr(c, 0, 2)),
+                      A(MGE_KEY_align_corners, pr(c, 0, 1))};
+    return pc_out(c, pc_node(c, MGE_OP_GRID_SAMPLE, 2, in, 3, at));
+}
+
+/* roi_align: rois partly outside the image, either pooling, aligned both
+ * ways, fixed or adaptive sampling; the big case pools 64 rois of a
+ * 2x32x40x40 map to 7x7. */
+static int gen_roi_align(pcase *c)
+{
+    if (!is_float(c->dt))
+        return PC_NODT;
+    int64_t xd[4] = {pr(c, 1, 3), pdim(c, 4), pdim(c, 12), pdim(c, 12)}, R = pr(c, 1, 6);
+    int64_t os[2] = {pdim(c, 4), pdim(c, 4)};
+    if (PC_BIG(c))
+        xd[0] = 2, xd[1] = 32, xd[2] = xd[3] = 40, R = 64, os[0] = os[1] = 7;
+    int64_t rd[2] = {R, 4};
+    int in[3] = {pc_in(c, c->dt, 4, xd, -2, 2), pc_in(c, c->dt, 2, rd, -2, (double)xd[3] + 2),
+                 pc_in(c, pc_idt(c), 1, &R, 0, (double)(xd[0] - 1))};
+    mge_attr at[5] = {A2(MGE_KEY_output_size, os[0], os[1]), A(MGE_KEY_pooling, pr(c, 0, 1)),
+                      A(MGE_KEY_sampling_ratio, pr(c, 0, 3)), A_f(MGE_KEY_spatial_scale, pr(c, 0, 1) ? 1 : 0.5),
+                      A(MGE_KEY_aligned, pr(c, 0, 1))};
+    return pc_out(c, pc_node(c, MGE_OP_ROI_ALIGN, 3, in, 5, at));
+}
+
+/* deform_conv2d: groups and offset groups, stride, pad, dilation, offsets
+ * of a few pixels, with or without bias and mask. */
+static int gen_deform_conv2d(pcase *c)
+{
+    if (!is_float(c->dt))
+        return PC_NODT;
+    int64_t g = pr(c, 1, 2), og = pr(c, 1, 2), C = g * og * pr(c, 1, 2), O = g * pr(c, 1, 3);
+    int64_t xd[4] = {pr(c, 1, 2), C, pr(c, 3, 9), pr(c, 3, 9)}, k[2] = {pr(c, 1, 3), pr(c, 1, 3)};
+    int64_t s[2] = {pr(c, 1, 2), pr(c, 1, 2)}, p[2] = {pr(c, 0, 1), pr(c, 0, 1)}, d[2] = {pr(c, 1, 2), pr(c, 1, 2)};
+    int64_t o[2];
+    for (int i = 0; i < 2; i++)
+        if ((o[i] = mge_conv_out_dim(xd[2 + i], k[i], s[i], p[i], d[i], 0)) < 1)
+            return PC_RETRY;
+    int64_t wd[4] = {O, C / g, k[0], k[1]}, od[4] = {xd[0], 2 * og * k[0] * k[1], o[0], o[1]},
+            md[4] = {xd[0], og * k[0] * k[1], o[0], o[1]};
+    int nin = 3 + (int)pr(c, 0, 2);
+    int in[5] = {pc_in(c, c->dt, 4, xd, -2, 2), pc_in(c, c->dt, 4, wd, -1, 1), pc_in(c, c->dt, 4, od, -2.5, 2.5)};
+    if (nin > 3)
+        in[3] = pc_in(c, c->dt, 1, &O, -1, 1);
+    if (nin > 4)
+        in[4] = pc_in(c, c->dt, 4, md, 0, 1);
+    mge_attr at[5] = {A2(MGE_KEY_stride, s[0], s[1]), A2(MGE_KEY_pad, p[0], p[1]), A2(MGE_KEY_dilation, d[0], d[1]),
+                      A(MGE_KEY_groups, g), A(MGE_KEY_offset_groups, og)};
+    return pc_out(c, pc_node(c, MGE_OP_DEFORM_CONV2D, nin, in, 5, at));
 }
 #endif

@@ -415,6 +415,11 @@ static const pspec specs[MGE_NOPS] = {
     [MGE_OP_DET_GRAD] = VIA("det", ACC),
     [MGE_OP_LRN_GRAD] = VIA("lrn", ACC),
     [MGE_OP_DFT_GRAD] = VIA("dft", ACC),
+    /* spatial sampling */
+    [MGE_OP_GRID_SAMPLE] = CASES(gen_grid_sample, 16, ACC),
+    [MGE_OP_GRID_SAMPLE_GRAD] = VIA("grid_sample", ACC),
+    [MGE_OP_ROI_ALIGN] = CASES(gen_roi_align, 12, ACC),
+    [MGE_OP_DEFORM_CONV2D] = CASES(gen_deform_conv2d, 12, ACC),
 };
 
 /* Op x dtype pairs some backend claims that no compared graph runs, and

@@ -69,31 +69,31 @@ static char *print(const mge_graph *g)
 
 static void test_enum_words(void)
 {
-    static const char *const words[] = {"nearest", "bilinear", "constant", "reflect", "replicate"};
+    static const char *const words[] = {"nearest", "bilinear", "constant", "reflect", "replicate", "bicubic"};
     static const int ids[] = {MGE_MODE_NEAREST, MGE_MODE_BILINEAR, MGE_MODE_CONSTANT, MGE_MODE_REFLECT,
-                              MGE_MODE_REPLICATE};
+                              MGE_MODE_REPLICATE, MGE_MODE_BICUBIC};
     CHECK(mge_key_type(MGE_KEY_mode) == MGE_ATTR_ENUM);
     CHECK(mge_key_type(MGE_KEY_scales) == MGE_ATTR_FLOATS);
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 6; i++) {
         CHECK_MSG(mge_key_enum_lookup(MGE_KEY_mode, words[i], strlen(words[i])) == ids[i], "%s", words[i]);
         const char *w = mge_key_enum_word(MGE_KEY_mode, ids[i]);
         CHECK_MSG(w && strcmp(w, words[i]) == 0, "%d: %s", ids[i], w ? w : "NULL");
     }
-    CHECK(mge_key_enum_word(MGE_KEY_mode, 5) == NULL);
+    CHECK(mge_key_enum_word(MGE_KEY_mode, 6) == NULL);
     CHECK(mge_key_enum_word(MGE_KEY_mode, -1) == NULL);
     CHECK(mge_key_enum_word(MGE_KEY_axis, 0) == NULL);
     CHECK(mge_key_enum_lookup(MGE_KEY_mode, "near", 4) == -1);
     CHECK(mge_key_enum_lookup(MGE_KEY_axis, "nearest", 7) == -1);
-    CHECK(strcmp(mge_key_enum_words(MGE_KEY_mode), "nearest bilinear constant reflect replicate") == 0);
+    CHECK(strcmp(mge_key_enum_words(MGE_KEY_mode), "nearest bilinear constant reflect replicate bicubic") == 0);
     /* through the API: an index past the words is refused */
     mge_graph *g = mge_graph_new();
     int64_t d[4] = {1, 1, 2, 2};
     int x = mge_graph_add_value(g, "x", MGE_VAL_INPUT, MGE_F32, 4, d, &err);
-    mge_attr at[2] = {A(MGE_KEY_mode, 5), A(MGE_KEY_size, 3)};
+    mge_attr at[2] = {A(MGE_KEY_mode, 6), A(MGE_KEY_size, 3)};
     const char *yn[1] = {"y"};
     at[1].n = 2, at[1].i[1] = 3;
     CHECK(mge_graph_add_node(g, "y", MGE_OP_RESIZE, 1, &x, 2, at, 1, yn, &err) < 0);
-    CHECK_MSG(strstr(err.msg, "attribute 'mode': 5 is none of its words (nearest bilinear"), "%s", err.msg);
+    CHECK_MSG(strstr(err.msg, "attribute 'mode': 6 is none of its words (nearest bilinear"), "%s", err.msg);
     at[0] = A(MGE_KEY_mode, MGE_MODE_BILINEAR);
     CHECK_MSG(mge_graph_add_node(g, "y", MGE_OP_RESIZE, 1, &x, 2, at, 1, yn, &err) >= 0, "%s", err.msg);
     mge_graph_free(g);
@@ -245,10 +245,12 @@ static void test_errors(void)
         snprintf(src, sizeof src, "%s%s\noutput y\n", x, line);       \
         refused(src, msg);                                            \
     } while (0)
-    BAD("y = resize(x, mode=bicubic, scales=[2, 2])",
-        "resize attribute 'mode': expected one of nearest bilinear constant reflect replicate, found 'bicubic'");
+    BAD("y = resize(x, mode=cubic, scales=[2, 2])",
+        "resize attribute 'mode': expected one of nearest bilinear constant reflect replicate bicubic, found 'cubic'");
     BAD("y = resize(x, mode=3, scales=[2, 2])", "expected one of nearest bilinear");
-    BAD("y = resize(x, mode=reflect, scales=[2, 2])", "resize: mode=reflect: expected nearest or bilinear");
+    BAD("y = resize(x, mode=reflect, scales=[2, 2])", "resize: mode=reflect: expected nearest, bilinear or bicubic");
+    BAD("y = resize(x, mode=bilinear, cubic_a=-0.5, scales=[2, 2])", "resize: cubic_a and exclude_outside need mode=bicubic");
+    BAD("y = resize(x, exclude_outside=true, scales=[2, 2])", "resize: cubic_a and exclude_outside need mode=bicubic");
     BAD("y = resize(x, scales=[0, 2])", "resize: scales=[0,2]: expected scales > 0");
     BAD("y = resize(x, scales=[2, -1.5])", "resize: scales=[2,-1.5]: expected scales > 0");
     BAD("y = resize(x, scales=[2])", "resize: scales has 1 values: expected 2 [sh,sw]");
@@ -256,7 +258,7 @@ static void test_errors(void)
     BAD("y = resize(x, size=[0, 3])", "resize: size=[0,3]: expected sizes >= 1");
     BAD("y = resize(x)", "resize: needs exactly one of scales=[sh,sw], size=[oh,ow] and a size input");
     BAD("y = resize(x, scales=[2, 2], size=[3, 3])", "needs exactly one of scales=[sh,sw], size=[oh,ow] and a size input, found more than one");
-    BAD("y = resize(x, align_corners=true, scales=[2, 2])", "resize: align_corners=true needs mode=bilinear");
+    BAD("y = resize(x, align_corners=true, scales=[2, 2])", "resize: align_corners=true needs mode=bilinear or bicubic");
     refused("input x : f32[2,5,6]\ny = resize(x, scales=[2, 2])\noutput y\n",
             "resize: x is f32[2,5,6]: expected rank 4 [N,C,H,W]");
     refused("input x : i32[1,1,5,6]\ny = resize(x, scales=[2, 2])\noutput y\n", "expected a float dtype");

@@ -384,7 +384,7 @@ static void test_enum_syntax(void)
     mge_error e;
     const char *bad = "input x : f32[1,1,4,4]\ny = resize(x, mode=Bilinear, scales=[2, 2])\noutput y\n";
     CHECK(mge_text_parse(bad, strlen(bad), NULL, &h, &e) != MGE_OK);
-    CHECK_MSG(strstr(e.msg, "resize attribute 'mode': expected one of nearest bilinear constant reflect replicate, "
+    CHECK_MSG(strstr(e.msg, "resize attribute 'mode': expected one of nearest bilinear constant reflect replicate bicubic, "
                             "found 'Bilinear'") && e.line == 2,
               "%d: %s", e.line, e.msg);
     bad = "input x : f32[1,1,4,4]\ny = resize(x, scales=[2, two])\noutput y\n";

@@ -1,0 +1,27 @@
+/* grad_sample.c — grid_sample's gradient rule: grid_sample_grad(dy, x,
+ * grid) -> dx, dgrid with the forward's attributes; the gradient op has
+ * none. */
+#include "internal.h"
+
+#include <stdio.h>
+
+mge_status mge_sample_grad(mge_graph *g, int node, const int *dy, const char *want, int *dx, mge_error *err)
+{
+    const mge_node *n = &g->nodes[node];
+    char base[200];
+    snprintf(base, sizeof base, "%s", n->name);
+    if (n->op != MGE_OP_GRID_SAMPLE)
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: %s has no gradient rule", base, mge_op_info(n->op)->name);
+    if (dy[0] < 0 || (!want[0] && !want[1]))
+        return MGE_OK;
+    int in[3] = {dy[0], n->in[0], n->in[1]}, outs[2];
+    mge_attr ga[8];
+    int ng = mge_grad_attrs(n, MGE_OP_GRID_SAMPLE_GRAD, ga);
+    if (mge_grad_emit(g, base, MGE_OP_GRID_SAMPLE_GRAD, 3, in, ng, ga, 2, outs, err) < 0)
+        return err && err->code ? err->code : MGE_ERR_INVALID;
+    if (want[0])
+        dx[0] = outs[0];
+    if (want[1])
+        dx[1] = outs[1];
+    return MGE_OK;
+}
