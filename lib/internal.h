@@ -70,6 +70,7 @@ MGE_FAMILY_DECL(gnorm)
 MGE_FAMILY_DECL(sort)
 MGE_FAMILY_DECL(attn)
 MGE_FAMILY_DECL(comm)
+MGE_FAMILY_DECL(qlin)
 /* kernels/kshared.h (header only, shared with the kernels): mge_axis,
  * mge_conv_out_dim, mge_op_flags (ops.def's traits), mge_op_alpha_only,
  * mge_fused_act_ok / unary_ok / binary_ok,
@@ -141,6 +142,7 @@ MGE_GRAD_DECL(gnorm)
 MGE_GRAD_DECL(sort)
 MGE_GRAD_DECL(attn)
 MGE_GRAD_DECL(comm)
+MGE_GRAD_DECL(qlin)
 mge_grad_fn mge_op_grad_fn(int op);
 /* mge_grad_build with the gradient of `out` (any shape) given as the value
  * dout (its dtype and shape) instead of 1 for a scalar loss; dout < 0 means 1.
@@ -364,6 +366,9 @@ void mge_cpu_register_attn(mge_backend *b);
 void mge_cpu_register_loss(mge_backend *b);   /* cross_entropy (+ grad); after grad_elem's */
 /* distributed: allreduce, allreduce_wait (ref_comm.c) */
 void mge_ref_register_comm(mge_backend *b);
+/* ONNX linear quantization: quantize_linear, dequantize_linear, requantize, matmul_integer,
+ * conv_integer (ref_qlin.c; the cpu backend runs these) */
+void mge_ref_register_qlin(mge_backend *b);
 void mge_cpu_register_comm(mge_backend *b);   /* sync_batchnorm on the pool (cpu_comm.c) */
 
 /* kernels/cpu/cpu_isa.c: the vector ISA kernels and passes may use (cpuid, capped by
