@@ -138,6 +138,28 @@ def test_onnx_quantized_models_opt():
     _run_all(True)
 
 
+def test_mge_int8_export_reimport():
+    """mge-quant's int8 LeNet written as ONNX QDQ (mge-opt --emit onnx: QuantizeLinear and
+    DequantizeLinear around f32 Conv/Gemm, MaxPool on int8) and read back: ORT's outputs."""
+    d = tmpdir()
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    f32, q, onx = (os.path.join(d, n) for n in ("lenet.mge", "q.mge", "q.onnx"))
+    run([tool("mge-opt"), os.path.join(root, "samples", "nets", "lenet.mgt"), "-o", f32])
+    calib = os.path.join(d, "calib.npy")
+    np.save(calib, np.random.default_rng(11).standard_normal((32, 1, 28, 28), dtype=np.float32))
+    run([tool("mge-quant"), f32, "--calib", calib, "-q", "-o", q])
+    run([tool("mge-opt"), q, "--emit", "onnx", "-o", onx])
+    have = {n.op_type for n in onnx.load(onx).graph.node}
+    assert {"QuantizeLinear", "DequantizeLinear", "MaxPool"} <= have, sorted(have)
+    x = np.random.default_rng(5).standard_normal((4, 1, 28, 28), dtype=np.float32)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(onx, so, providers=["CPUExecutionProvider"])
+    want = sess.run(None, {sess.get_inputs()[0].name: x})[0]
+    _, out, _ = run([tool("mge-run"), onx, "--threads", "2"], npy_stream(x))
+    _check("lenet int8 QDQ", onx, want, read_stream(out)[0])
+
+
 def test_onnx_quantize_linear_errors():
     """A scale that fits no layout is refused by name, not read out of bounds."""
     d = tmpdir()
