@@ -46,6 +46,16 @@ static int64_t count_of(mge_onnx_ctx *c, int v)
     return k;
 }
 
+/* A scale read from a float initializer of several elements (which the
+ * reader makes a trainable parameter) is a constant: quantization scales
+ * are not trained, and mge-opt folds the arithmetic on constants. */
+static void scale_const(mge_onnx_ctx *c, int v)
+{
+    mge_value *x = v >= 0 ? (mge_value *)mge_onnx_value(c, v) : NULL;
+    if (x && x->kind == MGE_VAL_PARAM && x->data)
+        x->kind = MGE_VAL_CONST;
+}
+
 static const char *dtn(mge_onnx_ctx *c, int v)
 {
     return mge_dtype_name(mge_onnx_value(c, v)->dtype);
@@ -112,6 +122,7 @@ static mge_status conv_quantize(mge_onnx_ctx *c, mge_onnx_node *n)
             return mge_onnx_fail(c, n, "output_dtype %s but y_zero_point is %s", mge_dtype_name((mge_dtype)odt),
                                  mge_dtype_name(zd));
     }
+    scale_const(c, s);
     mge_attr at[3];
     int na = scale_attrs(c, n, at);
     if (z < 0)
@@ -133,6 +144,7 @@ static mge_status conv_dequantize(mge_onnx_ctx *c, mge_onnx_node *n)
     if (z >= 0 && mge_onnx_value(c, z)->dtype != xd)
         return mge_onnx_fail(c, n, "x is %s but x_zero_point %s: expected the same type", mge_dtype_name(xd),
                              dtn(c, z));
+    scale_const(c, s);
     mge_attr at[2];
     int na = scale_attrs(c, n, at);
     int in[3] = {x, s, z};
@@ -250,6 +262,9 @@ static mge_status requant(mge_onnx_ctx *c, mge_onnx_node *n, int acc, int xs, in
     if (yz >= 0 && (!q8_ok(mge_onnx_value(c, yz)->dtype) || count_of(c, yz) != 1))
         return mge_onnx_unsupported(c, n, "a y_zero_point of %s with %lld elements (mge takes one uint8 or int8)",
                                     dtn(c, yz), (long long)count_of(c, yz));
+    scale_const(c, xs);
+    scale_const(c, ws);
+    scale_const(c, ys);
     int m = mge_onnx_emit2(c, n, MGE_OP_DIV, mge_onnx_emit2(c, n, MGE_OP_MUL, xs, ws), ys);
     if (m >= 0 && sd != MGE_F32) {
         mge_attr ca[1] = {mge_onnx_ai(MGE_KEY_dtype, MGE_F32)};

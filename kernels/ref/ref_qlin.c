@@ -120,6 +120,10 @@ static mge_status quantize_linear(const mge_kctx *ctx, const mge_node *n, mge_te
                              mge_dtype_name(odt));
     if ((st = check_scaled(ctx, n, in, out, n->nin, odt, err)) || (st = qmap_setup(ctx, n, x, s, z, &m, err)))
         return st;
+    mge_dtype sdt = x->dtype == MGE_I32 ? MGE_F32 : x->dtype;
+    if (s->dtype != sdt || (sdt != MGE_F32 && sdt != MGE_F16 && sdt != MGE_BF16))
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s and the scale %s", ref_opname(ctx, n),
+                             mge_dtype_name(x->dtype), mge_dtype_name(s->dtype));
     if (z && z->dtype != odt)
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: the zero point is %s, the output %s", ref_opname(ctx, n),
                              mge_dtype_name(z->dtype), mge_dtype_name(odt));
@@ -151,7 +155,8 @@ static mge_status requantize(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     if (odt != MGE_U8 && odt != MGE_I8)
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: the output is %s: expected u8 or i8", ref_opname(ctx, n),
                              mge_dtype_name(odt));
-    if ((st = ref_check_dtype(ctx, n, "the multiplier", s, MGE_F32, err)) ||
+    if ((st = ref_check_dtype(ctx, n, "x", x, MGE_I32, err)) ||
+        (st = ref_check_dtype(ctx, n, "the multiplier", s, MGE_F32, err)) ||
         (st = check_scaled(ctx, n, in, out, n->nin, odt, err)) || (st = qmap_setup(ctx, n, x, s, z, &m, err)))
         return st;
     double lo, hi;
