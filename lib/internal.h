@@ -367,8 +367,9 @@ void mge_cpu_register_loss(mge_backend *b);   /* cross_entropy (+ grad); after g
 /* distributed: allreduce, allreduce_wait (ref_comm.c) */
 void mge_ref_register_comm(mge_backend *b);
 /* ONNX linear quantization: quantize_linear, dequantize_linear, requantize, matmul_integer,
- * conv_integer (ref_qlin.c; the cpu backend runs these) */
+ * conv_integer (ref_qlin.c) */
 void mge_ref_register_qlin(mge_backend *b);
+void mge_cpu_register_qlin(mge_backend *b);   /* matmul_integer, conv_integer (cpu_qlin.c) */
 void mge_cpu_register_comm(mge_backend *b);   /* sync_batchnorm on the pool (cpu_comm.c) */
 
 /* kernels/cpu/cpu_isa.c: the vector ISA kernels and passes may use (cpuid, capped by

@@ -1,6 +1,8 @@
 /* ref_qlin.c — the oracle of the ONNX linear quantization ops (lib/ops.def,
  * group quant-onnx): quantize_linear, dequantize_linear, requantize,
- * matmul_integer and conv_integer. The cpu backend runs these too.
+ * matmul_integer and conv_integer (the cpu backend runs the first three as
+ * they are; kernels/cpu/cpu_qlin.c has its own matmul_integer and
+ * conv_integer).
  *
  * The arithmetic follows ONNX's definitions (and its reference
  * implementation where they leave the precision open):
