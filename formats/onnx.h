@@ -55,6 +55,7 @@ extern const mge_onnx_op mge_onnx_ops_loss[];
 extern const mge_onnx_op mge_onnx_ops_shape[];
 extern const mge_onnx_op mge_onnx_ops_extra_math[];
 extern const mge_onnx_op mge_onnx_ops_spatial[];
+extern const mge_onnx_op mge_onnx_ops_quant[];   /* onnx_ops_quant.c */
 /* The table entry of op_type, or NULL (onnx_ops.c). */
 const mge_onnx_op *mge_onnx_find_op(const char *type);
 

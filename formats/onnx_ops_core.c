@@ -364,7 +364,9 @@ static mge_status pool2d(mge_onnx_ctx *c, mge_onnx_node *n, int maxp)
         return mge_onnx_pool1d(c, n, maxp);
     if (xv->ndim != 4)
         return mge_onnx_unsupported(c, n, "%d-D pooling (mge pools 1-D and 2-D windows)", xv->ndim - 2);
-    if (xv->dtype != MGE_F32)
+    /* MaxPool also over uint8/int8 (QDQ models pool quantized values): max commutes with dequantization */
+    int q8 = maxp && (xv->dtype == MGE_U8 || xv->dtype == MGE_I8);
+    if (xv->dtype != MGE_F32 && !q8)
         return mge_onnx_unsupported(c, n, "pooling over %s", mge_dtype_name(xv->dtype));
     if (maxp && n->n_output > 1 && n->output[1] && *n->output[1])
         return mge_onnx_unsupported(c, n, "the Indices output");
@@ -386,6 +388,8 @@ static mge_status pool2d(mge_onnx_ctx *c, mge_onnx_node *n, int maxp)
     int xin = x;
     int64_t pad[2] = {sym ? pb[0] : 0, sym ? pb[1] : 0};
     if (!sym) {
+        if (q8)
+            return mge_onnx_unsupported(c, n, "asymmetric pads over %s", mge_dtype_name(xv->dtype));
         if (ceil_mode)
             return mge_onnx_unsupported(c, n, "asymmetric pads with ceil_mode");
         if ((xin = mge_onnx_pad_input(c, n, x, 2, pb, pe, maxp ? -INFINITY : 0.0)) < 0)

@@ -49,6 +49,7 @@ static void build_ref(void)
     mge_ref_register_comm(&ref_be);
     mge_ref_register_bitwise(&ref_be);
     mge_ref_register_emath(&ref_be);
+    mge_ref_register_qlin(&ref_be);
 }
 
 static void build_cpu(void)
@@ -85,6 +86,7 @@ static void build_cpu(void)
     mge_cpu_register_attn(&cpu_be);
     mge_cpu_register_loss(&cpu_be);
     mge_cpu_register_comm(&cpu_be);
+    mge_cpu_register_qlin(&cpu_be);
 }
 
 const mge_backend *mge_backend_ref(void)

@@ -72,6 +72,7 @@ MGE_FAMILY_DECL(attn)
 MGE_FAMILY_DECL(comm)
 MGE_FAMILY_DECL(emath)
 MGE_FAMILY_DECL(sample)
+MGE_FAMILY_DECL(qlin)
 /* kernels/kshared.h (header only, shared with the kernels): mge_axis,
  * mge_conv_out_dim, mge_op_flags (ops.def's traits), mge_op_alpha_only,
  * mge_fused_act_ok / unary_ok / binary_ok,
@@ -145,6 +146,7 @@ MGE_GRAD_DECL(attn)
 MGE_GRAD_DECL(comm)
 MGE_GRAD_DECL(emath)
 MGE_GRAD_DECL(sample)
+MGE_GRAD_DECL(qlin)
 mge_grad_fn mge_op_grad_fn(int op);
 /* mge_grad_build with the gradient of `out` (any shape) given as the value
  * dout (its dtype and shape) instead of 1 for a scalar loss; dout < 0 means 1.
@@ -374,6 +376,10 @@ void mge_cpu_register_loss(mge_backend *b);   /* cross_entropy (+ grad); after g
 void mge_ref_register_comm(mge_backend *b);
 void mge_ref_register_bitwise(mge_backend *b);   /* bitwise ops, shifts (ref_bitwise.c) */
 void mge_ref_register_emath(mge_backend *b);     /* det, eye_like, lrn, dft (ref_emath.c) */
+/* ONNX linear quantization: quantize_linear, dequantize_linear, requantize, matmul_integer,
+ * conv_integer (ref_qlin.c) */
+void mge_ref_register_qlin(mge_backend *b);
+void mge_cpu_register_qlin(mge_backend *b);   /* matmul_integer, conv_integer (cpu_qlin.c) */
 void mge_cpu_register_comm(mge_backend *b);   /* sync_batchnorm on the pool (cpu_comm.c) */
 
 /* kernels/cpu/cpu_isa.c: the vector ISA kernels and passes may use (cpuid, capped by

@@ -1634,4 +1634,5 @@ static int gen_qadd(pcase *c)
 
 #include "parity_cases_ops.h"   /* the generators of the op set of issue 20 (layers, sequences, attention, math) */
 #include "parity_cases_emath.h" /* the extra math ops (bitwise, det, eye_like, lrn, dft) */
+#include "parity_cases_qlin.h"   /* the ONNX linear quantization ops (group quant-onnx) */
 #endif
