@@ -53,6 +53,7 @@ extern const mge_onnx_op mge_onnx_ops_nn[];
 extern const mge_onnx_op mge_onnx_ops_rnn[];
 extern const mge_onnx_op mge_onnx_ops_loss[];
 extern const mge_onnx_op mge_onnx_ops_shape[];
+extern const mge_onnx_op mge_onnx_ops_pool3d[];
 /* The table entry of op_type, or NULL (onnx_ops.c). */
 const mge_onnx_op *mge_onnx_find_op(const char *type);
 
@@ -167,6 +168,9 @@ int mge_onnx_pad_input(mge_onnx_ctx *c, mge_onnx_node *n, int x, int nsp, const 
                        double value);
 /* MaxPool / AveragePool over a rank-3 input (onnx_ops_nn.c; core's pools call it). */
 mge_status mge_onnx_pool1d(mge_onnx_ctx *c, mge_onnx_node *n, int maxp);
+/* MaxPool (kind 1), AveragePool (0), LpPool (2) over rank 4 or 5 on the 3-D
+ * pools (onnx_ops_pool3d.c): 3-D, dilated, asymmetric, Indices, i8/u8. */
+mge_status mge_onnx_pool3d(mge_onnx_ctx *c, mge_onnx_node *n, int kind);
 
 /* ---- the reader's (onnx_read.c) */
 /* The value an ONNX name stands for (an initializer becomes one now), or -1. */

@@ -44,6 +44,7 @@ static void build_ref(void)
     mge_ref_register_sort(&ref_be);
     mge_ref_register_attn(&ref_be);
     mge_ref_register_comm(&ref_be);
+    mge_ref_register_pool3d(&ref_be);
 }
 
 static void build_cpu(void)
