@@ -783,8 +783,8 @@ static mge_status ex_rnn(mge_onnx_w *w, const mge_node *n)
         nd = mge_onnx_w_node(w, lstm ? "LSTM" : "GRU", lstm ? 7 : 6, ins, lstm ? 3 : 2, outs);
         mge_onnx_w_attr_i(w, nd, "hidden_size", H);
         mge_onnx_w_attr_s(w, nd, "direction", D == 2 ? "bidirectional" : "forward");
-        if (!lstm)
-            mge_onnx_w_attr_i(w, nd, "linear_before_reset", 1);   /* PyTorch's n gate */
+        if (!lstm)   /* 1: PyTorch's n gate, mge's default */
+            mge_onnx_w_attr_i(w, nd, "linear_before_reset", mge_node_int(n, MGE_KEY_linear_before_reset, 1) != 0);
         hn[l] = yh;
         cn[l] = yc;
         /* Y [S, D, N, H] -> [S, N, D*H] */
