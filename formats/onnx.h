@@ -171,6 +171,8 @@ mge_status mge_onnx_pool1d(mge_onnx_ctx *c, mge_onnx_node *n, int maxp);
 /* MaxPool (kind 1), AveragePool (0), LpPool (2) over rank 4 or 5 on the 3-D
  * pools (onnx_ops_pool3d.c): 3-D, dilated, asymmetric, Indices, i8/u8. */
 mge_status mge_onnx_pool3d(mge_onnx_ctx *c, mge_onnx_node *n, int kind);
+/* BatchNormalization training_mode = 1 (onnx_ops_bntrain.c): in[] the 5 inputs. */
+mge_status mge_onnx_batchnorm_train(mge_onnx_ctx *c, mge_onnx_node *n, const int *in);
 
 /* ---- the reader's (onnx_read.c) */
 /* The value an ONNX name stands for (an initializer becomes one now), or -1. */

@@ -328,8 +328,7 @@ static mge_status conv_batchnorm(mge_onnx_ctx *c, mge_onnx_node *n)
         if ((in[i] = mge_onnx_in(c, n, i)) < 0)
             return mge_onnx_fail(c, n, "expected 5 inputs (X, scale, B, input_mean, input_var)");
     if (mge_onnx_attr_i(n, "training_mode", 0))
-        return mge_onnx_unsupported(c, n, "training_mode = 1 (mge imports inference graphs; mge-train trains "
-                                    "batchnorm itself)");
+        return mge_onnx_batchnorm_train(c, n, in);   /* batch statistics, plain ops */
     if (c->opset < 9 && mge_onnx_attr_i(n, "spatial", 1) == 0)
         return mge_onnx_unsupported(c, n, "spatial = 0 (per-element statistics)");
     /* the training outputs of old opsets stay undefined: refused if read */
