@@ -56,6 +56,7 @@ extern const mge_onnx_op mge_onnx_ops_shape[];
 extern const mge_onnx_op mge_onnx_ops_extra_math[];
 extern const mge_onnx_op mge_onnx_ops_spatial[];
 extern const mge_onnx_op mge_onnx_ops_quant[];   /* onnx_ops_quant.c */
+extern const mge_onnx_op mge_onnx_ops_pool3d[];
 /* The table entry of op_type, or NULL (onnx_ops.c). */
 const mge_onnx_op *mge_onnx_find_op(const char *type);
 
@@ -184,6 +185,11 @@ int mge_onnx_pad_input(mge_onnx_ctx *c, mge_onnx_node *n, int x, int nsp, const 
                        double value);
 /* MaxPool / AveragePool over a rank-3 input (onnx_ops_nn.c; core's pools call it). */
 mge_status mge_onnx_pool1d(mge_onnx_ctx *c, mge_onnx_node *n, int maxp);
+/* MaxPool (kind 1), AveragePool (0), LpPool (2) over rank 4 or 5 on the 3-D
+ * pools (onnx_ops_pool3d.c): 3-D, dilated, asymmetric, Indices, i8/u8. */
+mge_status mge_onnx_pool3d(mge_onnx_ctx *c, mge_onnx_node *n, int kind);
+/* BatchNormalization training_mode = 1 (onnx_ops_bntrain.c): in[] the 5 inputs. */
+mge_status mge_onnx_batchnorm_train(mge_onnx_ctx *c, mge_onnx_node *n, const int *in);
 
 /* ---- the reader's (onnx_read.c) */
 /* The value an ONNX name stands for (an initializer becomes one now), or -1. */

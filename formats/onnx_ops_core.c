@@ -328,8 +328,7 @@ static mge_status conv_batchnorm(mge_onnx_ctx *c, mge_onnx_node *n)
         if ((in[i] = mge_onnx_in(c, n, i)) < 0)
             return mge_onnx_fail(c, n, "expected 5 inputs (X, scale, B, input_mean, input_var)");
     if (mge_onnx_attr_i(n, "training_mode", 0))
-        return mge_onnx_unsupported(c, n, "training_mode = 1 (mge imports inference graphs; mge-train trains "
-                                    "batchnorm itself)");
+        return mge_onnx_batchnorm_train(c, n, in);   /* batch statistics, plain ops */
     if (c->opset < 9 && mge_onnx_attr_i(n, "spatial", 1) == 0)
         return mge_onnx_unsupported(c, n, "spatial = 0 (per-element statistics)");
     /* the training outputs of old opsets stay undefined: refused if read */
@@ -362,16 +361,10 @@ static mge_status pool2d(mge_onnx_ctx *c, mge_onnx_node *n, int maxp)
     const mge_value *xv = mge_onnx_value(c, x);
     if (xv->ndim == 3)
         return mge_onnx_pool1d(c, n, maxp);
-    if (xv->ndim != 4)
-        return mge_onnx_unsupported(c, n, "%d-D pooling (mge pools 1-D and 2-D windows)", xv->ndim - 2);
-    /* MaxPool also over uint8/int8 (QDQ models pool quantized values): max commutes with dequantization */
-    int q8 = maxp && (xv->dtype == MGE_U8 || xv->dtype == MGE_I8);
-    if (xv->dtype != MGE_F32 && !q8)
-        return mge_onnx_unsupported(c, n, "pooling over %s", mge_dtype_name(xv->dtype));
-    if (maxp && n->n_output > 1 && n->output[1] && *n->output[1])
-        return mge_onnx_unsupported(c, n, "the Indices output");
-    if (maxp && mge_onnx_attr_i(n, "storage_order", 0))
-        return mge_onnx_unsupported(c, n, "storage_order = 1");
+    /* 3-D, other dtypes and Indices: the 3-D pools (onnx_ops_pool3d.c) */
+    if (xv->ndim != 4 || xv->dtype != MGE_F32 || (maxp && n->n_output > 1 && n->output[1] && *n->output[1]) ||
+        (maxp && mge_onnx_attr_i(n, "storage_order", 0)))
+        return mge_onnx_pool3d(c, n, maxp);
     int64_t k[2], s[2], d[2], pb[2], pe[2];
     mge_status st;
     if ((st = window(c, n, 2, NULL, k, s, d)) || (st = mge_onnx_pads(c, n, 2, xv->dims + 2, k, s, d, pb, pe)))
@@ -379,7 +372,7 @@ static mge_status pool2d(mge_onnx_ctx *c, mge_onnx_node *n, int maxp)
     int ceil_mode = (int)mge_onnx_attr_i(n, "ceil_mode", 0);
     int cip = (int)mge_onnx_attr_i(n, "count_include_pad", 0);
     if (!maxp && (d[0] != 1 || d[1] != 1))
-        return mge_onnx_unsupported(c, n, "dilated average pooling");
+        return mge_onnx_pool3d(c, n, 0);
     int sym = pb[0] == pe[0] && pb[1] == pe[1];
     /* PyTorch's (and mge's) pools take pad <= kernel/2 */
     for (int i = 0; i < 2; i++)

@@ -920,8 +920,10 @@ static mge_status conv_lppool(mge_onnx_ctx *c, mge_onnx_node *n)
         return st;
     const mge_value *xv = mge_onnx_value(c, x);
     int nsp = xv->ndim - 2;
+    if (nsp == 3)
+        return mge_onnx_pool3d(c, n, 2);
     if (nsp < 1 || nsp > 2)
-        return mge_onnx_unsupported(c, n, "%d-D LpPool (mge pools 1-D and 2-D windows)", nsp);
+        return mge_onnx_unsupported(c, n, "%d-D LpPool (mge pools 1-D, 2-D and 3-D windows)", nsp);
     int64_t p = mge_onnx_attr_i(n, "p", 2);
     if (p < 1)
         return mge_onnx_fail(c, n, "p %lld: expected >= 1", (long long)p);
@@ -942,7 +944,7 @@ static mge_status conv_lppool(mge_onnx_ctx *c, mge_onnx_node *n)
     if ((cnt = mge_onnx_attr_ints(n, "dilations", t, 4)) >= 0)
         for (int i = 0; i < cnt && i < 4; i++)
             if (t[i] != 1)
-                return mge_onnx_unsupported(c, n, "dilated LpPool");
+                return nsp == 2 ? mge_onnx_pool3d(c, n, 2) : mge_onnx_unsupported(c, n, "dilated 1-D LpPool");
     for (int i = 0; i < nsp; i++)
         if (k[i] < 1 || s[i] < 1)
             return mge_onnx_fail(c, n, "kernel and strides must be >= 1");
@@ -1015,13 +1017,6 @@ static mge_status conv_globallppool(mge_onnx_ctx *c, mge_onnx_node *n)
     return done(c, mge_onnx_emit(c, n, MGE_OP_POW, 2, in, 0, NULL, 1));
 }
 
-/* ---------------------------------------------------------------- unsupported pools */
-
-static mge_status conv_nopool(mge_onnx_ctx *c, mge_onnx_node *n)
-{
-    return mge_onnx_unsupported(c, n, "%s (mge pools max and average)", n->op_type);
-}
-
 const mge_onnx_op mge_onnx_ops_nn[] = {
     {"ConvTranspose", conv_convtranspose, 1},
     {"LayerNormalization", conv_layernorm, 17},
@@ -1036,6 +1031,5 @@ const mge_onnx_op mge_onnx_ops_nn[] = {
     {"SpaceToDepth", conv_s2d, 1},
     {"LpPool", conv_lppool, 2},
     {"GlobalLpPool", conv_globallppool, 2},
-    {"MaxUnpool", conv_nopool, 9},
     {NULL, NULL, 0},
 };

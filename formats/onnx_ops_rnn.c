@@ -135,32 +135,46 @@ static int gates_rt(mge_onnx_ctx *c, mge_onnx_node *n, int v, int64_t d, int G, 
 }
 
 /* activations: absent, or the defaults (case as the spec spells them, or
- * any case) for each direction. */
-static mge_status check_activations(mge_onnx_ctx *c, mge_onnx_node *n, int gru, int64_t D)
+ * any case) for each direction; RNN's one per direction Tanh or Relu (the
+ * same for both), into *act (0 tanh, 1 relu). kind: 0 lstm, 1 gru, 2 rnn. */
+static int act_is(const ProtobufCBinaryData *b, const char *w)
+{
+    size_t len = strlen(w);
+    return b->len == len && strncasecmp((const char *)b->data, w, len) == 0;
+}
+
+static mge_status check_activations(mge_onnx_ctx *c, mge_onnx_node *n, int kind, int64_t D, int *act)
 {
     const Onnx__AttributeProto *a = mge_onnx_attr(n, "activations");
+    *act = 0;
     if (!a)
         return MGE_OK;
     const char *def[3] = {"Sigmoid", "Tanh", "Tanh"};
-    size_t per = gru ? 2 : 3;
+    size_t per = kind == 2 ? 1 : kind ? 2 : 3;
     if (a->n_strings != per * (size_t)D)
         return mge_onnx_fail(c, n, "activations has %zu names: expected %zu", a->n_strings, per * (size_t)D);
-    for (size_t k = 0; k < a->n_strings; k++) {
-        const char *w = def[k % per];
-        size_t len = strlen(w);
-        if (a->strings[k].len != len || strncasecmp((const char *)a->strings[k].data, w, len) != 0)
-            return mge_onnx_unsupported(c, n, "activations other than %s (mge's %s uses those)",
-                                        gru ? "Sigmoid, Tanh" : "Sigmoid, Tanh, Tanh", gru ? "gru" : "lstm");
+    if (kind == 2) {
+        *act = act_is(&a->strings[0], "Relu");
+        for (size_t k = 0; k < a->n_strings; k++)
+            if (!act_is(&a->strings[k], *act ? "Relu" : "Tanh"))
+                return mge_onnx_unsupported(c, n, "activations other than Tanh or Relu, the same in both directions "
+                                            "(mge's rnn has those)");
+        return MGE_OK;
     }
+    for (size_t k = 0; k < a->n_strings; k++)
+        if (!act_is(&a->strings[k], def[k % per]))
+            return mge_onnx_unsupported(c, n, "activations other than %s (mge's %s uses those)",
+                                        kind ? "Sigmoid, Tanh" : "Sigmoid, Tanh, Tanh", kind ? "gru" : "lstm");
     return MGE_OK;
 }
 
-static mge_status conv_rnn_layer(mge_onnx_ctx *c, mge_onnx_node *n, int gru)
+/* kind: 0 LSTM, 1 GRU, 2 RNN. */
+static mge_status conv_rnn_layer(mge_onnx_ctx *c, mge_onnx_node *n, int kind)
 {
-    const int G = gru ? 3 : 4;
+    const int gru = kind != 0, G = kind == 2 ? 1 : gru ? 3 : 4;
     /* PyTorch's gate k is ONNX's block order[k] */
-    static const int lstm_order[4] = {0, 2, 3, 1}, gru_order[3] = {1, 0, 2};
-    const int *order = gru ? gru_order : lstm_order;
+    static const int lstm_order[4] = {0, 2, 3, 1}, gru_order[3] = {1, 0, 2}, rnn_order[1] = {0};
+    const int *order = kind == 2 ? rnn_order : gru ? gru_order : lstm_order;
     int x = mge_onnx_in(c, n, 0);
     if (x < 0 || mge_onnx_in(c, n, 1) < 0 || mge_onnx_in(c, n, 2) < 0)
         return mge_onnx_fail(c, n, "expected inputs X, W and R");
@@ -179,15 +193,16 @@ static mge_status conv_rnn_layer(mge_onnx_ctx *c, mge_onnx_node *n, int gru)
         return mge_onnx_fail(c, n, "direction '%s': expected forward, reverse or bidirectional", dir);
     int64_t D = bidi ? 2 : 1;
     mge_status st;
-    if ((st = check_activations(c, n, gru, D)))
+    int act;
+    if ((st = check_activations(c, n, kind, D, &act)))
         return st;
     if (mge_onnx_attr(n, "clip"))
-        return mge_onnx_unsupported(c, n, "clip (mge's %s does not clip the cell input)", gru ? "gru" : "lstm");
+        return mge_onnx_unsupported(c, n, "clip (mge's %s does not clip the cell input)",
+                                    kind == 2 ? "rnn" : gru ? "gru" : "lstm");
     if (!gru && mge_onnx_attr_i(n, "input_forget", 0))
         return mge_onnx_unsupported(c, n, "input_forget = 1 (coupled input and forget gates)");
-    if (gru && mge_onnx_attr_i(n, "linear_before_reset", 0) != 1)
-        return mge_onnx_unsupported(c, n, "linear_before_reset = 0 (PyTorch's and mge's GRU apply the reset "
-                                    "gate after the hidden product: linear_before_reset = 1)");
+    /* ONNX's default 0 applies the reset gate before the hidden product */
+    int lbr = kind == 1 && mge_onnx_attr_i(n, "linear_before_reset", 0) != 0;
     if (!gru && mge_onnx_in(c, n, 7) >= 0) {
         /* zero peepholes (exporters write them so) are none */
         const mge_tensor *pt = mge_onnx_data(c, mge_onnx_in(c, n, 7));
@@ -278,11 +293,13 @@ static mge_status conv_rnn_layer(mge_onnx_ctx *c, mge_onnx_node *n, int gru)
             in[nin++] = p[k];
         }
     }
-    mge_attr a[4] = {mge_onnx_ai(MGE_KEY_hidden_size, H), mge_onnx_ab(MGE_KEY_bidirectional, bidi),
-                     mge_onnx_ab(MGE_KEY_batch_first, (int)layout), mge_onnx_ab(MGE_KEY_bias, bi >= 0)};
+    mge_attr a[5] = {mge_onnx_ai(MGE_KEY_hidden_size, H), mge_onnx_ab(MGE_KEY_bidirectional, bidi),
+                     mge_onnx_ab(MGE_KEY_batch_first, (int)layout), mge_onnx_ab(MGE_KEY_bias, bi >= 0),
+                     kind == 2 ? mge_onnx_ai(MGE_KEY_nonlinearity, act) : mge_onnx_ab(MGE_KEY_linear_before_reset, lbr)};
     int out[3];
     int nout = gru ? 2 : 3;
-    if ((st = emit_multi(c, n, gru ? MGE_OP_GRU : MGE_OP_LSTM, nin, in, 4, a, nout, out)))
+    if ((st = emit_multi(c, n, kind == 2 ? MGE_OP_RNN : gru ? MGE_OP_GRU : MGE_OP_LSTM, nin, in, kind ? 5 : 4, a,
+                         nout, out)))
         return st;
 
     /* Y: [S, N, D*H] -> [S, N, D, H] -> [S, D, N, H]; layout 1: [N, S, D, H] */
@@ -329,7 +346,7 @@ static mge_status conv_gru(mge_onnx_ctx *c, mge_onnx_node *n)
 
 static mge_status conv_rnn(mge_onnx_ctx *c, mge_onnx_node *n)
 {
-    return mge_onnx_unsupported(c, n, "the plain RNN layer (mge has lstm and gru only)");
+    return conv_rnn_layer(c, n, 2);
 }
 
 const mge_onnx_op mge_onnx_ops_rnn[] = {

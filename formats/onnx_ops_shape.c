@@ -13,8 +13,8 @@
  * constant (or that mask cast), ReverseSequence a gather_elements of
  * reversed time indices, Compress with a constant condition an
  * index_select, GatherND a gather over data with its indexed dims flattened,
- * ScatterElements/ScatterND reduction=add the data plus the gather's
- * gradient (a scatter-add), Split past mge's 4 outputs one slice each.
+ * ScatterElements/ScatterND reduction= scatter's reduction attribute,
+ * Split past mge's 4 outputs one slice each.
  * OneHot before opset 11 makes a negative index all off, as that spec
  * says (onnxruntime counts it from the end at every opset). */
 #include "onnx.h"
@@ -367,16 +367,18 @@ static mge_status conv_gather_nd(mge_onnx_ctx *c, mge_onnx_node *n)
     return emit1(c, n, MGE_OP_GATHER, 2, in, 1, a);
 }
 
-static mge_status scatter_reduction(mge_onnx_ctx *c, mge_onnx_node *n, int *add)
+/* ONNX's reduction word as scatter's reduction (kernels/kindex.h's order). */
+static mge_status scatter_reduction(mge_onnx_ctx *c, mge_onnx_node *n, int *red)
 {
-    char red[16];
-    mge_onnx_attr_s(n, "reduction", "none", red, sizeof red);
-    *add = strcmp(red, "add") == 0;
-    if (strcmp(red, "none") == 0 || *add)
-        return MGE_OK;
-    if (strcmp(red, "mul") && strcmp(red, "max") && strcmp(red, "min"))
-        return mge_onnx_fail(c, n, "reduction '%s': expected none, add, mul, max or min", red);
-    return mge_onnx_unsupported(c, n, "reduction = %s (mge scatters with none or add)", red);
+    static const char *const words[] = {"none", "add", "mul", "max", "min"};
+    char r[16];
+    mge_onnx_attr_s(n, "reduction", "none", r, sizeof r);
+    for (*red = 0; *red < 5; ++*red)
+        if (strcmp(r, words[*red]) == 0)
+            break;
+    if (*red == 5)
+        return mge_onnx_fail(c, n, "reduction '%s': expected none, add, mul, max or min", r);
+    return MGE_OK;
 }
 
 static mge_status conv_scatter_nd(mge_onnx_ctx *c, mge_onnx_node *n)
@@ -384,30 +386,15 @@ static mge_status conv_scatter_nd(mge_onnx_ctx *c, mge_onnx_node *n)
     int x = mge_onnx_in(c, n, 0), idx = mge_onnx_in(c, n, 1), u = mge_onnx_in(c, n, 2);
     if (x < 0 || idx < 0 || u < 0)
         return mge_onnx_fail(c, n, "expected inputs data, indices and updates");
-    int add;
-    mge_status s = scatter_reduction(c, n, &add);
+    int red;
+    mge_status s = scatter_reduction(c, n, &red);
     if (s)
         return s;
     if (mge_onnx_value(c, idx)->dtype != MGE_I64)
         return mge_onnx_fail(c, n, "indices are %s: expected int64", mge_dtype_name(mge_onnx_value(c, idx)->dtype));
     int in[3] = {x, idx, u};
-    if (!add)
-        return emit1(c, n, MGE_OP_SCATTER_ND, 3, in, 0, NULL);
-    /* add: data + the gradient of gather over the flattened rows */
-    if (!mge_dtype_is_float(mge_onnx_value(c, x)->dtype))
-        return mge_onnx_unsupported(c, n, "reduction = add over %s (mge adds floats)",
-                                    mge_dtype_name(mge_onnx_value(c, x)->dtype));
-    nd_plan p;
-    if ((s = nd_linear(c, n, x, idx, 0, &p)))
-        return s;
-    mge_attr a[1] = {mge_onnx_ai(MGE_KEY_axis, 0)};
-    int gin[3] = {u, p.lin, p.flat};
-    int g = mge_onnx_emit_tmp(c, n, MGE_OP_GATHER_GRAD, 3, gin, 1, a);
-    int gx = g < 0 ? -1 : tmp(c, n, MGE_OP_RESHAPE_AS, g, x);
-    if (gx < 0)
-        return err_code(c);
-    int ain[2] = {x, gx};
-    return emit1(c, n, MGE_OP_ADD, 2, ain, 0, NULL);
+    mge_attr a[1] = {mge_onnx_ai(MGE_KEY_reduction, red)};
+    return emit1(c, n, MGE_OP_SCATTER_ND, 3, in, red ? 1 : 0, a);
 }
 
 /* ScatterElements, and Scatter (opset 9-10, the same op). */
@@ -416,8 +403,8 @@ static mge_status conv_scatter_elements(mge_onnx_ctx *c, mge_onnx_node *n)
     int x = mge_onnx_in(c, n, 0), idx = mge_onnx_in(c, n, 1), u = mge_onnx_in(c, n, 2);
     if (x < 0 || idx < 0 || u < 0)
         return mge_onnx_fail(c, n, "expected inputs data, indices and updates");
-    int add = 0;
-    mge_status s = strcmp(n->op_type, "Scatter") ? scatter_reduction(c, n, &add) : MGE_OK;
+    int red = 0;
+    mge_status s = strcmp(n->op_type, "Scatter") ? scatter_reduction(c, n, &red) : MGE_OK;
     if (s || (s = check_indices(c, n, idx)))
         return s;
     const mge_value *xv = mge_onnx_value(c, x);
@@ -425,18 +412,9 @@ static mge_status conv_scatter_elements(mge_onnx_ctx *c, mge_onnx_node *n)
     int ax = mge_onnx_axis(axis, xv->ndim);
     if (ax < 0)
         return mge_onnx_fail(c, n, "axis %lld is out of range for rank %d", (long long)axis, xv->ndim);
-    mge_attr a[1] = {mge_onnx_ai(MGE_KEY_axis, ax)};
+    mge_attr a[2] = {mge_onnx_ai(MGE_KEY_axis, ax), mge_onnx_ai(MGE_KEY_reduction, red)};
     int in[3] = {x, idx, u};
-    if (!add)
-        return emit1(c, n, MGE_OP_SCATTER, 3, in, 1, a);
-    if (!mge_dtype_is_float(xv->dtype))
-        return mge_onnx_unsupported(c, n, "reduction = add over %s (mge adds floats)", mge_dtype_name(xv->dtype));
-    int gin[3] = {u, idx, x};
-    int g = mge_onnx_emit_tmp(c, n, MGE_OP_GATHER_ELEMENTS_GRAD, 3, gin, 1, a);
-    if (g < 0)
-        return err_code(c);
-    int ain[2] = {x, g};
-    return emit1(c, n, MGE_OP_ADD, 2, ain, 0, NULL);
+    return emit1(c, n, MGE_OP_SCATTER, 3, in, red ? 2 : 1, a);
 }
 
 /* ---------------------------------------------------------------- Squeeze, Unsqueeze */

@@ -471,7 +471,6 @@ static const char *direct(int o)
     case MGE_OP_WHERE: return "Where";
     case MGE_OP_GLOBAL_AVGPOOL: return "GlobalAveragePool";
     case MGE_OP_SIZE: return "Size";
-    case MGE_OP_SCATTER_ND: return "ScatterND";
     default: return NULL;
     }
 }
@@ -784,8 +783,8 @@ static mge_status ex_rnn(mge_onnx_w *w, const mge_node *n)
         nd = mge_onnx_w_node(w, lstm ? "LSTM" : "GRU", lstm ? 7 : 6, ins, lstm ? 3 : 2, outs);
         mge_onnx_w_attr_i(w, nd, "hidden_size", H);
         mge_onnx_w_attr_s(w, nd, "direction", D == 2 ? "bidirectional" : "forward");
-        if (!lstm)
-            mge_onnx_w_attr_i(w, nd, "linear_before_reset", 1);   /* PyTorch's n gate */
+        if (!lstm)   /* 1: PyTorch's n gate, mge's default */
+            mge_onnx_w_attr_i(w, nd, "linear_before_reset", mge_node_int(n, MGE_KEY_linear_before_reset, 1) != 0);
         hn[l] = yh;
         cn[l] = yc;
         /* Y [S, D, N, H] -> [S, N, D*H] */
@@ -1117,10 +1116,19 @@ static mge_status export_node(mge_onnx_w *w, const mge_node *n)
         op(w, &nd, "GatherElements", OUT(0), 2, IN(0), IN(1));
         mge_onnx_w_attr_i(w, nd, "axis", ints_at(n, MGE_KEY_axis, 0, 0));
         return nd ? MGE_OK : NOMEM();
-    case MGE_OP_SCATTER:
-        op(w, &nd, "ScatterElements", OUT(0), 3, IN(0), IN(1), IN(2));
-        mge_onnx_w_attr_i(w, nd, "axis", ints_at(n, MGE_KEY_axis, 0, 0));
+    case MGE_OP_SCATTER: case MGE_OP_SCATTER_ND: {
+        /* opset 17 scatters with none, add and mul; max and min came in 18 */
+        int64_t red = mge_node_int(n, MGE_KEY_reduction, 0);
+        if (red > 2)
+            return mge_onnx_w_unsupported(w, "%s with reduction = %s (ONNX opset 17 has none, add and mul)",
+                                          mge_op_info(n->op)->name, mge_key_enum_word(MGE_KEY_reduction, (int)red));
+        op(w, &nd, n->op == MGE_OP_SCATTER ? "ScatterElements" : "ScatterND", OUT(0), 3, IN(0), IN(1), IN(2));
+        if (n->op == MGE_OP_SCATTER)
+            mge_onnx_w_attr_i(w, nd, "axis", ints_at(n, MGE_KEY_axis, 0, 0));
+        if (red)
+            mge_onnx_w_attr_s(w, nd, "reduction", mge_key_enum_word(MGE_KEY_reduction, (int)red));
         return nd ? MGE_OK : NOMEM();
+    }
     case MGE_OP_ONE_HOT: {
         /* one_hot(indices[, depth][, values]): depth an attribute or input 1 */
         const mge_attr *da = mge_node_attr(n, MGE_KEY_depth);

@@ -957,7 +957,7 @@ static mge_status node_stmt(parser *P)
     int declared = 0;
     for (int k = 1; k < nin; k++)
         declared |= P->g->values[in[k]].kind == MGE_VAL_PARAM;
-    int nstate = op == MGE_OP_LSTM ? 2 : op == MGE_OP_GRU ? 1 : 0;
+    int nstate = op == MGE_OP_LSTM ? 2 : op == MGE_OP_GRU || op == MGE_OP_RNN ? 1 : 0;
     if ((oi->flags & MGE_OPF_LAYER) && (nin == 1 || (!declared && nin <= 1 + nstate))) {
         int np = 0;
         if ((s = mge_graph_layer_params(P->g, names[0], op, in[0], nattr, attrs, in + nin, &np, &e))) {

@@ -9,6 +9,9 @@
 
 #include <stdio.h>
 
+/* scatter's and scatter_nd's reduction attribute (lib/ops.def's word order). */
+enum { MGE_SCATTER_NONE, MGE_SCATTER_ADD, MGE_SCATTER_MUL, MGE_SCATTER_MAX, MGE_SCATTER_MIN };
+
 /* Element i of an index tensor (i32 or i64). */
 static inline int64_t kidx_ld(mge_dtype dt, const void *p, int64_t i)
 {

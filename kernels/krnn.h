@@ -12,7 +12,10 @@
 #define KRNN_MAX_LD 14
 
 typedef struct krnn {
-    int gru;          /* 0: lstm, 1: gru */
+    int gru;          /* 0: lstm, 1: gru or rnn (one state, h) */
+    int rnn;          /* the plain rnn: one gate, h' = act(W_ih x + b_ih + W_hh h + b_hh) */
+    int act;          /* rnn's nonlinearity: 0 tanh, 1 relu */
+    int lbr;          /* gru's linear_before_reset: 1 PyTorch's r (W_hn h + b_hn), 0 W_hn (r h) + b_hn */
     int grad;         /* the gradient op */
     int64_t G;        /* gates: 4 (i,f,g,o) or 3 (r,z,n) */
     int64_t L, D, H;  /* num_layers, directions, hidden_size */
@@ -29,9 +32,12 @@ typedef struct krnn {
  * (has_state then is not set). Attribute ranges are the infer's to check. */
 static inline int krnn_setup(const mge_node *n, krnn *r)
 {
-    r->gru = n->op == MGE_OP_GRU || n->op == MGE_OP_GRU_GRAD;
+    r->rnn = n->op == MGE_OP_RNN;
+    r->gru = n->op == MGE_OP_GRU || n->op == MGE_OP_GRU_GRAD || r->rnn;
     r->grad = n->op == MGE_OP_LSTM_GRAD || n->op == MGE_OP_GRU_GRAD;
-    r->G = r->gru ? 3 : 4;
+    r->G = r->rnn ? 1 : r->gru ? 3 : 4;
+    r->act = r->rnn ? (int)mge_node_int(n, MGE_KEY_nonlinearity, 0) : 0;
+    r->lbr = mge_node_int(n, MGE_KEY_linear_before_reset, 1) != 0;
     r->H = mge_node_int(n, MGE_KEY_hidden_size, 0);
     r->L = mge_node_int(n, MGE_KEY_num_layers, 1);
     r->D = mge_node_int(n, MGE_KEY_bidirectional, 0) ? 2 : 1;

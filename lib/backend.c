@@ -50,6 +50,7 @@ static void build_ref(void)
     mge_ref_register_bitwise(&ref_be);
     mge_ref_register_emath(&ref_be);
     mge_ref_register_qlin(&ref_be);
+    mge_ref_register_pool3d(&ref_be);
 }
 
 static void build_cpu(void)

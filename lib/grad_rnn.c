@@ -28,7 +28,11 @@ mge_status mge_rnn_grad(mge_graph *g, int node, const int *dy, const char *want,
     snprintf(base, sizeof base, "%s", n0->name);
     int op = n0->op, nin = n0->nin, nout = n0->nout;
     if (op != MGE_OP_LSTM && op != MGE_OP_GRU)
-        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: %s has no gradient rule", base, mge_op_info(op)->name);
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: %s has no gradient rule%s", base, mge_op_info(op)->name,
+                             op == MGE_OP_RNN ? " (inference only)" : "");
+    if (op == MGE_OP_GRU && !mge_node_int(n0, MGE_KEY_linear_before_reset, 1))
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED,
+                             "%s: gru with linear_before_reset=false has no gradient rule (inference only)", base);
     krnn r;
     if (krnn_setup(n0, &r))
         return mge_error_set(err, MGE_ERR_INVALID, "%s: %s: bad input count %d", base, mge_op_info(op)->name, nin);

@@ -73,6 +73,7 @@ MGE_FAMILY_DECL(comm)
 MGE_FAMILY_DECL(emath)
 MGE_FAMILY_DECL(sample)
 MGE_FAMILY_DECL(qlin)
+MGE_FAMILY_DECL(pool3d)
 /* kernels/kshared.h (header only, shared with the kernels): mge_axis,
  * mge_conv_out_dim, mge_op_flags (ops.def's traits), mge_op_alpha_only,
  * mge_fused_act_ok / unary_ok / binary_ok,
@@ -147,6 +148,7 @@ MGE_GRAD_DECL(comm)
 MGE_GRAD_DECL(emath)
 MGE_GRAD_DECL(sample)
 MGE_GRAD_DECL(qlin)
+MGE_GRAD_DECL(pool3d)
 mge_grad_fn mge_op_grad_fn(int op);
 /* mge_grad_build with the gradient of `out` (any shape) given as the value
  * dout (its dtype and shape) instead of 1 for a scalar loss; dout < 0 means 1.
@@ -352,6 +354,7 @@ void mge_cpu_register_convt(mge_backend *b);
 void mge_cpu_register_apool(mge_backend *b);
 /* recurrent layers: lstm, gru and their gradient ops */
 void mge_ref_register_rnn(mge_backend *b);
+void mge_ref_register_pool3d(mge_backend *b);
 void mge_cpu_register_rnn(mge_backend *b);
 /* spatial: resize, pad, group/instance/rms norm and their gradients */
 void mge_ref_register_resize(mge_backend *b);

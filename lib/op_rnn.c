@@ -1,4 +1,4 @@
-/* op_rnn.c — the recurrent layers lstm and gru over a whole sequence and
+/* op_rnn.c — the recurrent layers lstm, gru and rnn over a whole sequence and
  * their gradient ops: shape inference, FLOPs and the parameters (PyTorch's
  * nn.LSTM / nn.GRU names, shapes, order and init). See lib/ops.def and
  * mge-ops(7).
@@ -198,7 +198,7 @@ double mge_rnn_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc *ou
 mge_status mge_rnn_params(int op, int nattr, const mge_attr *attrs, const mge_tdesc *x, mge_param_spec *specs,
                           int *nspecs, mge_error *err)
 {
-    if (op != MGE_OP_LSTM && op != MGE_OP_GRU)
+    if (op != MGE_OP_LSTM && op != MGE_OP_GRU && op != MGE_OP_RNN)
         return mge_error_set(err, MGE_ERR_INVALID, "%s creates no parameters", mge_op_info(op)->name);
     mge_attr full[16];
     int nfull;

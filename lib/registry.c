@@ -303,7 +303,8 @@ mge_params_fn mge_op_params_fn(int op)
     case MGE_OP_CONV1D:
     case MGE_OP_CONV3D: return mge_convt_params;
     case MGE_OP_LSTM:
-    case MGE_OP_GRU: return mge_rnn_params;
+    case MGE_OP_GRU:
+    case MGE_OP_RNN: return mge_rnn_params;
     case MGE_OP_GROUP_NORM:
     case MGE_OP_INSTANCE_NORM:
     case MGE_OP_RMS_NORM: return mge_gnorm_params;

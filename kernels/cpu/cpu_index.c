@@ -182,7 +182,8 @@ static mge_status cpu_elements(const mge_kctx *ctx, const mge_node *n, mge_tenso
              (y->data != u->data || mge_tensor_numel(u) == 0);
     else if (ok)
         ok = mge_tensor_same_shape(y, idx) && y->data != x->data;
-    if (!ok)
+    /* the reductions are ref's loop: an element's updates combine in index order */
+    if (!ok || (u && mge_node_int(n, MGE_KEY_reduction, MGE_SCATTER_NONE) != MGE_SCATTER_NONE))
         return cpu_fallback(ctx, n, in, out, err);
     mge_status st = kidx_check(mge_kctx_opname(ctx, n), idx, ax, x->dims[ax], err);
     if (st)
@@ -254,7 +255,8 @@ static mge_status cpu_scatter_nd(const mge_kctx *ctx, const mge_node *n, mge_ten
         ok = u->dims[q - 1 + d - k] == x->dims[d];
         j.slice *= x->dims[d];
     }
-    if (!ok || (y->data == u->data && mge_tensor_numel(u) > 0))
+    if (!ok || (y->data == u->data && mge_tensor_numel(u) > 0) ||
+        mge_node_int(n, MGE_KEY_reduction, MGE_SCATTER_NONE) != MGE_SCATTER_NONE)
         return cpu_fallback(ctx, n, in, out, err);
     const char *name = mge_kctx_opname(ctx, n);
     mge_status st = kidx_check(name, idx, 0, INT64_MAX, err);

@@ -229,7 +229,8 @@ static mge_status rnn_forward(const mge_kctx *ctx, const mge_node *n, mge_tensor
     crnn c;
     memset(&c, 0, sizeof c);
     c.ctx = ctx;
-    if (!crnn_fits(n, in, &c))
+    /* gru's linear_before_reset=false is ref's loop */
+    if (!crnn_fits(n, in, &c) || !c.r.lbr)
         return cpu_fallback(ctx, n, in, out, err);
     const krnn *r = &c.r;
     int64_t S = c.S, N = c.N, W = r->D * r->H, DL = r->D * r->L;

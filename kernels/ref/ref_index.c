@@ -5,6 +5,7 @@
 #include "ref.h"
 #include "kindex.h"
 
+#include <math.h>
 #include <string.h>
 
 /* x's dims split around axis ax: outer x dim x inner. */
@@ -188,8 +189,41 @@ static void copy_data(const mge_tensor *x, mge_tensor *y)
         memmove(y->data, x->data, nb);
 }
 
-/* scatter(data, idx, updates): ONNX ScatterElements, reduction none; with
- * repeated indices the last update wins. */
+/* y[k] = y[k] red u[i] for the reductions add, mul, max, min (ONNX's
+ * ScatterElements/ScatterND, in index order); floats in double, integers
+ * in int64 wrapping to the dtype, bool's add and max an or, mul and min an and. */
+static void scatter_combine(mge_dtype dt, int red, void *y, int64_t k, const void *u, int64_t i)
+{
+    if (mge_dtype_is_float(dt)) {
+        double a = ref_ld(dt, y, k), b = ref_ld(dt, u, i);
+        double r = red == MGE_SCATTER_ADD ? a + b : red == MGE_SCATTER_MUL ? a * b
+                 : red == MGE_SCATTER_MAX ? (b > a || isnan(b) ? b : a)
+                                          : (b < a || isnan(b) ? b : a);
+        ref_st(dt, y, k, r);
+        return;
+    }
+    int64_t a = ref_ild(dt, y, k), b = ref_ild(dt, u, i);
+    int64_t r = red == MGE_SCATTER_ADD ? (int64_t)((uint64_t)a + (uint64_t)b)
+              : red == MGE_SCATTER_MUL ? (int64_t)((uint64_t)a * (uint64_t)b)
+              : red == MGE_SCATTER_MAX ? (b > a ? b : a)
+                                       : (b < a ? b : a);
+    if (dt == MGE_BOOL && red == MGE_SCATTER_ADD)
+        r = a || b;
+    ref_ist(dt, y, k, r);
+}
+
+/* The node's reduction, checked against the kernels' list. */
+static mge_status scatter_red(const mge_kctx *ctx, const mge_node *n, int *red, mge_error *err)
+{
+    *red = (int)mge_node_int(n, MGE_KEY_reduction, MGE_SCATTER_NONE);
+    if (*red < MGE_SCATTER_NONE || *red > MGE_SCATTER_MIN)
+        return mge_error_set(err, MGE_ERR_INVALID, "%s: reduction %d: expected none, add, mul, max or min",
+                             ref_opname(ctx, n), *red);
+    return MGE_OK;
+}
+
+/* scatter(data, idx, updates): ONNX ScatterElements; with reduction none
+ * and repeated indices the last update wins. */
 static mge_status scatter_any(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in, mge_tensor *const *out,
                               mge_error *err)
 {
@@ -202,13 +236,19 @@ static mge_status scatter_any(const mge_kctx *ctx, const mge_node *n, mge_tensor
         return st;
     if (y->data == u->data && ref_numel(u) > 0)
         return mge_error_set(err, MGE_ERR_INVALID, "scatter: output may not be the updates' buffer");
+    int red;
+    if ((st = scatter_red(ctx, n, &red, err)))
+        return st;
     copy_data(x, y);
     int64_t xs[MGE_MAX_DIMS], at[MGE_MAX_DIMS] = {0}, cnt = ref_numel(idx);
     strides(x, xs);
     size_t es = mge_dtype_size(x->dtype);
     for (int64_t i = 0; i < cnt; i++) {
-        memcpy((char *)y->data + (size_t)elem_off(x, idx, xs, at, ax, i) * es, (const char *)u->data + (size_t)i * es,
-               es);
+        int64_t k = elem_off(x, idx, xs, at, ax, i);
+        if (red == MGE_SCATTER_NONE)
+            memcpy((char *)y->data + (size_t)k * es, (const char *)u->data + (size_t)i * es, es);
+        else
+            scatter_combine(x->dtype, red, y->data, k, u->data, i);
         ref_next(idx->ndim, idx->dims, at);
     }
     return MGE_OK;
@@ -242,13 +282,20 @@ static mge_status scatter_nd_any(const mge_kctx *ctx, const mge_node *n, mge_ten
     strides(x, xs);
     if ((st = kidx_check_nd(name, idx, k, x->dims, err)))   /* every component in its own axis' range first */
         return st;
+    int red;
+    if ((st = scatter_red(ctx, n, &red, err)))
+        return st;
     copy_data(x, y);
     size_t es = mge_dtype_size(x->dtype), row = (size_t)slice * es;
     for (int64_t j = 0; j < m && row; j++) {
         int64_t off = 0;
         for (int c = 0; c < k; c++)
             off += kidx_at(idx, j * k + c, x->dims[c]) * xs[c];
-        memcpy((char *)y->data + (size_t)off * es, (const char *)u->data + (size_t)j * row, row);
+        if (red == MGE_SCATTER_NONE)
+            memcpy((char *)y->data + (size_t)off * es, (const char *)u->data + (size_t)j * row, row);
+        else
+            for (int64_t e = 0; e < slice; e++)
+                scatter_combine(x->dtype, red, y->data, off + e, u->data, j * slice + e);
     }
     return MGE_OK;
 }

@@ -5,6 +5,10 @@
  *         c' = f c + i g, h' = o tanh(c')
  *   gru:  r,z = sig(W_ih x + b_ih + W_hh h + b_hh) (their rows),
  *         n = tanh(W_in x + b_in + r (W_hn h + b_hn)), h' = (1 - z) n + z h
+ *         (linear_before_reset=false, ONNX's default: n = tanh(W_in x + b_in
+ *         + W_hn (r h) + b_hn); inference only)
+ *   rnn:  h' = act(W_ih x + b_ih + W_hh h + b_hh), act tanh or relu
+ *         (nn.RNN; inference only)
  * Direction 1 (reverse) walks the sequence from its end; layer l > 0 reads
  * the concatenated outputs of both directions of layer l - 1. */
 #include "ref.h"
@@ -139,7 +143,7 @@ static int forward(rnn_ctx *c)
 {
     const krnn *r = &c->r;
     int64_t H = r->H, G = r->G, GH = G * H, S = c->S, N = c->N, D = r->D;
-    double *pre = malloc(sizeof(double) * (size_t)(2 * GH));
+    double *pre = malloc(sizeof(double) * (size_t)(2 * GH + H));
     if (!pre)
         return -1;
     for (int64_t l = 0; l < r->L; l++) {
@@ -167,9 +171,24 @@ static int forward(rnn_ctx *c)
                         ai[j] = u;
                         ah[j] = v;
                     }
+                    if (r->gru && !r->rnn && !r->lbr) {
+                        /* linear_before_reset = 0: the n rows' hidden part is W_hn (r h) + b_hn */
+                        double *rh = pre + 2 * GH;
+                        for (int64_t q = 0; q < H; q++)
+                            rh[q] = sig(ai[q] + ah[q]) * h[q];
+                        for (int64_t j = 2 * H; j < 3 * H; j++) {
+                            double v = bh ? bh[j] : 0;
+                            for (int64_t q = 0; q < H; q++)
+                                v += Wh[j * H + q] * rh[q];
+                            ah[j] = v;
+                        }
+                    }
                     double *gt = c->gate[k] + (t * N + b) * GH, *ct = c->cell[k] + (t * N + b) * H;
                     for (int64_t j = 0; j < H; j++) {
-                        if (!r->gru) {
+                        if (r->rnn) {
+                            double v = ai[j] + ah[j];
+                            gt[j] = r->act ? (v > 0 ? v : 0) : tanh(v);
+                        } else if (!r->gru) {
                             double ig = sig(ai[j] + ah[j]), fg = sig(ai[H + j] + ah[H + j]);
                             double gg = tanh(ai[2 * H + j] + ah[2 * H + j]), og = sig(ai[3 * H + j] + ah[3 * H + j]);
                             gt[j] = ig, gt[H + j] = fg, gt[2 * H + j] = gg, gt[3 * H + j] = og;
@@ -177,14 +196,14 @@ static int forward(rnn_ctx *c)
                             ct[j] = cc[j];
                         } else {
                             double rg = sig(ai[j] + ah[j]), zg = sig(ai[H + j] + ah[H + j]);
-                            double ng = tanh(ai[2 * H + j] + rg * ah[2 * H + j]);
+                            double ng = tanh(ai[2 * H + j] + (r->lbr ? rg * ah[2 * H + j] : ah[2 * H + j]));
                             gt[j] = rg, gt[H + j] = zg, gt[2 * H + j] = ng;
                             ct[j] = ah[2 * H + j];
                         }
                     }
                     /* h is read above for every j: update it after */
                     for (int64_t j = 0; j < H; j++) {
-                        double hv = !r->gru ? gt[3 * H + j] * tanh(cc[j])
+                        double hv = r->rnn ? gt[j] : !r->gru ? gt[3 * H + j] * tanh(cc[j])
                                             : (1 - gt[H + j]) * gt[2 * H + j] + gt[H + j] * h[j];
                         h[j] = hv;
                         c->Y[l][(t * N + b) * D * H + d * H + j] = hv;
@@ -261,6 +280,11 @@ static mge_status rnn_backward(const mge_kctx *ctx, const mge_node *n, mge_tenso
     int64_t total = 0;
     if (s)
         goto done;
+    if (r->gru && !r->lbr) {
+        s = mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: linear_before_reset=false is inference only",
+                          ref_opname(ctx, n));
+        goto done;
+    }
     for (int k = r->pi; k < n->nin; k++)
         total += ref_numel(in[k]);
     {
@@ -413,5 +437,6 @@ void mge_ref_register_rnn(mge_backend *b)
         b->k[MGE_OP_GRU][dt].run = rnn_forward;
         b->k[MGE_OP_LSTM_GRAD][dt].run = rnn_backward;
         b->k[MGE_OP_GRU_GRAD][dt].run = rnn_backward;
+        b->k[MGE_OP_RNN][dt].run = rnn_forward;
     }
 }

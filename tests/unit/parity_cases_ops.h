@@ -113,7 +113,7 @@ static int gen_rnn(pcase *c)
 {
     if (!is_float(c->dt))
         return PC_NODT;
-    int gru = c->op == MGE_OP_GRU;
+    int gru = c->op == MGE_OP_GRU || c->op == MGE_OP_RNN;
     int64_t S = pr(c, 1, 6), N = pdim(c, 5), I = pdim(c, 9), H = pdim(c, 9), L = pr(c, 1, 2), D = pr(c, 1, 2);
     int bias = (int)pr(c, 0, 1), bf = (int)pr(c, 0, 1), state = (int)pr(c, 0, 1);
     if (PC_BIG(c))
@@ -123,16 +123,17 @@ static int gen_rnn(pcase *c)
     in[nin++] = pc_in(c, c->dt, 3, xd, -1, 1);
     for (int k = 0; state && k < (gru ? 1 : 2); k++)
         in[nin++] = pc_in(c, c->dt, 3, sd, -1, 1);
-    int64_t G = gru ? 3 : 4;
+    int64_t G = c->op == MGE_OP_RNN ? 1 : gru ? 3 : 4;
     for (int64_t l = 0; l < L; l++)
         for (int64_t d = 0; d < D; d++)
             for (int k = 0; k < (bias ? 4 : 2); k++) {
                 int64_t pd[2] = {G * H, k == 0 ? (l ? D * H : I) : H};
                 in[nin++] = pc_val(c, MGE_VAL_PARAM, c->dt, k < 2 ? 2 : 1, pd, -0.5, 0.5);
             }
-    mge_attr at[5] = {A(MGE_KEY_hidden_size, H), A(MGE_KEY_num_layers, L), A(MGE_KEY_bidirectional, D == 2),
-                      A(MGE_KEY_batch_first, bf), A(MGE_KEY_bias, bias)};
-    return pc_out(c, pc_node(c, c->op, nin, in, 5, at));
+    /* rnn (inference only) draws its nonlinearity */
+    mge_attr at[6] = {A(MGE_KEY_hidden_size, H), A(MGE_KEY_num_layers, L), A(MGE_KEY_bidirectional, D == 2),
+                      A(MGE_KEY_batch_first, bf), A(MGE_KEY_bias, bias), A(MGE_KEY_nonlinearity, pr(c, 0, 1))};
+    return pc_out(c, pc_node(c, c->op, nin, in, c->op == MGE_OP_RNN ? 6 : 5, at));
 }
 
 /* ---------------------------------------------------------------- spatial (resize, pad, group/instance/rms norm) */
@@ -593,5 +594,58 @@ static int gen_deform_conv2d(pcase *c)
     mge_attr at[5] = {A2(MGE_KEY_stride, s[0], s[1]), A2(MGE_KEY_pad, p[0], p[1]), A2(MGE_KEY_dilation, d[0], d[1]),
                       A(MGE_KEY_groups, g), A(MGE_KEY_offset_groups, og)};
     return pc_out(c, pc_node(c, MGE_OP_DEFORM_CONV2D, nin, in, 5, at));
+/* maxpool3d (float, i8, u8; with the indices output half the time),
+ * avgpool3d (float): random windows, strides, dilations, asymmetric pads
+ * up to the window, ceil_mode, both divisors. max_unpool: indices drawn
+ * over the output (repeats: the last wins on every backend, ref's loop). */
+static int gen_pool3d(pcase *c)
+{
+    int mx = c->op == MGE_OP_MAXPOOL3D;
+    if (!is_float(c->dt) && !(mx && (c->dt == MGE_I8 || c->dt == MGE_U8)))
+        return PC_NODT;
+    int64_t xd[5] = {pr(c, 1, 2), pdim(c, 3), pdim(c, 6), pdim(c, 7), pdim(c, 7)}, k[3], s[3], d[3], p[6];
+    for (int i = 0; i < 3; i++) {
+        k[i] = pr(c, 1, 3), s[i] = pr(c, 1, 2), d[i] = pr(c, 1, 2);
+        p[i] = pr(c, 0, k[i] - 1), p[3 + i] = pr(c, 0, k[i] - 1);
+    }
+    if (PC_BIG(c)) {
+        xd[0] = 1, xd[1] = 8, xd[2] = 8, xd[3] = xd[4] = 16;
+        for (int i = 0; i < 3; i++)
+            k[i] = 3, s[i] = 2, d[i] = 1, p[i] = p[3 + i] = 1;
+    }
+    mge_attr at[6] = {A_ints(MGE_KEY_kernel, 3, k), A_ints(MGE_KEY_stride, 3, s), A_ints(MGE_KEY_pad, 6, p),
+                      A_ints(MGE_KEY_dilation, 3, d), A(MGE_KEY_ceil_mode, pr(c, 0, 1)),
+                      mx ? A(MGE_KEY_storage_order, pr(c, 0, 1)) : A(MGE_KEY_count_include_pad, pr(c, 0, 1))};
+    int x = pc_in(c, c->dt, 5, xd, is_float(c->dt) ? -3 : -128, is_float(c->dt) ? 3 : 255);
+    if (c->variant % 4 == 3)
+        pc_specials(c, x, 1);
+    if (!mx || pr(c, 0, 1))
+        return pc_out(c, pc_un(c, c->op, x, 6, at));
+    /* both outputs compared */
+    char name[32], iname[40];
+    snprintf(name, sizeof name, "n%d", c->nnames++);
+    snprintf(iname, sizeof iname, "%s_i", name);
+    const char *outn[2] = {name, iname};
+    mge_error e;
+    int n = x < 0 ? -1 : mge_graph_add_node(c->g, name, c->op, 1, &x, 6, at, 2, outn, &e);
+    if (n < 0)
+        return PC_RETRY;
+    int y = c->g->nodes[n].out[0], yi = c->g->nodes[n].out[1];
+    return pc_out(c, y) == PC_OK ? pc_out(c, yi) : PC_RETRY;
+}
+
+static int gen_max_unpool(pcase *c)
+{
+    if (!pc_plain(c->dt))
+        return PC_NODT;
+    int nsp = (int)pr(c, 1, 3);
+    int64_t xd[5] = {pr(c, 1, 2), pdim(c, 3)}, k[3], s[3], p[6] = {0}, yn = xd[0] * xd[1];
+    for (int i = 0; i < nsp; i++) {
+        xd[2 + i] = pdim(c, 4), k[i] = pr(c, 1, 3), s[i] = pr(c, 1, 3);
+        yn *= (xd[2 + i] - 1) * s[i] + k[i];
+    }
+    mge_attr at[3] = {A_ints(MGE_KEY_kernel, nsp, k), A_ints(MGE_KEY_stride, nsp, s), A_ints(MGE_KEY_pad, nsp, p)};
+    int in[2] = {pc_in(c, c->dt, 2 + nsp, xd, pc_lo(c->dt), 100), pc_in(c, pc_idt(c), 2 + nsp, xd, 0, (double)(yn - 1))};
+    return pc_out(c, pc_node(c, MGE_OP_MAX_UNPOOL, 2, in, 3, at));
 }
 #endif

@@ -442,12 +442,59 @@ static void test_grads(void)
     }
 }
 
+/* scatter and scatter_nd with each reduction, repeated indices combining
+ * in order, on ref and cpu (cpu falls back to ref's loop), f32 and i32. */
+static void test_reductions(void)
+{
+    static const char *backends[] = {"ref", "cpu"};
+    static const char *const reds[] = {"add", "mul", "max", "min"};
+    /* x row [1, 5, -2]; updates 3, 4 both at column 0, 7 at column 2 (scatter),
+     * and rows 0, 0 of [2,3] data (scatter_nd) */
+    static const double want_sc[4][3] = {{8, 5, 5}, {12, 5, -14}, {4, 5, 7}, {1, 5, -2}};
+    static const double want_nd[4][6] = {{1 + 3 + 7, 5 + 4 + 8, -2 + 5 + 9, 0, 0, 0},
+                                         {1 * 3 * 7, 5 * 4 * 8, -2 * 5 * 9, 0, 0, 0},
+                                         {7, 8, 9, 0, 0, 0},
+                                         {1, 4, -2, 0, 0, 0}};
+    for (int b = 0; b < 2; b++)
+        for (int r = 0; r < 4; r++)
+            for (int it = 0; it < 2; it++) {
+                const char *dt = it ? "i32" : "f32";
+                char src[800];
+                snprintf(src, sizeof src,
+                         "input x : %s[1,3]\ninput d : %s[2,3]\n"
+                         "const i : i64[1,3] = [0, 0, 2]\nconst u : %s[1,3] = [3, 4, 7]\n"
+                         "const j : i64[2,1] = [0, 0]\nconst v : %s[2,3] = [3, 4, 5, 7, 8, 9]\n"
+                         "sc = scatter(x, i, u, axis=1, reduction=%s)\n"
+                         "snd = scatter_nd(d, j, v, reduction=%s)\noutput sc, snd\n",
+                         dt, dt, dt, dt, reds[r], reds[r]);
+                mge_graph *g = ug_parse(src);
+                CHECK_MSG(g != NULL, "%s", src);
+                if (!g)
+                    continue;
+                mge_tensor x, d;
+                tensor_of(&x, it ? MGE_I32 : MGE_F32, 2, (int64_t[]){1, 3}, (double[]){1, 5, -2});
+                tensor_of(&d, it ? MGE_I32 : MGE_F32, 2, (int64_t[]){2, 3}, (double[]){1, 5, -2, 0, 0, 0});
+                const mge_tensor *ins[2] = {&x, &d};
+                ug_outs o = {0};
+                CHECK_OK(run_on(g, backends[b], ins, &o), err);
+                if (o.n == 2) {
+                    expect(reds[r], &o.t[0], 3, want_sc[r]);
+                    expect(reds[r], &o.t[1], 6, want_nd[r]);
+                }
+                ug_outs_free(&o);
+                mge_graph_free(g);
+                mge_tensor_free(&x);
+                mge_tensor_free(&d);
+            }
+}
+
 int main(void)
 {
     RUN(test_symbolic);
     RUN(test_known_values);
     RUN(test_values);
     RUN(test_out_of_range);
+    RUN(test_reductions);
     RUN(test_int_div);
     RUN(test_grads);
     return unit_done();

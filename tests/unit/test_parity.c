@@ -347,6 +347,13 @@ static const pspec specs[MGE_NOPS] = {
     [MGE_OP_GRU] = CASES(gen_rnn, 12, ACC),
     [MGE_OP_LSTM_GRAD] = VIA("lstm", ACC),
     [MGE_OP_GRU_GRAD] = VIA("gru", ACC),
+    /* nn: 3-D pools, max_unpool, rnn */
+    [MGE_OP_MAXPOOL3D] = CASES(gen_pool3d, 16, EXACT),
+    [MGE_OP_AVGPOOL3D] = CASES(gen_pool3d, 16, ACC),
+    [MGE_OP_MAXPOOL3D_GRAD] = VIA("maxpool3d", ACC),
+    [MGE_OP_AVGPOOL3D_GRAD] = VIA("avgpool3d", ACC),
+    [MGE_OP_MAX_UNPOOL] = CASES(gen_max_unpool, 12, EXACT),
+    [MGE_OP_RNN] = CASES(gen_rnn, 12, ACC),
     /* spatial */
     [MGE_OP_RESIZE] = CASES(gen_resize, 16, ACC),
     [MGE_OP_PAD] = CASES(gen_pad, 12, EXACT),
