@@ -10,7 +10,8 @@ static const struct {
     [MGE_F32] = {"f32", 4}, [MGE_F16] = {"f16", 2}, [MGE_BF16] = {"bf16", 2},
     [MGE_I8] = {"i8", 1},   [MGE_U8] = {"u8", 1},   [MGE_I32] = {"i32", 4},
     [MGE_I64] = {"i64", 8}, [MGE_BOOL] = {"bool", 1}, [MGE_QS8] = {"qs8", 1},
-    [MGE_QS32] = {"qs32", 4},
+    [MGE_QS32] = {"qs32", 4}, [MGE_F64] = {"f64", 8}, [MGE_I16] = {"i16", 2},
+    [MGE_U16] = {"u16", 2}, [MGE_U32] = {"u32", 4}, [MGE_U64] = {"u64", 8},
 };
 
 const char *mge_dtype_name(mge_dtype dt)
@@ -35,7 +36,7 @@ size_t mge_dtype_size(mge_dtype dt)
 
 int mge_dtype_is_float(mge_dtype dt)
 {
-    return dt == MGE_F32 || dt == MGE_F16 || dt == MGE_BF16;
+    return dt == MGE_F32 || dt == MGE_F16 || dt == MGE_BF16 || dt == MGE_F64;
 }
 
 static uint32_t f2u(float f)

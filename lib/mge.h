@@ -80,6 +80,12 @@ typedef enum mge_dtype {
     MGE_BOOL,
     MGE_QS8,   /* int8 with scale (per tensor or per channel) */
     MGE_QS32,  /* int32 with scale (biases of quantized layers) */
+    /* appended so stored dtype numbers keep their meaning */
+    MGE_F64,
+    MGE_I16,
+    MGE_U16,
+    MGE_U32,
+    MGE_U64,
     MGE_NDTYPES
 } mge_dtype;
 
