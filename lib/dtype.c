@@ -106,3 +106,50 @@ float mge_bf16_to_f32(uint16_t h)
 {
     return u2f((uint32_t)h << 16);
 }
+
+double mge_dtype_get(mge_dtype dt, const void *p, int64_t i)
+{
+    switch (dt) {
+    case MGE_F32: return ((const float *)p)[i];
+    case MGE_F16: return mge_f16_to_f32(((const uint16_t *)p)[i]);
+    case MGE_BF16: return mge_bf16_to_f32(((const uint16_t *)p)[i]);
+    case MGE_F64: return ((const double *)p)[i];
+    case MGE_I8: case MGE_QS8: return ((const int8_t *)p)[i];
+    case MGE_U8: return ((const uint8_t *)p)[i];
+    case MGE_BOOL: return ((const uint8_t *)p)[i] != 0;
+    case MGE_I16: return ((const int16_t *)p)[i];
+    case MGE_U16: return ((const uint16_t *)p)[i];
+    case MGE_I32: case MGE_QS32: return ((const int32_t *)p)[i];
+    case MGE_U32: return ((const uint32_t *)p)[i];
+    case MGE_I64: return (double)((const int64_t *)p)[i];
+    case MGE_U64: return (double)((const uint64_t *)p)[i];
+    default: return 0;
+    }
+}
+
+/* v clamped to [lo, hi] and truncated toward zero; NaN is 0. */
+static double sat(double v, double lo, double hi)
+{
+    return v != v ? 0 : v <= lo ? lo : v >= hi ? hi : v;
+}
+
+void mge_dtype_set(mge_dtype dt, void *p, int64_t i, double v)
+{
+    switch (dt) {
+    case MGE_F32: ((float *)p)[i] = (float)v; break;
+    case MGE_F16: ((uint16_t *)p)[i] = mge_f32_to_f16((float)v); break;
+    case MGE_BF16: ((uint16_t *)p)[i] = mge_f32_to_bf16((float)v); break;
+    case MGE_F64: ((double *)p)[i] = v; break;
+    case MGE_I8: case MGE_QS8: ((int8_t *)p)[i] = (int8_t)sat(v, INT8_MIN, INT8_MAX); break;
+    case MGE_U8: ((uint8_t *)p)[i] = (uint8_t)sat(v, 0, UINT8_MAX); break;
+    case MGE_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+    case MGE_I16: ((int16_t *)p)[i] = (int16_t)sat(v, INT16_MIN, INT16_MAX); break;
+    case MGE_U16: ((uint16_t *)p)[i] = (uint16_t)sat(v, 0, UINT16_MAX); break;
+    case MGE_I32: case MGE_QS32: ((int32_t *)p)[i] = (int32_t)sat(v, INT32_MIN, INT32_MAX); break;
+    case MGE_U32: ((uint32_t *)p)[i] = (uint32_t)sat(v, 0, UINT32_MAX); break;
+    /* 2^63 and 2^64 are the first doubles out of range */
+    case MGE_I64: ((int64_t *)p)[i] = v >= 0x1p63 ? INT64_MAX : (int64_t)sat(v, -0x1p63, 0x1p63); break;
+    case MGE_U64: ((uint64_t *)p)[i] = v >= 0x1p64 ? UINT64_MAX : (uint64_t)sat(v, 0, 0x1p64); break;
+    default: break;
+    }
+}
