@@ -120,6 +120,8 @@ static int fill_random(mge_tensor *t, mge_rng *r, int64_t classes, const char *w
         case MGE_I32: ((int32_t *)t->data)[i] = (int32_t)c; break;
         case MGE_I64: ((int64_t *)t->data)[i] = c; break;
         case MGE_BOOL: ((uint8_t *)t->data)[i] = (uint8_t)(c & 1); break;
+        case MGE_F64: ((double *)t->data)[i] = u; break;
+        case MGE_I16: case MGE_U16: case MGE_U32: case MGE_U64: mge_dtype_set(t->dtype, t->data, i, (double)c); break;
         default:
             cli_error(where, "input '%s': no random data for dtype %s (give real data with --input)", name,
                       mge_dtype_name(t->dtype));

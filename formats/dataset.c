@@ -490,21 +490,28 @@ mge_status mge_dataset_load(const char *spec, mge_dataset *ds, mge_error *err)
 
 static int is_int_dtype(mge_dtype d)
 {
-    return d == MGE_U8 || d == MGE_I8 || d == MGE_I32 || d == MGE_I64 || d == MGE_BOOL;
+    return d == MGE_U8 || d == MGE_I8 || d == MGE_I16 || d == MGE_U16 || d == MGE_I32 || d == MGE_U32 ||
+           d == MGE_I64 || d == MGE_U64 || d == MGE_BOOL;
 }
 
 static int is_float_dtype(mge_dtype d)
 {
-    return d == MGE_F32 || d == MGE_F16 || d == MGE_BF16;
+    return d == MGE_F32 || d == MGE_F16 || d == MGE_BF16 || d == MGE_F64;
 }
 
+/* u64 values from 2^63 come back as their bits (negative): convert checks
+ * the source dtype before it trusts the sign. */
 static int64_t get_i(const void *p, mge_dtype d, int64_t i)
 {
     switch (d) {
     case MGE_U8: return ((const uint8_t *)p)[i];
     case MGE_BOOL: return ((const uint8_t *)p)[i] != 0;
     case MGE_I8: return ((const int8_t *)p)[i];
+    case MGE_I16: return ((const int16_t *)p)[i];
+    case MGE_U16: return ((const uint16_t *)p)[i];
     case MGE_I32: return ((const int32_t *)p)[i];
+    case MGE_U32: return ((const uint32_t *)p)[i];
+    case MGE_U64: return (int64_t)((const uint64_t *)p)[i];
     default: return ((const int64_t *)p)[i];
     }
 }
@@ -514,18 +521,36 @@ static double get_f(const void *p, mge_dtype d, int64_t i)
     switch (d) {
     case MGE_F16: return mge_f16_to_f32(((const uint16_t *)p)[i]);
     case MGE_BF16: return mge_bf16_to_f32(((const uint16_t *)p)[i]);
+    case MGE_F64: return ((const double *)p)[i];
     default: return ((const float *)p)[i];
     }
 }
 
-static void put_f(void *p, mge_dtype d, int64_t i, float v)
+static void put_f(void *p, mge_dtype d, int64_t i, double v)
 {
     if (d == MGE_F16)
-        ((uint16_t *)p)[i] = mge_f32_to_f16(v);
+        ((uint16_t *)p)[i] = mge_f32_to_f16((float)v);
     else if (d == MGE_BF16)
-        ((uint16_t *)p)[i] = mge_f32_to_bf16(v);
+        ((uint16_t *)p)[i] = mge_f32_to_bf16((float)v);
+    else if (d == MGE_F64)
+        ((double *)p)[i] = v;
     else
-        ((float *)p)[i] = v;
+        ((float *)p)[i] = (float)v;
+}
+
+static void int_limits(mge_dtype dd, int64_t *lo, int64_t *hi)
+{
+    switch (dd) {
+    case MGE_U8: *lo = 0, *hi = UINT8_MAX; break;
+    case MGE_BOOL: *lo = 0, *hi = 1; break;
+    case MGE_I8: *lo = INT8_MIN, *hi = INT8_MAX; break;
+    case MGE_I16: *lo = INT16_MIN, *hi = INT16_MAX; break;
+    case MGE_U16: *lo = 0, *hi = UINT16_MAX; break;
+    case MGE_I32: *lo = INT32_MIN, *hi = INT32_MAX; break;
+    case MGE_U32: *lo = 0, *hi = UINT32_MAX; break;
+    case MGE_U64: *lo = 0, *hi = INT64_MAX; break; /* and u64 sources beyond, below */
+    default: *lo = INT64_MIN, *hi = INT64_MAX; break;
+    }
 }
 
 /* Converts all of src into dst (numel elements of dtype dd). 0 or the index
@@ -556,15 +581,24 @@ static void convert(const mge_tensor *src, mge_dtype dd, void *dst, const mge_da
         return;
     }
     if (is_float_dtype(dd)) {
-        for (int64_t i = 0; i < n; i++)
-            put_f(dst, dd, i, is_int_dtype(sd) ? (float)get_i(src->data, sd, i) : (float)get_f(src->data, sd, i));
+        for (int64_t i = 0; i < n; i++) {
+            double v;
+            if (!is_int_dtype(sd))
+                v = get_f(src->data, sd, i);
+            else if (dd == MGE_F32) /* one rounding, not two through double */
+                v = sd == MGE_U64 ? (float)(uint64_t)get_i(src->data, sd, i) : (float)get_i(src->data, sd, i);
+            else
+                v = sd == MGE_U64 ? (double)(uint64_t)get_i(src->data, sd, i) : (double)get_i(src->data, sd, i);
+            put_f(dst, dd, i, v);
+        }
         return;
     }
-    int64_t lo = dd == MGE_U8 || dd == MGE_BOOL ? 0 : dd == MGE_I8 ? -128 : dd == MGE_I32 ? INT32_MIN : INT64_MIN;
-    int64_t hi = dd == MGE_U8 ? 255 : dd == MGE_BOOL ? 1 : dd == MGE_I8 ? 127 : dd == MGE_I32 ? INT32_MAX : INT64_MAX;
+    int64_t lo, hi;
+    int_limits(dd, &lo, &hi);
     for (int64_t i = 0; i < n; i++) {
         int64_t v = get_i(src->data, sd, i);
-        if (v < lo || v > hi) {
+        int big = sd == MGE_U64 && v < 0; /* >= 2^63: only u64 holds it */
+        if (big ? dd != MGE_U64 : v < lo || v > hi) {
             *bad = i + 1;
             return;
         }
@@ -572,7 +606,11 @@ static void convert(const mge_tensor *src, mge_dtype dd, void *dst, const mge_da
         case MGE_U8:
         case MGE_BOOL: ((uint8_t *)dst)[i] = (uint8_t)v; break;
         case MGE_I8: ((int8_t *)dst)[i] = (int8_t)v; break;
+        case MGE_I16: ((int16_t *)dst)[i] = (int16_t)v; break;
+        case MGE_U16: ((uint16_t *)dst)[i] = (uint16_t)v; break;
         case MGE_I32: ((int32_t *)dst)[i] = (int32_t)v; break;
+        case MGE_U32: ((uint32_t *)dst)[i] = (uint32_t)v; break;
+        case MGE_U64: ((uint64_t *)dst)[i] = (uint64_t)v; break;
         default: ((int64_t *)dst)[i] = v; break;
         }
     }

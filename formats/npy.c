@@ -6,8 +6,8 @@
  * starts on a 64-byte boundary, then the raw data. Records are read back to
  * back from a stream, so the reader never reads past the end of one.
  *
- * Dtypes: f32 '<f4', f16 '<f2', i8 '|i1', u8 '|u1', i32 '<i4', i64 '<i8',
- * bool '|b1'. numpy has no bfloat16, so bf16 tensors are written as float32;
+ * Dtypes: f32 '<f4', f16 '<f2', f64 '<f8', i8 '|i1', u8 '|u1', i16 '<i2',
+ * u16 '<u2', i32 '<i4', u32 '<u4', i64 '<i8', u64 '<u8', bool '|b1'. numpy has no bfloat16, so bf16 tensors are written as float32;
  * qs8 is written as '|i1' and qs32 as '<i4' (the scales do not travel).
  * Big-endian and Fortran-order records are converted to native C order.
  *
@@ -158,11 +158,8 @@ static void descr_hint(char kind, int size, const char **name, const char **hint
         int size;
         const char *name, *hint;
     } tab[] = {
-        {'f', 8, "float64", ": save float32"},  {'f', 16, "longdouble", ": save float32"},
-        {'f', 12, "longdouble", ": save float32"}, {'i', 2, "int16", ": save int32"},
-        {'u', 2, "uint16", ": save int32"},     {'u', 4, "uint32", ": save int64"},
-        {'u', 8, "uint64", ": save int64"},     {'c', 8, "complex64", ""},
-        {'c', 16, "complex128", ""},
+        {'f', 16, "longdouble", ": save float64"}, {'f', 12, "longdouble", ": save float64"},
+        {'c', 8, "complex64", ""},                 {'c', 16, "complex128", ""},
     };
     *name = NULL;
     *hint = "";
@@ -201,6 +198,16 @@ static mge_status parse_descr(const char *d, npy_hdr *h, mge_error *err)
         dt = MGE_I32;
     else if (ok && kind == 'i' && size == 8)
         dt = MGE_I64;
+    else if (ok && kind == 'f' && size == 8)
+        dt = MGE_F64;
+    else if (ok && kind == 'i' && size == 2)
+        dt = MGE_I16;
+    else if (ok && kind == 'u' && size == 2)
+        dt = MGE_U16;
+    else if (ok && kind == 'u' && size == 4)
+        dt = MGE_U32;
+    else if (ok && kind == 'u' && size == 8)
+        dt = MGE_U64;
     else if (strcmp(d, "?") == 0 || strcmp(d, "|?") == 0)
         dt = MGE_BOOL;
     if (dt == MGE_NDTYPES) {
@@ -209,7 +216,8 @@ static mge_status parse_descr(const char *d, npy_hdr *h, mge_error *err)
         if (name)
             return mge_error_set(err, MGE_ERR_UNSUPPORTED, "dtype %s ('%s') is not supported%s", name, d, hint);
         return mge_error_set(err, MGE_ERR_UNSUPPORTED,
-                             "dtype '%s' is not supported (float32, float16, int8, uint8, int32, int64 and bool are)",
+                             "dtype '%s' is not supported (float32, float16, float64, int8, uint8, int16, uint16, "
+                             "int32, uint32, int64, uint64 and bool are)",
                              d);
     }
     size_t isz = mge_dtype_size(dt);
@@ -594,6 +602,11 @@ static mge_status write_descr(const mge_tensor *t, char *descr, mge_dtype *as, m
     case MGE_BOOL: code = "b1"; break;
     case MGE_I32: case MGE_QS32: code = "i4"; break;
     case MGE_I64: code = "i8"; break;
+    case MGE_F64: code = "f8"; break;
+    case MGE_I16: code = "i2"; break;
+    case MGE_U16: code = "u2"; break;
+    case MGE_U32: code = "u4"; break;
+    case MGE_U64: code = "u8"; break;
     default:
         return mge_error_set(err, MGE_ERR_UNSUPPORTED, "cannot write dtype %d as NPY", (int)t->dtype);
     }

@@ -72,6 +72,7 @@ static double elem(const mge_tensor *t, int64_t i)
     case MGE_U8: case MGE_BOOL: return ((const uint8_t *)t->data)[i];
     case MGE_I32: return ((const int32_t *)t->data)[i];
     case MGE_I64: return (double)((const int64_t *)t->data)[i];
+    case MGE_F64: case MGE_I16: case MGE_U16: case MGE_U32: case MGE_U64: return mge_dtype_get(t->dtype, t->data, i);
     default: return NAN;
     }
 }

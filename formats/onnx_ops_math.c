@@ -34,6 +34,11 @@ int mge_onnx_scalar(mge_onnx_ctx *c, mge_onnx_node *n, mge_dtype dt, double v)
     case MGE_I64: /* saturating: 2^63 does not convert */
         *(int64_t *)t.data = v >= 0x1p63 ? INT64_MAX : v <= -0x1p63 ? INT64_MIN : (int64_t)v;
         break;
+    case MGE_F64: *(double *)t.data = v; break;
+    case MGE_I16: *(int16_t *)t.data = v >= INT16_MAX ? INT16_MAX : v <= INT16_MIN ? INT16_MIN : (int16_t)v; break;
+    case MGE_U16: *(uint16_t *)t.data = v >= UINT16_MAX ? UINT16_MAX : v <= 0 ? 0 : (uint16_t)v; break;
+    case MGE_U32: *(uint32_t *)t.data = v >= UINT32_MAX ? UINT32_MAX : v <= 0 ? 0 : (uint32_t)v; break;
+    case MGE_U64: *(uint64_t *)t.data = v >= 0x1p64 ? UINT64_MAX : v <= 0 ? 0 : (uint64_t)v; break;
     default:
         mge_tensor_free(&t);
         mge_onnx_fail(c, n, "a constant of dtype %s", mge_dtype_name(dt));
@@ -76,7 +81,7 @@ static mge_status need_float(mge_onnx_ctx *c, mge_onnx_node *n, int v)
     mge_dtype dt = dtype_of(c, v);
     if (mge_dtype_is_float(dt))
         return MGE_OK;
-    return mge_onnx_unsupported(c, n, "%s over %s (mge computes it in f32, f16 and bf16 only)", n->op_type,
+    return mge_onnx_unsupported(c, n, "%s over %s (mge computes it in f32, f16, bf16 and f64 only)", n->op_type,
                                 mge_dtype_name(dt));
 }
 
@@ -436,7 +441,7 @@ static mge_status conv_mod(mge_onnx_ctx *c, mge_onnx_node *n)
     int q = mge_onnx_emit2(c, n, MGE_OP_DIV, a, b);
     if (flt)
         q = fmod ? trunc_of(c, n, q) : step1(c, n, MGE_OP_FLOOR, q);
-    if (fmod || flt || dt == MGE_U8) /* u8: no signs to fix */
+    if (fmod || flt || dt == MGE_U8 || dt == MGE_U16 || dt == MGE_U32 || dt == MGE_U64) /* unsigned: no signs to fix */
         return fin2(c, n, MGE_OP_SUB, a, mge_onnx_emit2(c, n, MGE_OP_MUL, b, q));
     int r = mge_onnx_emit2(c, n, MGE_OP_SUB, a, mge_onnx_emit2(c, n, MGE_OP_MUL, b, q));
     int zero = mge_onnx_scalar(c, n, dt, 0);
@@ -525,7 +530,7 @@ static mge_status conv_clip(mge_onnx_ctx *c, mge_onnx_node *n)
     if (!has[0] && !has[1])
         return mge_onnx_alias(c, n, 0, x);
     int known = (!has[0] || kn[0]) && (!has[1] || kn[1]);
-    int clamp_dt = mge_dtype_is_float(dt) || dt == MGE_I8 || dt == MGE_I32 || dt == MGE_I64;
+    int clamp_dt = mge_dtype_is_float(dt) || dt == MGE_I8 || dt == MGE_I16 || dt == MGE_I32 || dt == MGE_I64;
     if (known && clamp_dt && !(has[0] && b[0] != b[0]) && !(has[1] && b[1] != b[1])) {
         /* ReLU6 and ReLU as exported (Clip(0, 6), Clip(0)): the activations
          * the fuse passes fold into the layer before them */

@@ -100,7 +100,7 @@ static void put(mge_tensor *t, int64_t i, double v)
     case MGE_BOOL: ((uint8_t *)t->data)[i] = v != 0; break;
     case MGE_I32: ((int32_t *)t->data)[i] = (int32_t)v; break;
     case MGE_I64: ((int64_t *)t->data)[i] = (int64_t)v; break;
-    default: break;
+    default: mge_dtype_set(t->dtype, t->data, i, v); break;
     }
 }
 
@@ -791,11 +791,12 @@ static mge_status conv_constant_of_shape(mge_onnx_ctx *c, mge_onnx_node *n)
         case MGE_U8: case MGE_BOOL: value = *(const uint8_t *)t.data; break;
         case MGE_I32: value = *(const int32_t *)t.data; break;
         case MGE_I64: value = (double)*(const int64_t *)t.data; break;
-        default: break;
+        default: value = mge_dtype_get(dt, t.data, 0); break;
         }
         mge_tensor_free(&t);
-        if (dt == MGE_I64 && (value > 9007199254740992.0 || value < -9007199254740992.0))
-            return mge_onnx_unsupported(c, n, "an int64 value beyond 2^53 (mge holds the value as a double)");
+        if ((dt == MGE_I64 || dt == MGE_U64) && (value > 9007199254740992.0 || value < -9007199254740992.0))
+            return mge_onnx_unsupported(c, n, "an %s value beyond 2^53 (mge holds the value as a double)",
+                                         dt == MGE_I64 ? "int64" : "uint64");
     }
     mge_attr at[2] = {mge_onnx_af(MGE_KEY_value, value), mge_onnx_ai(MGE_KEY_dtype, dt)};
     return emit1(c, n, MGE_OP_CONSTANT_OF_SHAPE, 1, &s, 2, at);

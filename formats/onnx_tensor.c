@@ -26,6 +26,11 @@ int mge_onnx_dtype(int t)
     case MGE_ONNX_BOOL: return MGE_BOOL;
     case MGE_ONNX_FLOAT16: return MGE_F16;
     case MGE_ONNX_BFLOAT16: return MGE_BF16;
+    case MGE_ONNX_DOUBLE: return MGE_F64;
+    case MGE_ONNX_INT16: return MGE_I16;
+    case MGE_ONNX_UINT16: return MGE_U16;
+    case MGE_ONNX_UINT32: return MGE_U32;
+    case MGE_ONNX_UINT64: return MGE_U64;
     default: return -1;
     }
 }
@@ -41,6 +46,11 @@ int mge_onnx_dtype_to(int dt)
     case MGE_BOOL: return MGE_ONNX_BOOL;
     case MGE_F16: return MGE_ONNX_FLOAT16;
     case MGE_BF16: return MGE_ONNX_BFLOAT16;
+    case MGE_F64: return MGE_ONNX_DOUBLE;
+    case MGE_I16: return MGE_ONNX_INT16;
+    case MGE_U16: return MGE_ONNX_UINT16;
+    case MGE_U32: return MGE_ONNX_UINT32;
+    case MGE_U64: return MGE_ONNX_UINT64;
     default: return 0;
     }
 }
@@ -209,7 +219,9 @@ mge_status mge_onnx_tensor(const Onnx__TensorProto *tp, const char *dir, mge_ten
     switch (ot) {
     case MGE_ONNX_FLOAT: have = tp->n_float_data; break;
     case MGE_ONNX_INT64: have = tp->n_int64_data; break;
-    default: have = tp->n_int32_data; break; /* int32, int8, uint8, bool, f16, bf16 */
+    case MGE_ONNX_DOUBLE: have = tp->n_double_data; break;
+    case MGE_ONNX_UINT32: case MGE_ONNX_UINT64: have = tp->n_uint64_data; break;
+    default: have = tp->n_int32_data; break; /* int32, int16, uint16, int8, uint8, bool, f16, bf16 */
     }
     if ((int64_t)have != numel)
         return mge_error_set(err, MGE_ERR_FORMAT, "tensor holds %zu elements, but its shape has %lld", have,
@@ -226,6 +238,11 @@ mge_status mge_onnx_tensor(const Onnx__TensorProto *tp, const char *dir, mge_ten
         case MGE_ONNX_INT8: ((int8_t *)t->data)[i] = (int8_t)tp->int32_data[i]; break;
         case MGE_ONNX_UINT8: ((uint8_t *)t->data)[i] = (uint8_t)tp->int32_data[i]; break;
         case MGE_ONNX_BOOL: ((uint8_t *)t->data)[i] = tp->int32_data[i] != 0; break;
+        case MGE_ONNX_DOUBLE: ((double *)t->data)[i] = tp->double_data[i]; break;
+        case MGE_ONNX_INT16: ((int16_t *)t->data)[i] = (int16_t)tp->int32_data[i]; break;
+        case MGE_ONNX_UINT32: ((uint32_t *)t->data)[i] = (uint32_t)tp->uint64_data[i]; break;
+        case MGE_ONNX_UINT64: ((uint64_t *)t->data)[i] = tp->uint64_data[i]; break;
+        /* uint16, like f16/bf16, is the low 16 bits of int32_data */
         default: ((uint16_t *)t->data)[i] = (uint16_t)tp->int32_data[i]; break; /* f16/bf16 bits */
         }
     }

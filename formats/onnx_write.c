@@ -280,6 +280,12 @@ static Onnx__TensorProto *tensor_of(mge_onnx_w *w, mge_dtype dt, int ndim, const
         case MGE_BOOL: { uint8_t q = x != 0; memcpy(p, &q, 1); break; }
         case MGE_I32: case MGE_QS32: { int32_t q = (int32_t)x; memcpy(p, &q, 4); break; }
         case MGE_I64: { int64_t q = (int64_t)x; memcpy(p, &q, 8); break; }
+        case MGE_F64: case MGE_I16: case MGE_U16: case MGE_U32: case MGE_U64: {
+            unsigned char q[8];
+            mge_dtype_set(dt, q, 0, x);
+            memcpy(p, q, es);
+            break;
+        }
         default: return NULL;
         }
     }

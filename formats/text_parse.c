@@ -218,7 +218,7 @@ static mge_status parse_type(parser *P, int allow_n, mge_dtype *dt, int *ndim, i
                     tdesc(&P->cur, b, sizeof b));
     if (!mge_dtype_parse(P->cur.p, P->cur.n, dt))
         return perr(P, P->cur.line, P->cur.col, MGE_ERR_FORMAT,
-                    "unknown dtype '%s' (f32, f16, bf16, i8, u8, i32, i64, bool, qs8, qs32)",
+                    "unknown dtype '%s' (f32, f16, bf16, f64, i8, u8, i16, u16, i32, u32, i64, u64, bool, qs8, qs32)",
                     tname(&P->cur, nb, sizeof nb));
     mge_status s = next(P);
     if (s || (s = expect(P, MGE_T_LBRACK, "'[' after the dtype (f32[] is a scalar)")))
@@ -349,6 +349,10 @@ static void int_range(mge_dtype dt, int64_t *lo, int64_t *hi)
     case MGE_I8: case MGE_QS8: *lo = INT8_MIN; *hi = INT8_MAX; break;
     case MGE_U8: *lo = 0; *hi = UINT8_MAX; break;
     case MGE_I32: case MGE_QS32: *lo = INT32_MIN; *hi = INT32_MAX; break;
+    case MGE_I16: *lo = INT16_MIN; *hi = INT16_MAX; break;
+    case MGE_U16: *lo = 0; *hi = UINT16_MAX; break;
+    case MGE_U32: *lo = 0; *hi = UINT32_MAX; break;
+    case MGE_U64: *lo = 0; *hi = INT64_MAX; break; /* the lexer's integers are i64 */
     case MGE_BOOL: *lo = 0; *hi = 1; break;
     default: *lo = INT64_MIN; *hi = INT64_MAX; break;
     }
@@ -509,6 +513,11 @@ static mge_status parse_const(parser *P, mge_dtype dt, int ndim, const int64_t *
         case MGE_U8: case MGE_BOOL: ((uint8_t *)t->data)[i] = (uint8_t)v[i].i; break;
         case MGE_I32: case MGE_QS32: ((int32_t *)t->data)[i] = (int32_t)v[i].i; break;
         case MGE_I64: ((int64_t *)t->data)[i] = v[i].i; break;
+        case MGE_F64: ((double *)t->data)[i] = v[i].f; break;
+        case MGE_I16: ((int16_t *)t->data)[i] = (int16_t)v[i].i; break;
+        case MGE_U16: ((uint16_t *)t->data)[i] = (uint16_t)v[i].i; break;
+        case MGE_U32: ((uint32_t *)t->data)[i] = (uint32_t)v[i].i; break;
+        case MGE_U64: ((uint64_t *)t->data)[i] = (uint64_t)v[i].i; break;
         default: break;
         }
     }
@@ -838,7 +847,7 @@ static mge_status attr_value(parser *P, const mge_opinfo *oi, int key, mge_attr 
         mge_dtype dt;
         if (t->type != MGE_T_NAME || !mge_dtype_parse(t->p, t->n, &dt))
             return perr(P, t->line, t->col, MGE_ERR_INVALID,
-                        "%s: expected a dtype (f32, f16, bf16, i8, u8, i32, i64, bool, qs8, qs32), found %s", what,
+                        "%s: expected a dtype (f32, f16, bf16, f64, i8, u8, i16, u16, i32, u32, i64, u64, bool, qs8, qs32), found %s", what,
                         t->type == MGE_T_NAME ? (snprintf(b, sizeof b, "'%s'", tname(t, nb, sizeof nb)), b)
                                               : tdesc(t, b, sizeof b));
         a->i[0] = dt;

@@ -95,6 +95,11 @@ static void put_elem(mge_buf *o, const mge_tensor *t, int64_t i)
     case MGE_U8: case MGE_BOOL: snprintf(b, sizeof b, "%u", ((const uint8_t *)t->data)[i]); break;
     case MGE_I32: case MGE_QS32: snprintf(b, sizeof b, "%d", (int)((const int32_t *)t->data)[i]); break;
     case MGE_I64: snprintf(b, sizeof b, "%lld", (long long)((const int64_t *)t->data)[i]); break;
+    case MGE_F64: fmt_double(b, sizeof b, ((const double *)t->data)[i]); break;
+    case MGE_I16: snprintf(b, sizeof b, "%d", ((const int16_t *)t->data)[i]); break;
+    case MGE_U16: snprintf(b, sizeof b, "%u", ((const uint16_t *)t->data)[i]); break;
+    case MGE_U32: snprintf(b, sizeof b, "%lu", (unsigned long)((const uint32_t *)t->data)[i]); break;
+    case MGE_U64: snprintf(b, sizeof b, "%llu", (unsigned long long)((const uint64_t *)t->data)[i]); break;
     default: snprintf(b, sizeof b, "0"); break;
     }
     mge_buf_put(o, b, strlen(b));

@@ -132,6 +132,9 @@ static inline mge_status kattn_mask_nan(const char *op, const mge_tensor *m, mge
         if (m->dtype == MGE_F32) {
             float x = ((const float *)m->data)[i];
             nan = x != x;
+        } else if (m->dtype == MGE_F64) {
+            double x = ((const double *)m->data)[i];
+            nan = x != x;
         } else {
             uint16_t h = ((const uint16_t *)m->data)[i];
             nan = m->dtype == MGE_F16 ? (h & 0x7c00) == 0x7c00 && (h & 0x03ff)

@@ -28,6 +28,12 @@ static inline void ksort_load(mge_dtype dt, const void *p, int64_t at, ksort_ite
     case MGE_U8: it->v = ((const uint8_t *)p)[at]; break;
     case MGE_I32: it->v = ((const int32_t *)p)[at]; break;
     case MGE_I64: it->v = ((const int64_t *)p)[at]; break;
+    case MGE_F64: it->f = ((const double *)p)[at]; break;
+    case MGE_I16: it->v = ((const int16_t *)p)[at]; break;
+    case MGE_U16: it->v = ((const uint16_t *)p)[at]; break;
+    case MGE_U32: it->v = ((const uint32_t *)p)[at]; break;
+    /* the top bit flipped: unsigned order as signed (a key, not the value) */
+    case MGE_U64: it->v = (int64_t)(((const uint64_t *)p)[at] ^ 0x8000000000000000u); break;
     default: it->v = 0; break;
     }
 }
@@ -35,8 +41,8 @@ static inline void ksort_load(mge_dtype dt, const void *p, int64_t at, ksort_ite
 /* The dtypes the sort family takes: numeric, not bool or quantized. */
 static inline int ksort_dtype_ok(mge_dtype dt)
 {
-    return dt == MGE_F32 || dt == MGE_F16 || dt == MGE_BF16 || dt == MGE_I8 || dt == MGE_U8 || dt == MGE_I32 ||
-           dt == MGE_I64;
+    return dt == MGE_F32 || dt == MGE_F16 || dt == MGE_BF16 || dt == MGE_F64 || dt == MGE_I8 || dt == MGE_U8 ||
+           dt == MGE_I16 || dt == MGE_U16 || dt == MGE_I32 || dt == MGE_U32 || dt == MGE_I64 || dt == MGE_U64;
 }
 
 /* a < b in the total order (NaN largest). */

@@ -10,7 +10,8 @@ static const struct {
     [MGE_F32] = {"f32", 4}, [MGE_F16] = {"f16", 2}, [MGE_BF16] = {"bf16", 2},
     [MGE_I8] = {"i8", 1},   [MGE_U8] = {"u8", 1},   [MGE_I32] = {"i32", 4},
     [MGE_I64] = {"i64", 8}, [MGE_BOOL] = {"bool", 1}, [MGE_QS8] = {"qs8", 1},
-    [MGE_QS32] = {"qs32", 4},
+    [MGE_QS32] = {"qs32", 4}, [MGE_F64] = {"f64", 8}, [MGE_I16] = {"i16", 2},
+    [MGE_U16] = {"u16", 2}, [MGE_U32] = {"u32", 4}, [MGE_U64] = {"u64", 8},
 };
 
 const char *mge_dtype_name(mge_dtype dt)
@@ -35,7 +36,7 @@ size_t mge_dtype_size(mge_dtype dt)
 
 int mge_dtype_is_float(mge_dtype dt)
 {
-    return dt == MGE_F32 || dt == MGE_F16 || dt == MGE_BF16;
+    return dt == MGE_F32 || dt == MGE_F16 || dt == MGE_BF16 || dt == MGE_F64;
 }
 
 static uint32_t f2u(float f)
@@ -104,4 +105,51 @@ uint16_t mge_f32_to_bf16(float f)
 float mge_bf16_to_f32(uint16_t h)
 {
     return u2f((uint32_t)h << 16);
+}
+
+double mge_dtype_get(mge_dtype dt, const void *p, int64_t i)
+{
+    switch (dt) {
+    case MGE_F32: return ((const float *)p)[i];
+    case MGE_F16: return mge_f16_to_f32(((const uint16_t *)p)[i]);
+    case MGE_BF16: return mge_bf16_to_f32(((const uint16_t *)p)[i]);
+    case MGE_F64: return ((const double *)p)[i];
+    case MGE_I8: case MGE_QS8: return ((const int8_t *)p)[i];
+    case MGE_U8: return ((const uint8_t *)p)[i];
+    case MGE_BOOL: return ((const uint8_t *)p)[i] != 0;
+    case MGE_I16: return ((const int16_t *)p)[i];
+    case MGE_U16: return ((const uint16_t *)p)[i];
+    case MGE_I32: case MGE_QS32: return ((const int32_t *)p)[i];
+    case MGE_U32: return ((const uint32_t *)p)[i];
+    case MGE_I64: return (double)((const int64_t *)p)[i];
+    case MGE_U64: return (double)((const uint64_t *)p)[i];
+    default: return 0;
+    }
+}
+
+/* v clamped to [lo, hi] and truncated toward zero; NaN is 0. */
+static double sat(double v, double lo, double hi)
+{
+    return v != v ? 0 : v <= lo ? lo : v >= hi ? hi : v;
+}
+
+void mge_dtype_set(mge_dtype dt, void *p, int64_t i, double v)
+{
+    switch (dt) {
+    case MGE_F32: ((float *)p)[i] = (float)v; break;
+    case MGE_F16: ((uint16_t *)p)[i] = mge_f32_to_f16((float)v); break;
+    case MGE_BF16: ((uint16_t *)p)[i] = mge_f32_to_bf16((float)v); break;
+    case MGE_F64: ((double *)p)[i] = v; break;
+    case MGE_I8: case MGE_QS8: ((int8_t *)p)[i] = (int8_t)sat(v, INT8_MIN, INT8_MAX); break;
+    case MGE_U8: ((uint8_t *)p)[i] = (uint8_t)sat(v, 0, UINT8_MAX); break;
+    case MGE_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+    case MGE_I16: ((int16_t *)p)[i] = (int16_t)sat(v, INT16_MIN, INT16_MAX); break;
+    case MGE_U16: ((uint16_t *)p)[i] = (uint16_t)sat(v, 0, UINT16_MAX); break;
+    case MGE_I32: case MGE_QS32: ((int32_t *)p)[i] = (int32_t)sat(v, INT32_MIN, INT32_MAX); break;
+    case MGE_U32: ((uint32_t *)p)[i] = (uint32_t)sat(v, 0, UINT32_MAX); break;
+    /* 2^63 and 2^64 are the first doubles out of range */
+    case MGE_I64: ((int64_t *)p)[i] = v >= 0x1p63 ? INT64_MAX : (int64_t)sat(v, -0x1p63, 0x1p63); break;
+    case MGE_U64: ((uint64_t *)p)[i] = v >= 0x1p64 ? UINT64_MAX : (uint64_t)sat(v, 0, 0x1p64); break;
+    default: break;
+    }
 }

@@ -132,6 +132,9 @@ static void const_vals(const mge_value *v, mge_tdesc *d)
         case MGE_I8: x = ((const int8_t *)t->data)[i]; break;
         case MGE_U8: case MGE_BOOL: x = ((const uint8_t *)t->data)[i]; break;
         case MGE_F32: x = ((const float *)t->data)[i]; break;
+        case MGE_F64: case MGE_I16: case MGE_U16: case MGE_U32: case MGE_U64:
+            x = mge_dtype_get(t->dtype, t->data, i);
+            break;
         default: return;
         }
         d->val[i] = x;

@@ -47,6 +47,7 @@ static mge_status fill(mge_tensor *t, const char *spec, mge_rng *r, mge_error *e
         case MGE_I8: ((int8_t *)t->data)[i] = (int8_t)v; break;
         case MGE_U8: ((uint8_t *)t->data)[i] = (uint8_t)v; break;
         case MGE_BOOL: ((uint8_t *)t->data)[i] = v != 0; break;
+        case MGE_F64: case MGE_I16: case MGE_U16: case MGE_U32: case MGE_U64: mge_dtype_set(t->dtype, t->data, i, v); break;
         default: return mge_error_set(err, MGE_ERR_UNSUPPORTED, "cannot initialize %s values", mge_dtype_name(t->dtype));
         }
     }

@@ -80,13 +80,25 @@ typedef enum mge_dtype {
     MGE_BOOL,
     MGE_QS8,   /* int8 with scale (per tensor or per channel) */
     MGE_QS32,  /* int32 with scale (biases of quantized layers) */
+    /* appended so stored dtype numbers keep their meaning */
+    MGE_F64,
+    MGE_I16,
+    MGE_U16,
+    MGE_U32,
+    MGE_U64,
     MGE_NDTYPES
 } mge_dtype;
 
 const char *mge_dtype_name(mge_dtype dt);              /* "f32", ... */
 int mge_dtype_parse(const char *s, size_t n, mge_dtype *out); /* 1 on success */
 size_t mge_dtype_size(mge_dtype dt);
-int mge_dtype_is_float(mge_dtype dt);
+int mge_dtype_is_float(mge_dtype dt); /* f32, f16, bf16, f64 */
+/* Element i of an array of dtype dt as a double (u64/i64 beyond 2^53
+ * rounded; qs8/qs32: the stored integer), and the store of v: rounded to a
+ * float dtype, or saturated and truncated toward zero (NaN: 0) to an
+ * integer one; bool is v != 0. */
+double mge_dtype_get(mge_dtype dt, const void *p, int64_t i);
+void mge_dtype_set(mge_dtype dt, void *p, int64_t i, double v);
 
 /* f16/bf16 conversions (round to nearest even). */
 uint16_t mge_f32_to_f16(float f);

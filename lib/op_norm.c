@@ -38,7 +38,7 @@ static mge_status check_x(const char *op, const mge_tdesc *x, int min_rank, mge_
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected rank >= %d%s", op, mge_tdesc_str(x, b, sizeof b),
                              min_rank, min_rank == 2 ? " [N,C,...]" : "");
     if (!mge_dtype_is_float(x->dtype))
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected a float dtype (f32, f16, bf16)", op,
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected a float dtype (f32, f16, bf16, f64)", op,
                              mge_tdesc_str(x, b, sizeof b));
     return MGE_OK;
 }

@@ -119,7 +119,7 @@ mge_status mge_optim_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *ou
         for (int i = 0; i < n->nin; i++)
             if (!mge_dtype_is_float(in[i].dtype)) {
                 char b[96];
-                return mge_error_set(err, MGE_ERR_SHAPE, "%s: input %d is %s: expected a float dtype (f32, f16, bf16)",
+                return mge_error_set(err, MGE_ERR_SHAPE, "%s: input %d is %s: expected a float dtype (f32, f16, bf16, f64)",
                                      op, i, mge_tdesc_str(&in[i], b, sizeof b));
             }
         break;

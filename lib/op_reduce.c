@@ -105,7 +105,7 @@ static mge_status grad_infer(const mge_node *n, const char *op, const mge_tdesc 
     if (n->op == MGE_OP_SOFTMAX_GRAD || n->op == MGE_OP_LOG_SOFTMAX_GRAD) {
         const mge_tdesc *y = &in[1];
         if (!mge_dtype_is_float(y->dtype))
-            return mge_error_set(err, MGE_ERR_SHAPE, "%s: y is %s: expected a float dtype (f32, f16, bf16)", op,
+            return mge_error_set(err, MGE_ERR_SHAPE, "%s: y is %s: expected a float dtype (f32, f16, bf16, f64)", op,
                                  mge_tdesc_str(y, b, sizeof b));
         if ((s = one_axis(n, op, y, &ax, err)) || (s = same_desc(op, "dy", &in[0], y, err)))
             return s;
@@ -114,7 +114,7 @@ static mge_status grad_infer(const mge_node *n, const char *op, const mge_tdesc 
     }
     const mge_tdesc *x = &in[1];
     if (!mge_dtype_is_float(x->dtype))
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected a float dtype (f32, f16, bf16)", op,
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected a float dtype (f32, f16, bf16, f64)", op,
                              mge_tdesc_str(x, b, sizeof b));
     int fwd = n->op == MGE_OP_SUM_GRAD    ? MGE_OP_SUM
               : n->op == MGE_OP_MEAN_GRAD ? MGE_OP_MEAN
@@ -148,7 +148,7 @@ mge_status mge_reduce_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *o
     int need_float = n->op == MGE_OP_SOFTMAX || n->op == MGE_OP_LOG_SOFTMAX || n->op == MGE_OP_MEAN;
     if (need_float ? !mge_dtype_is_float(x->dtype) : !numeric(x->dtype))
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected a %s dtype", op, bx,
-                             need_float ? "float (f32, f16, bf16)" : "numeric, non-quantized");
+                             need_float ? "float (f32, f16, bf16, f64)" : "numeric, non-quantized");
     if (n->op == MGE_OP_SOFTMAX || n->op == MGE_OP_LOG_SOFTMAX) {
         if ((s = one_axis(n, op, x, &ax, err)))
             return s;

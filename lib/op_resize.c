@@ -45,7 +45,7 @@ static mge_status out_dims(const mge_node *n, const char *op, const mge_tdesc *x
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected rank 4 [N,C,H,W]", op,
                              mge_tdesc_str(x, b, sizeof b));
     if (!mge_dtype_is_float(x->dtype))
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected a float dtype (f32, f16, bf16)", op,
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected a float dtype (f32, f16, bf16, f64)", op,
                              mge_tdesc_str(x, b, sizeof b));
     int64_t mode = mge_node_int(n, MGE_KEY_mode, MGE_MODE_NEAREST);
     if (mode != MGE_MODE_NEAREST && mode != MGE_MODE_BILINEAR && mode != MGE_MODE_BICUBIC) {

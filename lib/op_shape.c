@@ -668,6 +668,11 @@ static double cos_value(mge_dtype dt, double v)
     case MGE_I8: return (int8_t)(uint8_t)(uint64_t)mge_kval_int(v);
     case MGE_U8: return (uint8_t)(uint64_t)mge_kval_int(v);
     case MGE_I32: return (int32_t)(uint32_t)(uint64_t)mge_kval_int(v);
+    case MGE_F64: return v;
+    case MGE_I16: return (int16_t)(uint16_t)(uint64_t)mge_kval_int(v);
+    case MGE_U16: return (uint16_t)(uint64_t)mge_kval_int(v);
+    case MGE_U32: return (uint32_t)(uint64_t)mge_kval_int(v);
+    case MGE_U64: return (double)(uint64_t)mge_kval_int(v);
     default: return (double)mge_kval_int(v);
     }
 }

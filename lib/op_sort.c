@@ -14,8 +14,7 @@
 
 static int sort_dtype(mge_dtype dt)
 {
-    return dt == MGE_F32 || dt == MGE_F16 || dt == MGE_BF16 || dt == MGE_I8 || dt == MGE_U8 || dt == MGE_I32 ||
-           dt == MGE_I64;
+    return dt != MGE_BOOL && dt != MGE_QS8 && dt != MGE_QS32 && (unsigned)dt < MGE_NDTYPES;
 }
 
 /* The one axis of n over x, normalized into *ax. */
@@ -44,8 +43,8 @@ mge_status mge_sort_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out
     mge_status s;
     mge_tdesc_str(x, bx, sizeof bx);
     if (!sort_dtype(x->dtype))
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected a numeric dtype (f32, f16, bf16, i8, u8, "
-                             "i32, i64)", op, bx);
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected a numeric dtype (not bool or quantized)",
+                             op, bx);
     if ((s = sort_axis(n, op, x, &ax, err)))
         return s;
     mge_tdesc y = *x;

@@ -22,7 +22,7 @@
 
 static int int_ok(mge_dtype dt)
 {
-    return dt == MGE_I8 || dt == MGE_I32 || dt == MGE_I64;
+    return dt == MGE_I8 || dt == MGE_I16 || dt == MGE_I32 || dt == MGE_I64;
 }
 
 static int is_grad_op(int op)
@@ -54,7 +54,7 @@ static mge_status grad_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *
                                  : "x",
                              mge_tdesc_str(x, bb, sizeof bb));
     if (!mge_dtype_is_float(dy->dtype))
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: dy is %s: expected a float dtype (f32, f16, bf16)", name,
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: dy is %s: expected a float dtype (f32, f16, bf16, f64)", name,
                              mge_tdesc_str(dy, ba, sizeof ba));
     if (n->op == MGE_OP_UNARY_GRAD) {
         const mge_attr *a = mge_node_attr(n, MGE_KEY_act);
@@ -83,6 +83,11 @@ static void cast_known(const mge_tdesc *x, mge_tdesc *out)
         int64_t k = v != v ? 0 : v >= 9.2e18 ? INT64_MAX : v <= -9.2e18 ? INT64_MIN : (int64_t)v;
         switch (out->dtype) {
         case MGE_F32: v = (float)v; break;
+        case MGE_F64: break;
+        case MGE_I16: v = (int16_t)(uint16_t)(uint64_t)k; break;
+        case MGE_U16: v = (uint16_t)(uint64_t)k; break;
+        case MGE_U32: v = (uint32_t)(uint64_t)k; break;
+        case MGE_U64: v = v >= 0 ? v : (double)(uint64_t)k; break;
         case MGE_F16: v = mge_f16_to_f32(mge_f32_to_f16((float)v)); break;
         case MGE_BF16: v = mge_bf16_to_f32(mge_f32_to_bf16((float)v)); break;
         case MGE_BOOL: v = v != 0; break;
@@ -138,7 +143,7 @@ static mge_status prelu_infer(const mge_node *n, const mge_tdesc *x, const mge_t
     /* prelu_grad has no num: the weight's length */
     int64_t num = n->op == MGE_OP_PRELU_GRAD && w->ndim == 1 ? w->dims[0] : mge_node_int(n, MGE_KEY_num, 1);
     if (!mge_dtype_is_float(x->dtype))
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected a float dtype (f32, f16, bf16)",
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected a float dtype (f32, f16, bf16, f64)",
                              mge_op_info(n->op)->name, mge_tdesc_str(x, b, sizeof b));
     if (num < 1)
         return mge_error_set(err, MGE_ERR_INVALID, "prelu: num=%lld: expected 1 or the channels", (long long)num);
@@ -181,7 +186,7 @@ static mge_status float_only(const mge_node *n, const mge_tdesc *x, const char *
         return s;
     if (mge_dtype_is_float(x->dtype))
         return MGE_OK;
-    return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected a float dtype (f32, f16, bf16)", name,
+    return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected a float dtype (f32, f16, bf16, f64)", name,
                          mge_shape_str(x->dtype, x->ndim, x->dims, b, sizeof b));
 }
 
@@ -189,8 +194,9 @@ static mge_status float_only(const mge_node *n, const mge_tdesc *x, const char *
  * bounds): the bounds must be integers in the dtype's range. */
 static mge_status int_bounds(const mge_node *n, mge_dtype dt, mge_error *err)
 {
-    double lo = dt == MGE_I8 ? -128 : dt == MGE_I32 ? -2147483648.0 : -9223372036854775808.0;
-    double hi = dt == MGE_I8 ? 127 : dt == MGE_I32 ? 2147483647.0 : 9223372036854774784.0; /* < 2^63 */
+    double lo = dt == MGE_I8 ? -128 : dt == MGE_I16 ? -32768 : dt == MGE_I32 ? -2147483648.0 : -9223372036854775808.0;
+    double hi = dt == MGE_I8 ? 127 : dt == MGE_I16 ? 32767 : dt == MGE_I32 ? 2147483647.0
+                                                              : 9223372036854774784.0; /* < 2^63 */
     static const int keys[2] = {MGE_KEY_min, MGE_KEY_max};
     for (int k = 0; k < 2; k++) {
         const mge_attr *a = mge_node_attr(n, keys[k]);
@@ -249,7 +255,7 @@ mge_status mge_unary_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *ou
     case MGE_OP_ISNAN:
     case MGE_OP_ISINF:
         if (!mge_dtype_is_float(x->dtype))
-            return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected a float dtype (f32, f16, bf16)", name,
+            return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected a float dtype (f32, f16, bf16, f64)", name,
                                  mge_shape_str(x->dtype, x->ndim, x->dims, b, sizeof b));
         out->dtype = MGE_BOOL;
         return MGE_OK;
@@ -269,7 +275,7 @@ mge_status mge_unary_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *ou
     case MGE_OP_SQUARE:
         if (mge_dtype_is_float(x->dtype) || int_ok(x->dtype))
             return MGE_OK;
-        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected a float (f32, f16, bf16) or i8/i32/i64 dtype",
+        return mge_error_set(err, MGE_ERR_SHAPE, "%s: x is %s: expected a float (f32, f16, bf16, f64) or i8/i16/i32/i64 dtype",
                              name, mge_shape_str(x->dtype, x->ndim, x->dims, b, sizeof b));
     default:
         return float_only(n, x, name, err);

@@ -157,7 +157,10 @@ static mge_status cpu_sort(const mge_kctx *ctx, const mge_node *n, mge_tensor *c
 void mge_cpu_register_sort(mge_backend *b)
 {
     for (int dt = 0; dt < MGE_NDTYPES; dt++) {
-        if (!ksort_dtype_ok((mge_dtype)dt))
+        /* the dtypes cpu_sort's cumsum stores; the rest (f64, i16, u16, u32,
+         * u64) fall back to ref */
+        if (!ksort_dtype_ok((mge_dtype)dt) || dt == MGE_F64 || dt == MGE_I16 || dt == MGE_U16 || dt == MGE_U32 ||
+            dt == MGE_U64)
             continue;
         b->k[MGE_OP_TOPK][dt] = (mge_kernel){.run = cpu_sort, .ws = cpu_ref_ws};
         b->k[MGE_OP_SORT][dt] = (mge_kernel){.run = cpu_sort, .ws = cpu_ref_ws};

@@ -92,13 +92,14 @@ static inline int ref_next(int nd, const int64_t *dims, int64_t *idx)
     return 0;
 }
 
-/* Element i of a float tensor (f32, f16, bf16) as a double, and the
+/* Element i of a float tensor (f32, f16, bf16, f64) as a double, and the
  * store back (rounded to the dtype). The kernels compute in double and
  * touch memory only through these, so one loop serves every float dtype. */
 static inline double ref_ld(mge_dtype dt, const void *p, int64_t i)
 {
     switch (dt) {
     case MGE_F32: return ((const float *)p)[i];
+    case MGE_F64: return ((const double *)p)[i];
     case MGE_F16: return mge_f16_to_f32(((const uint16_t *)p)[i]);
     case MGE_BF16: return mge_bf16_to_f32(((const uint16_t *)p)[i]);
     default: return 0;
@@ -109,21 +110,32 @@ static inline void ref_st(mge_dtype dt, void *p, int64_t i, double v)
 {
     switch (dt) {
     case MGE_F32: ((float *)p)[i] = (float)v; break;
+    case MGE_F64: ((double *)p)[i] = v; break;
+    /* through f32 first: a double rounds twice on the way to f16 (a value
+     * just off a tie can land on the other side), within the kernels'
+     * tolerance for a narrow dtype */
     case MGE_F16: ((uint16_t *)p)[i] = mge_f32_to_f16((float)v); break;
     case MGE_BF16: ((uint16_t *)p)[i] = mge_f32_to_bf16((float)v); break;
     default: break;
     }
 }
 
-/* Element i of an integer tensor (i8, u8, i32, i64, bool) as an int64,
- * and the store back keeping the low bits (two's complement wrap). */
+/* Element i of an integer tensor (i8, u8, i16, u16, i32, u32, i64, u64,
+ * bool) as an int64, and the store back keeping the low bits (two's
+ * complement wrap). u64 values from 2^63 come back negative: the bits are
+ * kept, and ops whose result depends on the sign (compare, divide,
+ * convert to float) ask ref_iunsigned. */
 static inline int64_t ref_ild(mge_dtype dt, const void *p, int64_t i)
 {
     switch (dt) {
     case MGE_I8: return ((const int8_t *)p)[i];
     case MGE_U8: return ((const uint8_t *)p)[i];
+    case MGE_I16: return ((const int16_t *)p)[i];
+    case MGE_U16: return ((const uint16_t *)p)[i];
     case MGE_I32: return ((const int32_t *)p)[i];
+    case MGE_U32: return ((const uint32_t *)p)[i];
     case MGE_I64: return ((const int64_t *)p)[i];
+    case MGE_U64: return (int64_t)((const uint64_t *)p)[i];
     case MGE_BOOL: return ((const uint8_t *)p)[i] != 0;
     default: return 0;
     }
@@ -135,11 +147,41 @@ static inline void ref_ist(mge_dtype dt, void *p, int64_t i, int64_t v)
     switch (dt) {
     case MGE_I8: ((int8_t *)p)[i] = (int8_t)(uint8_t)u; break;
     case MGE_U8: ((uint8_t *)p)[i] = (uint8_t)u; break;
+    case MGE_I16: ((int16_t *)p)[i] = (int16_t)(uint16_t)u; break;
+    case MGE_U16: ((uint16_t *)p)[i] = (uint16_t)u; break;
     case MGE_I32: ((int32_t *)p)[i] = (int32_t)(uint32_t)u; break;
+    case MGE_U32: ((uint32_t *)p)[i] = (uint32_t)u; break;
     case MGE_I64: ((int64_t *)p)[i] = v; break;
+    case MGE_U64: ((uint64_t *)p)[i] = u; break;
     case MGE_BOOL: ((uint8_t *)p)[i] = v != 0; break;
     default: break;
     }
+}
+
+/* The unsigned integer dtypes (and bool): their ref_ild values compare,
+ * divide and convert as uint64 (the same order as int64 but for u64). */
+static inline int ref_iunsigned(mge_dtype dt)
+{
+    return dt == MGE_U8 || dt == MGE_U16 || dt == MGE_U32 || dt == MGE_U64 || dt == MGE_BOOL;
+}
+
+/* The integer dtypes ref_ild reads (not bool or the quantized ones). */
+static inline int ref_isint(mge_dtype dt)
+{
+    return dt == MGE_I8 || dt == MGE_U8 || dt == MGE_I16 || dt == MGE_U16 || dt == MGE_I32 || dt == MGE_U32 ||
+           dt == MGE_I64 || dt == MGE_U64;
+}
+
+/* An integer value of dt (ref_ild's) as a double: u64 from its bits. */
+static inline double ref_itod(mge_dtype dt, int64_t v)
+{
+    return dt == MGE_U64 ? (double)(uint64_t)v : (double)v;
+}
+
+/* a < b for two ref_ild values of dt. */
+static inline int ref_ilt(mge_dtype dt, int64_t a, int64_t b)
+{
+    return ref_iunsigned(dt) ? (uint64_t)a < (uint64_t)b : a < b;
 }
 
 /* The node's axis attribute (def when absent) resolved against x's rank
@@ -282,7 +324,23 @@ mge_status mge_ref_conv_geom(const mge_kctx *ctx, const mge_node *n, const mge_t
 double mge_ref_conv_acc(mge_dtype dt, const ref_conv_geom *q, const void *x, const void *w, int64_t ni, int64_t o,
                         int64_t oh, int64_t ow, double acc);
 
-/* Loops dt over the float dtypes (f32, f16, bf16: the first three of mge_dtype). */
-#define REF_EACH_FLOAT(dt) for (int dt = MGE_F32; dt <= MGE_BF16; dt++)
+/* The float dtypes in order: f32, f16, bf16 (the first three of
+ * mge_dtype), then f64 (appended later); MGE_NDTYPES past the end. */
+static inline int ref_float_at(int i)
+{
+    return i < 3 ? i : i == 3 ? MGE_F64 : MGE_NDTYPES;
+}
+
+/* The integer dtypes in order (i8 u8 i16 u16 i32 u32 i64 u64); MGE_NDTYPES past the end. */
+static inline int ref_int_at(int i)
+{
+    static const int8_t t[] = {MGE_I8, MGE_U8, MGE_I16, MGE_U16, MGE_I32, MGE_U32, MGE_I64, MGE_U64};
+    return i >= 0 && i < 8 ? t[i] : MGE_NDTYPES;
+}
+
+/* Loops dt over the float dtypes (f32, f16, bf16, f64). */
+#define REF_EACH_FLOAT(dt) for (int dt##_i_ = 0, dt = MGE_F32; (dt = ref_float_at(dt##_i_)) < MGE_NDTYPES; dt##_i_++)
+/* Loops dt over the integer dtypes (not bool). */
+#define REF_EACH_INT(dt) for (int dt##_i_ = 0, dt = MGE_I8; (dt = ref_int_at(dt##_i_)) < MGE_NDTYPES; dt##_i_++)
 
 #endif

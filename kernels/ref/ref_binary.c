@@ -3,8 +3,9 @@
  * maps to an offset in a and in b with stride 0 along broadcast dims.
  * Element i of a is read before element i of the output is written, so the
  * output may be a's buffer (MGE_OPF_INPLACE; then a has the output's shape).
- * Float dtypes compute in double; i8, u8, i32, i64 take all but pow, and
- * their div truncates toward zero (ONNX Div), refusing a zero divisor. */
+ * Float dtypes compute in double; the integers (i8 ... u64) take all but
+ * pow, in their own width with wraparound, and their div truncates toward
+ * zero (ONNX Div), refusing a zero divisor. */
 #include "ref.h"
 
 #include <math.h>
@@ -59,8 +60,16 @@ double mge_ref_binary(int op, double x, double y)
 /* Integer ops are computed on 64 bits (add/sub/mul in unsigned arithmetic,
  * so they wrap instead of overflowing) and stored keeping the low bits:
  * the same wrap-around numpy and PyTorch give for the narrow type. */
-static int64_t iop(int op, int64_t x, int64_t y)
+static int64_t iop(mge_dtype dt, int op, int64_t x, int64_t y)
 {
+    if (dt == MGE_U64) { /* the rest agree for every other dtype's values */
+        uint64_t ux = (uint64_t)x, uy = (uint64_t)y;
+        switch (op) {
+        case MGE_OP_DIV: return (int64_t)(ux / uy);
+        case MGE_OP_MAXIMUM: return (int64_t)(ux > uy ? ux : uy);
+        case MGE_OP_MINIMUM: return (int64_t)(ux < uy ? ux : uy);
+        }
+    }
     switch (op) {
     case MGE_OP_ADD: return (int64_t)((uint64_t)x + (uint64_t)y);
     case MGE_OP_SUB: return (int64_t)((uint64_t)x - (uint64_t)y);
@@ -101,7 +110,7 @@ static mge_status binary_any(const mge_kctx *ctx, const mge_node *n, mge_tensor 
         if (isf)
             ref_st(dt, y->data, i, mge_ref_binary(op, ref_ld(dt, a->data, oa), ref_ld(dt, b->data, ob)));
         else
-            ref_ist(dt, y->data, i, iop(op, ref_ild(dt, a->data, oa), ref_ild(dt, b->data, ob)));
+            ref_ist(dt, y->data, i, iop(dt, op, ref_ild(dt, a->data, oa), ref_ild(dt, b->data, ob)));
         ref_next(nd, y->dims, idx);
     }
     return MGE_OK;
@@ -111,13 +120,12 @@ void mge_ref_register_binary(mge_backend *b)
 {
     static const int all[] = {MGE_OP_ADD, MGE_OP_SUB,     MGE_OP_MUL,    MGE_OP_DIV,
                               MGE_OP_POW, MGE_OP_MAXIMUM, MGE_OP_MINIMUM};
-    static const mge_dtype idts[] = {MGE_I8, MGE_U8, MGE_I32, MGE_I64};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         REF_EACH_FLOAT(dt)
             b->k[all[i]][dt].run = binary_any;
         if (all[i] == MGE_OP_POW)
             continue; /* float only, as the inference says */
-        for (size_t j = 0; j < sizeof idts / sizeof idts[0]; j++)
-            b->k[all[i]][idts[j]].run = binary_any;
+        REF_EACH_INT(dt)
+            b->k[all[i]][dt].run = binary_any;
     }
 }

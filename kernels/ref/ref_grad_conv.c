@@ -5,7 +5,7 @@
  *   conv2d_grad_weight(dy, x, weight) -> dweight like weight
  *   linear_grad_input(dy[..., O], weight[O, K]) -> [..., K] = dy W
  *   linear_grad_weight(dy[..., O], x[..., K]) -> [O, K] = sum over rows of dy^T x
- * Float dtypes (f32, f16, bf16). */
+ * Float dtypes (f32, f16, bf16, f64). */
 #include "ref.h"
 
 #include <string.h>

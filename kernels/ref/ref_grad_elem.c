@@ -2,7 +2,7 @@
  * ops (ops.def, "gradients"): the activations' grads, dropout_grad, sum_to,
  * maximum_grad/minimum_grad, cross_entropy_grad and mse_grad.
  *
- * Float dtypes (f32, f16, bf16) compute in double. The activation grads
+ * Float dtypes (f32, f16, bf16, f64) compute in double. The activation grads
  * read element i of both inputs before writing element i, so the output
  * may be dy's buffer (MGE_OPF_INPLACE).
  *

@@ -1,7 +1,7 @@
 /* ref_logic.c — where, the comparisons and the boolean ops with numpy
  * broadcasting of any ranks, by index arithmetic (stride 0 along broadcast
  * dims, as ref_binary.c). Floats compare in double (every comparison with
- * NaN is false), integers as int64; where moves bytes, so it takes every
+ * NaN is false), integers as int64 (u64 as uint64); where moves bytes, so it takes every
  * plain dtype. Element i of each operand is read before element
  * i of the output is written. */
 #include "ref.h"
@@ -130,8 +130,11 @@ static mge_status logic_any(const mge_kctx *ctx, const mge_node *n, mge_tensor *
             r = !ref_ild(dt, in[0]->data, oa);
         else if (isf)
             r = cmp_f(op, ref_ld(dt, in[0]->data, oa), ref_ld(dt, in[1]->data, ob));
-        else
-            r = cmp_i(op, ref_ild(dt, in[0]->data, oa), ref_ild(dt, in[1]->data, ob));
+        else {
+            /* u64: flipping the top bit maps unsigned order onto signed */
+            int64_t fl = dt == MGE_U64 ? INT64_MIN : 0;
+            r = cmp_i(op, ref_ild(dt, in[0]->data, oa) ^ fl, ref_ild(dt, in[1]->data, ob) ^ fl);
+        }
         yp[i] = (unsigned char)r;
         ref_next(nd, yd, idx);
     }
@@ -141,10 +144,13 @@ static mge_status logic_any(const mge_kctx *ctx, const mge_node *n, mge_tensor *
 void mge_ref_register_logic(mge_backend *b)
 {
     static const int cmp[] = {MGE_OP_EQUAL, MGE_OP_LESS, MGE_OP_GREATER, MGE_OP_LESS_EQUAL, MGE_OP_GREATER_EQUAL};
-    static const mge_dtype dts[] = {MGE_F32, MGE_F16, MGE_BF16, MGE_I8, MGE_U8, MGE_I32, MGE_I64, MGE_BOOL};
-    for (size_t i = 0; i < sizeof cmp / sizeof cmp[0]; i++)
-        for (size_t j = 0; j < sizeof dts / sizeof dts[0]; j++)
-            b->k[cmp[i]][dts[j]].run = logic_any;
+    for (size_t i = 0; i < sizeof cmp / sizeof cmp[0]; i++) {
+        REF_EACH_FLOAT(dt)
+            b->k[cmp[i]][dt].run = logic_any;
+        REF_EACH_INT(dt)
+            b->k[cmp[i]][dt].run = logic_any;
+        b->k[cmp[i]][MGE_BOOL].run = logic_any;
+    }
     b->k[MGE_OP_NOT][MGE_BOOL].run = logic_any;
     b->k[MGE_OP_AND][MGE_BOOL].run = logic_any;
     b->k[MGE_OP_OR][MGE_BOOL].run = logic_any;

@@ -133,6 +133,8 @@ static mge_status reduce_any(const mge_kctx *ctx, const mge_node *n, mge_tensor 
         return st;
     int64_t ycount = ref_numel(out[0]);
     int ismax = n->op == MGE_OP_MAX, ismin = n->op == MGE_OP_MIN, isprod = n->op == MGE_OP_PROD;
+    /* u64 max/min compare with the top bit flipped: unsigned order as signed */
+    int64_t fl = dt == MGE_U64 && (ismax || ismin) ? INT64_MIN : 0;
     if ((ismax || ismin) && rcount == 0 && ycount > 0)
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: reduction over an empty dimension", ref_opname(ctx, n));
     const void *xp = x->data;
@@ -162,7 +164,7 @@ static mge_status reduce_any(const mge_kctx *ctx, const mge_node *n, mge_tensor 
                 else
                     acc += v;
             } else {
-                int64_t v = ref_ild(dt, xp, off);
+                int64_t v = ref_ild(dt, xp, off) ^ fl;
                 if (isprod)
                     iacc = (int64_t)((uint64_t)iacc * (uint64_t)v);
                 else if (ismax)
@@ -179,7 +181,7 @@ static mge_status reduce_any(const mge_kctx *ctx, const mge_node *n, mge_tensor 
         if (isf)
             ref_st(dt, yp, o, acc);
         else
-            ref_ist(dt, yp, o, iacc);
+            ref_ist(dt, yp, o, iacc ^ fl);
         ref_next(nk, kdims, kidx);
     }
     return MGE_OK;
@@ -223,9 +225,10 @@ static mge_status argmax_any(const mge_kctx *ctx, const mge_node *n, mge_tensor 
                     }
                 }
             } else {
-                int64_t bv = ref_ild(dt, x->data, base);
+                int64_t fl = dt == MGE_U64 ? INT64_MIN : 0; /* unsigned order as signed */
+                int64_t bv = ref_ild(dt, x->data, base) ^ fl;
                 for (int64_t j = 1; j < len; j++) {
-                    int64_t v = ref_ild(dt, x->data, base + j * inner);
+                    int64_t v = ref_ild(dt, x->data, base + j * inner) ^ fl;
                     if (sgn > 0 ? v > bv : v < bv) {
                         bv = v;
                         best = j;
@@ -244,7 +247,8 @@ void mge_ref_register_reduce(mge_backend *b)
         b->k[MGE_OP_LOG_SOFTMAX][dt].run = softmax_float;
         b->k[MGE_OP_MEAN][dt].run = reduce_any;
     }
-    static const mge_dtype numeric[] = {MGE_F32, MGE_F16, MGE_BF16, MGE_I8, MGE_U8, MGE_I32, MGE_I64};
+    static const mge_dtype numeric[] = {MGE_F32, MGE_F16, MGE_BF16, MGE_F64, MGE_I8,  MGE_U8,  MGE_I16,
+                                        MGE_U16, MGE_I32, MGE_U32,  MGE_I64, MGE_U64};
     for (size_t i = 0; i < sizeof numeric / sizeof numeric[0]; i++) {
         b->k[MGE_OP_SUM][numeric[i]].run = reduce_any;
         b->k[MGE_OP_MAX][numeric[i]].run = reduce_any;

@@ -3,11 +3,12 @@
  * gradient, dropout and cast.
  *
  * Every loop reads element i before it writes element i, so the output may
- * be the input's buffer (MGE_OPF_INPLACE). Float ops (f32, f16, bf16) are
+ * be the input's buffer (MGE_OPF_INPLACE). Float ops (f32, f16, bf16, f64) are
  * computed in double.
  * cast: float -> int truncates toward zero (numpy's astype); values beyond
- * i64 saturate and NaN gives 0, then narrower integers keep the low bits
- * (the wrap numpy shows on common platforms); -> bool is != 0. */
+ * i64 (u64 for u64) saturate and NaN gives 0, then narrower integers keep
+ * the low bits (the wrap numpy shows on common platforms); -> bool is != 0;
+ * every conversion to a float rounds once to nearest even (f64 -> f16 too). */
 #include "ref.h"
 #include "kact.h"
 
@@ -172,9 +173,10 @@ static mge_status unary_int(const mge_kctx *ctx, const mge_node *n, mge_tensor *
     mge_status st = same(ctx, n, in, out, dt, err);
     if (st)
         return st;
-    if (dt != MGE_I8 && dt != MGE_I32 && dt != MGE_I64)
+    if (!ref_isint(dt))
         return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: no reference kernel for %s", ref_opname(ctx, n),
                              mge_dtype_name(dt));
+    int uns = ref_iunsigned(dt);
     int64_t cnt = ref_numel(in[0]);
     /* clamp: inference checked the bounds are integers in dt's range */
     const mge_attr *amin = mge_node_attr(n, MGE_KEY_min), *amax = mge_node_attr(n, MGE_KEY_max);
@@ -182,11 +184,11 @@ static mge_status unary_int(const mge_kctx *ctx, const mge_node *n, mge_tensor *
     for (int64_t i = 0; i < cnt; i++) {
         int64_t v = ref_ild(dt, in[0]->data, i), r;
         switch (n->op) {
-        case MGE_OP_RELU: r = v < 0 ? 0 : v; break;
-        case MGE_OP_RELU6: r = v < 0 ? 0 : v > 6 ? 6 : v; break;
+        case MGE_OP_RELU: r = !uns && v < 0 ? 0 : v; break;
+        case MGE_OP_RELU6: r = !uns && v < 0 ? 0 : ref_ilt(dt, 6, v) ? 6 : v; break;
         case MGE_OP_NEG: r = (int64_t)(0u - (uint64_t)v); break;
-        case MGE_OP_ABS: r = v < 0 ? (int64_t)(0u - (uint64_t)v) : v; break;
-        case MGE_OP_SIGN: r = (v > 0) - (v < 0); break;
+        case MGE_OP_ABS: r = !uns && v < 0 ? (int64_t)(0u - (uint64_t)v) : v; break;
+        case MGE_OP_SIGN: r = uns ? v != 0 : (v > 0) - (v < 0); break;
         case MGE_OP_SQUARE: r = (int64_t)((uint64_t)v * (uint64_t)v); break;
         case MGE_OP_CLAMP:
             r = v < lo ? lo : v;
@@ -232,35 +234,70 @@ static mge_status dropout_float(const mge_kctx *ctx, const mge_node *n, mge_tens
 
 /* ---------------------------------------------------------------- cast */
 
-static float load_float(mge_dtype dt, const void *p, int64_t i)
+/* double -> float rounded to odd: truncated, with the last bit set when
+ * inexact. Rounding that float again to f16 or bf16 (at least two bits
+ * narrower) then gives the correctly rounded result of the double, which
+ * rounding to nearest twice does not. */
+static float d2f_odd(double d)
 {
-    switch (dt) {
-    case MGE_F32: return ((const float *)p)[i];
-    case MGE_F16: return mge_f16_to_f32(((const uint16_t *)p)[i]);
-    case MGE_BF16: return mge_bf16_to_f32(((const uint16_t *)p)[i]);
-    default: return 0;
-    }
+    float f = (float)d;
+    if ((double)f == d || isnan(d))
+        return f;
+    if (fabs((double)f) > fabs(d))
+        f = nextafterf(f, 0.0f);
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u |= 1;
+    memcpy(&f, &u, 4);
+    return f;
 }
 
-static void store_float(mge_dtype dt, void *p, int64_t i, float v)
+static double load_float(mge_dtype dt, const void *p, int64_t i)
+{
+    return ref_ld(dt, p, i);
+}
+
+static void store_float(mge_dtype dt, void *p, int64_t i, double v)
 {
     switch (dt) {
-    case MGE_F32: ((float *)p)[i] = v; break;
-    case MGE_F16: ((uint16_t *)p)[i] = mge_f32_to_f16(v); break;
-    case MGE_BF16: ((uint16_t *)p)[i] = mge_f32_to_bf16(v); break;
+    case MGE_F32: ((float *)p)[i] = (float)v; break;
+    case MGE_F64: ((double *)p)[i] = v; break;
+    case MGE_F16: ((uint16_t *)p)[i] = mge_f32_to_f16(d2f_odd(v)); break;
+    case MGE_BF16: ((uint16_t *)p)[i] = mge_f32_to_bf16(d2f_odd(v)); break;
     default: break;
     }
 }
 
+/* An integer (ref_ild's value of dt) into a float dtype, rounded once:
+ * straight to f32 or f64, through round-to-odd for f16 and bf16. */
+static void store_int_float(mge_dtype ddt, void *p, int64_t i, mge_dtype sdt, int64_t v)
+{
+    int u = sdt == MGE_U64;
+    switch (ddt) {
+    case MGE_F32: ((float *)p)[i] = u ? (float)(uint64_t)v : (float)v; break;
+    case MGE_F64: ((double *)p)[i] = u ? (double)(uint64_t)v : (double)v; break;
+    default: {
+        /* |v| < 2^64 in a double rounded to odd keeps the sticky bit too:
+         * 53 bits are more than f16's and bf16's 11 and 8 plus two */
+        double d = u ? (double)(uint64_t)v : (double)v;
+        store_float(ddt, p, i, d);
+    }
+    }
+}
+
 /* Truncation toward zero without the undefined behaviour of converting an
- * out-of-range float: saturate at the i64 limits, NaN gives 0. */
-static int64_t float_to_i64(float f)
+ * out-of-range float: NaN gives 0; to u64, [2^63, 2^64) converts and
+ * beyond saturates; otherwise the i64 limits saturate (a narrower integer
+ * then keeps the low bits, as numpy shows on common platforms). */
+static int64_t float_to_int(double f, mge_dtype to)
 {
     if (isnan(f))
         return 0;
-    if (f >= 9223372036854775808.0f)
+    if (to == MGE_U64 && f >= 9223372036854775808.0)
+        return f >= 18446744073709551616.0 ? (int64_t)UINT64_MAX : (int64_t)(uint64_t)f;
+    if (f >= 9223372036854775808.0)
         return INT64_MAX;
-    if (f < -9223372036854775808.0f)
+    if (f < -9223372036854775808.0)
         return INT64_MIN;
     return (int64_t)f;
 }
@@ -289,19 +326,21 @@ static mge_status cast_any(const mge_kctx *ctx, const mge_node *n, mge_tensor *c
      * for same-size pairs (i8/u8/bool, f16/bf16): element i is read before
      * it is written, which keeps that safe too. */
     int sf = mge_dtype_is_float(sdt), df = mge_dtype_is_float(ddt);
+    /* f64 <-> i64/u64 are the only same-size pairs of different kinds:
+     * element i is still read before it is written */
     for (int64_t i = 0; i < cnt; i++) {
         if (sf) {
-            float v = load_float(sdt, x->data, i);
+            double v = load_float(sdt, x->data, i);
             if (df)
                 store_float(ddt, y->data, i, v);
             else if (ddt == MGE_BOOL)
                 ((uint8_t *)y->data)[i] = v != 0; /* NaN is true, as in numpy */
             else
-                ref_ist(ddt, y->data, i, float_to_i64(v));
+                ref_ist(ddt, y->data, i, float_to_int(v, ddt));
         } else {
             int64_t v = ref_ild(sdt, x->data, i);
             if (df)
-                store_float(ddt, y->data, i, (float)v);
+                store_int_float(ddt, y->data, i, sdt, v);
             else
                 ref_ist(ddt, y->data, i, v);
         }
@@ -326,10 +365,13 @@ void mge_ref_register_unary(mge_backend *b)
                                MGE_OP_SIGN, MGE_OP_SQUARE, MGE_OP_CLAMP};
     for (size_t i = 0; i < sizeof iops / sizeof iops[0]; i++) {
         b->k[iops[i]][MGE_I8].run = unary_int;
+        b->k[iops[i]][MGE_I16].run = unary_int;
         b->k[iops[i]][MGE_I32].run = unary_int;
         b->k[iops[i]][MGE_I64].run = unary_int;
     }
-    static const mge_dtype casts[] = {MGE_F32, MGE_F16, MGE_BF16, MGE_I8, MGE_U8, MGE_I32, MGE_I64, MGE_BOOL};
-    for (size_t i = 0; i < sizeof casts / sizeof casts[0]; i++)
-        b->k[MGE_OP_CAST][casts[i]].run = cast_any;
+    REF_EACH_FLOAT(dt)
+        b->k[MGE_OP_CAST][dt].run = cast_any;
+    REF_EACH_INT(dt)
+        b->k[MGE_OP_CAST][dt].run = cast_any;
+    b->k[MGE_OP_CAST][MGE_BOOL].run = cast_any;
 }

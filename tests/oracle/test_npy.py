@@ -31,7 +31,7 @@ def _records():
             return (np.arange(n) % 3 == 0).reshape(shape)
         return np.arange(n).astype(dtype).reshape(shape)
 
-    for dt in ["<f4", "<f2", "|i1", "|u1", "<i4", "<i8", "|b1"]:
+    for dt in ["<f4", "<f2", "|i1", "|u1", "<i4", "<i8", "|b1", "<f8", "<i2", "<u2", "<u4", "<u8"]:
         for shape in [(), (5,), (2, 3), (2, 3, 4)]:
             out.append((ar(shape, dt), None))
     out.append((ar((1, 2, 1, 2, 1, 2, 1, 2), "<f4"), None))  # rank 8
@@ -40,6 +40,9 @@ def _records():
     out.append((ar((4,), ">i8"), None))
     out.append((ar((3,), ">f2"), None))
     out.append((ar((2, 2), ">i4"), None))
+    out.append((ar((3,), ">f8"), None))
+    out.append((ar((2, 2), ">u8"), None))
+    out.append((ar((5,), ">i2"), None))
     out.append((np.asfortranarray(ar((2, 3), "<f4")), None))   # Fortran order
     out.append((np.asfortranarray(ar((2, 3, 4), "<i4")), None))
     out.append((np.asfortranarray(ar((3, 1, 2, 5), ">f4")), None))
@@ -61,7 +64,7 @@ def gen(d):
         for a, v in _records():
             _write(f, a, v)
             m.write(f"{a.dtype.str} {a.ndim} {' '.join(str(x) for x in a.shape)}\n")
-    np.save(os.path.join(d, "f8.npy"), np.zeros(3))
+    np.save(os.path.join(d, "c16.npy"), np.zeros(3, np.complex128))
     arrays = {"a.b.weight": np.ones((4, 3), np.float32), "count": np.array(7, np.int64),
               "flags": np.array([True, False])}
     np.savez(os.path.join(d, "plain.npz"), **arrays)
@@ -72,9 +75,10 @@ def gen(d):
 
 # The C test's fill pattern per mge dtype (tests/unit/test_npy.c put_val), and
 # the NPY dtype each comes back as: bf16 -> float32, qs8 -> int8, qs32 -> int32.
-_MGE = ["f32", "f16", "bf16", "i8", "u8", "i32", "i64", "bool", "qs8", "qs32"]
+_MGE = ["f32", "f16", "bf16", "i8", "u8", "i32", "i64", "bool", "qs8", "qs32", "f64", "i16", "u16", "u32", "u64"]
 _DESCR = {"f32": "<f4", "f16": "<f2", "bf16": "<f4", "i8": "|i1", "u8": "|u1", "i32": "<i4",
-          "i64": "<i8", "bool": "|b1", "qs8": "|i1", "qs32": "<i4"}
+          "i64": "<i8", "bool": "|b1", "qs8": "|i1", "qs32": "<i4", "f64": "<f8", "i16": "<i2",
+          "u16": "<u2", "u32": "<u4", "u64": "<u8"}
 
 
 def _pattern(dt, n):
@@ -93,6 +97,16 @@ def _pattern(dt, n):
         return (i * 1000 - 7).astype(np.int32)
     if dt == "i64":
         return i * 10000000000 - 5
+    if dt == "f64":
+        return i * 0.1 - 1e300 * (i % 2)
+    if dt == "i16":
+        return (i * 3001 - 30000).astype(np.int16)
+    if dt == "u16":
+        return (i * 4001 + 60000).astype(np.uint16)
+    if dt == "u32":
+        return (i * 70001 + 4000000000).astype(np.uint32)
+    if dt == "u64":
+        return i.astype(np.uint64) * np.uint64(10000000000) + np.uint64(18000000000000000000)
     return i % 3 == 0
 
 

@@ -76,7 +76,7 @@ static int pshape(pcase *c, int lo, int hi, int64_t maxdim, int64_t *d)
 
 static int is_float(mge_dtype dt)
 {
-    return dt == MGE_F32 || dt == MGE_F16 || dt == MGE_BF16;
+    return dt == MGE_F32 || dt == MGE_F16 || dt == MGE_BF16 || dt == MGE_F64;
 }
 
 /* ---------------------------------------------------------------- values and nodes */
@@ -91,6 +91,10 @@ static void pc_fill(pcase *c, mge_tensor *t, double lo, double hi)
         ilo = fmax(ilo, -128), ihi = fmin(ihi, 127);
     if (t->dtype == MGE_U8)
         ilo = fmax(ilo, 0), ihi = fmin(ihi, 255);
+    if (t->dtype == MGE_I16)
+        ilo = fmax(ilo, -32768), ihi = fmin(ihi, 32767);
+    if (t->dtype == MGE_U16 || t->dtype == MGE_U32 || t->dtype == MGE_U64)
+        ilo = fmax(ilo, 0);
     if (ihi < ilo)
         ihi = ilo;
     for (int64_t i = 0; i < n; i++) {
@@ -107,6 +111,11 @@ static void pc_fill(pcase *c, mge_tensor *t, double lo, double hi)
         case MGE_I32:
         case MGE_QS32: ((int32_t *)t->data)[i] = (int32_t)k; break;
         case MGE_I64: ((int64_t *)t->data)[i] = k; break;
+        case MGE_F64: ((double *)t->data)[i] = f; break;
+        case MGE_I16: ((int16_t *)t->data)[i] = (int16_t)k; break;
+        case MGE_U16: ((uint16_t *)t->data)[i] = (uint16_t)k; break;
+        case MGE_U32: ((uint32_t *)t->data)[i] = (uint32_t)k; break;
+        case MGE_U64: ((uint64_t *)t->data)[i] = (uint64_t)k; break;
         default: break;
         }
     }
@@ -121,6 +130,8 @@ static void pc_set(mge_tensor *t, int64_t i, float v)
         ((uint16_t *)t->data)[i] = mge_f32_to_f16(v);
     else if (t->dtype == MGE_BF16)
         ((uint16_t *)t->data)[i] = mge_f32_to_bf16(v);
+    else if (t->dtype == MGE_F64)
+        ((double *)t->data)[i] = v;
 }
 
 /* A value of the case's graph with random data: a graph input (data in
@@ -218,7 +229,7 @@ static mge_attr A2(int key, int64_t a, int64_t b)
  * the op), fed with the negated range; else a plain input. */
 static int pc_in_inplace(pcase *c, int inplace, mge_dtype dt, int nd, const int64_t *d, double lo, double hi)
 {
-    int neg_ok = is_float(dt) || dt == MGE_I8 || dt == MGE_I32 || dt == MGE_I64;
+    int neg_ok = is_float(dt) || dt == MGE_I8 || dt == MGE_I16 || dt == MGE_I32 || dt == MGE_I64;
     if (!inplace || !neg_ok)
         return pc_in(c, dt, nd, d, lo, hi);
     return pc_un(c, MGE_OP_NEG, pc_in(c, dt, nd, d, -hi, -lo), 0, NULL);
@@ -461,7 +472,7 @@ static int gen_unary(pcase *c)
 {
     int op = c->op;
     int int_ok = op == MGE_OP_RELU || op == MGE_OP_RELU6 || op == MGE_OP_NEG || op == MGE_OP_ABS;
-    int intdt = c->dt == MGE_I8 || c->dt == MGE_I32 || c->dt == MGE_I64;
+    int intdt = c->dt == MGE_I8 || c->dt == MGE_I16 || c->dt == MGE_I32 || c->dt == MGE_I64;
     if (!is_float(c->dt) && !(int_ok && intdt))
         return PC_NODT;
     int64_t d[4];
@@ -535,8 +546,12 @@ static int64_t pc_ild(const mge_tensor *t, int64_t i)
     switch (t->dtype) {
     case MGE_I8: return ((const int8_t *)t->data)[i];
     case MGE_U8: return ((const uint8_t *)t->data)[i];
+    case MGE_I16: return ((const int16_t *)t->data)[i];
+    case MGE_U16: return ((const uint16_t *)t->data)[i];
     case MGE_I32: return ((const int32_t *)t->data)[i];
+    case MGE_U32: return ((const uint32_t *)t->data)[i];
     case MGE_I64: return ((const int64_t *)t->data)[i];
+    case MGE_U64: return (int64_t)((const uint64_t *)t->data)[i];
     default: return 0;
     }
 }
@@ -546,8 +561,12 @@ static void pc_ist(mge_tensor *t, int64_t i, int64_t v)
     switch (t->dtype) {
     case MGE_I8: ((int8_t *)t->data)[i] = (int8_t)v; break;
     case MGE_U8: ((uint8_t *)t->data)[i] = (uint8_t)v; break;
+    case MGE_I16: ((int16_t *)t->data)[i] = (int16_t)v; break;
+    case MGE_U16: ((uint16_t *)t->data)[i] = (uint16_t)v; break;
     case MGE_I32: ((int32_t *)t->data)[i] = (int32_t)v; break;
+    case MGE_U32: ((uint32_t *)t->data)[i] = (uint32_t)v; break;
     case MGE_I64: ((int64_t *)t->data)[i] = v; break;
+    case MGE_U64: ((uint64_t *)t->data)[i] = (uint64_t)v; break;
     default: break;
     }
 }

@@ -242,8 +242,7 @@ static int gen_gnorm(pcase *c)
 
 static int pc_sortable(mge_dtype dt)
 {
-    return dt == MGE_F32 || dt == MGE_F16 || dt == MGE_BF16 || dt == MGE_I8 || dt == MGE_U8 || dt == MGE_I32 ||
-           dt == MGE_I64;
+    return dt != MGE_BOOL && dt != MGE_QS8 && dt != MGE_QS32;
 }
 
 /* Adds a node with nout outputs and compares them all. */
@@ -441,7 +440,7 @@ static int gen_sdpa(pcase *c)
 static int gen_elem_math(pcase *c)
 {
     int op = c->op;
-    int intdt = c->dt == MGE_I8 || c->dt == MGE_I32 || c->dt == MGE_I64;
+    int intdt = c->dt == MGE_I8 || c->dt == MGE_I16 || c->dt == MGE_I32 || c->dt == MGE_I64;
     if (!is_float(c->dt) && !((op == MGE_OP_SIGN || op == MGE_OP_SQUARE || op == MGE_OP_CLAMP) && intdt))
         return PC_NODT;
     int64_t d[4];

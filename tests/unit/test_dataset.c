@@ -478,19 +478,19 @@ static void test_bind_errors(void)
     mge_tensor_free(&lab);
     write_file(tmp("zero"), "", 0);
     CHECK(mge_dataset_load(tmp("zero"), &ds, &err) == MGE_ERR_FORMAT && strstr(err.msg, "empty"));
-    /* missing file, unknown format, f64 */
+    /* missing file, unknown format, complex64 */
     CHECK(mge_dataset_load(tmp("nope.npz"), &ds, &err) == MGE_ERR_IO && strstr(err.msg, "nope.npz"));
     write_file(tmp("junk.bin"), "hello, this is not a dataset at all\n", 36);
     CHECK(mge_dataset_load(tmp("junk.bin"), &ds, &err) == MGE_ERR_FORMAT && strstr(err.msg, "junk.bin") &&
           strstr(err.msg, "unknown format"));
-    const char f64[] = "\x93NUMPY\x01\x00\x76\x00{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }";
+    const char c8[] = "\x93NUMPY\x01\x00\x76\x00{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }";
     char rec[128 + 8];
     memset(rec, ' ', sizeof rec);
-    memcpy(rec, f64, sizeof f64 - 1);
+    memcpy(rec, c8, sizeof c8 - 1);
     rec[127] = '\n';
     memset(rec + 128, 0, 8);
-    write_file(tmp("f64.npy"), rec, sizeof rec);
-    CHECK(mge_dataset_load(tmp("f64.npy"), &ds, &err) == MGE_ERR_UNSUPPORTED && strstr(err.msg, "float64"));
+    write_file(tmp("c8.npy"), rec, sizeof rec);
+    CHECK(mge_dataset_load(tmp("c8.npy"), &ds, &err) == MGE_ERR_UNSUPPORTED && strstr(err.msg, "complex64"));
     mge_buf_free(&b);
     mge_graph_free(g);
 }

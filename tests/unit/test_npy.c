@@ -39,6 +39,12 @@ static void put_val(mge_dtype dt, void *p, int64_t i)
     case MGE_I32: case MGE_QS32: ((int32_t *)p)[i] = (int32_t)(i * 1000 - 7); break;
     case MGE_I64: ((int64_t *)p)[i] = i * INT64_C(10000000000) - 5; break;
     case MGE_BOOL: ((uint8_t *)p)[i] = i % 3 == 0; break;
+    /* beyond f32's precision, past i16's halfway, above u32's 2^31, u64's 2^63 */
+    case MGE_F64: ((double *)p)[i] = (double)i * 0.1 - 1e300 * (i % 2); break;
+    case MGE_I16: ((int16_t *)p)[i] = (int16_t)(i * 3001 - 30000); break;
+    case MGE_U16: ((uint16_t *)p)[i] = (uint16_t)(i * 4001 + 60000); break;
+    case MGE_U32: ((uint32_t *)p)[i] = (uint32_t)(i * 70001 + UINT32_C(4000000000)); break;
+    case MGE_U64: ((uint64_t *)p)[i] = (uint64_t)i * UINT64_C(10000000000) + UINT64_C(18000000000000000000); break;
     default: break;
     }
 }
@@ -78,6 +84,13 @@ static int same_values(const mge_tensor *t, mge_dtype orig, int ndim, const int6
         case MGE_I32: case MGE_QS32: ok = ((int32_t *)t->data)[i] == (int32_t)(i * 1000 - 7); break;
         case MGE_I64: ok = ((int64_t *)t->data)[i] == i * INT64_C(10000000000) - 5; break;
         case MGE_BOOL: ok = ((uint8_t *)t->data)[i] == (i % 3 == 0); break;
+        case MGE_F64: ok = ((double *)t->data)[i] == (double)i * 0.1 - 1e300 * (i % 2); break;
+        case MGE_I16: ok = ((int16_t *)t->data)[i] == (int16_t)(i * 3001 - 30000); break;
+        case MGE_U16: ok = ((uint16_t *)t->data)[i] == (uint16_t)(i * 4001 + 60000); break;
+        case MGE_U32: ok = ((uint32_t *)t->data)[i] == (uint32_t)(i * 70001 + UINT32_C(4000000000)); break;
+        case MGE_U64:
+            ok = ((uint64_t *)t->data)[i] == (uint64_t)i * UINT64_C(10000000000) + UINT64_C(18000000000000000000);
+            break;
         default: ok = 0;
         }
         if (!ok)
@@ -506,13 +519,39 @@ static void test_hostile_headers(void)
     }
     /* refused dtypes name themselves and what to do */
     b.n = 0;
-    hand_record(&b, 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }", data, 8);
+    hand_record(&b, 1, "{'descr': '<f16', 'fortran_order': False, 'shape': (1,), }", data, 16);
     CHECK(read_both(&b, &t, &err) == MGE_ERR_UNSUPPORTED);
-    CHECK_MSG(strcmp(err.msg, "dtype float64 ('<f8') is not supported: save float32") == 0, "%s", err.msg);
+    CHECK_MSG(strcmp(err.msg, "dtype longdouble ('<f16') is not supported: save float64") == 0, "%s", err.msg);
     b.n = 0;
-    hand_record(&b, 1, "{'descr': '<i2', 'fortran_order': False, 'shape': (1,), }", data, 2);
+    hand_record(&b, 1, "{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", data, 8);
     CHECK(read_both(&b, &t, &err) == MGE_ERR_UNSUPPORTED);
-    CHECK_MSG(strstr(err.msg, "int16") && strstr(err.msg, "'<i2'"), "%s", err.msg);
+    CHECK_MSG(strstr(err.msg, "complex64") && strstr(err.msg, "'<c8'"), "%s", err.msg);
+    /* the wider dtypes read, in either byte order (big-endian swapped) */
+    b.n = 0;
+    {
+        const unsigned char be[8] = {0xbf, 0xf8, 0, 0, 0, 0, 0, 0}; /* -1.5 */
+        hand_record(&b, 1, "{'descr': '>f8', 'fortran_order': False, 'shape': (1,), }", be, 8);
+        CHECK(read_both(&b, &t, &err) == MGE_OK && t.dtype == MGE_F64 && ((double *)t.data)[0] == -1.5);
+        mge_tensor_free(&t);
+        b.n = 0;
+        const unsigned char le[2] = {0xfe, 0xff}; /* 65534 / -2 */
+        hand_record(&b, 1, "{'descr': '<u2', 'fortran_order': False, 'shape': (), }", le, 2);
+        CHECK(read_both(&b, &t, &err) == MGE_OK && t.dtype == MGE_U16 && ((uint16_t *)t.data)[0] == 65534);
+        mge_tensor_free(&t);
+        b.n = 0;
+        hand_record(&b, 1, "{'descr': '<i2', 'fortran_order': False, 'shape': (), }", le, 2);
+        CHECK(read_both(&b, &t, &err) == MGE_OK && t.dtype == MGE_I16 && ((int16_t *)t.data)[0] == -2);
+        mge_tensor_free(&t);
+        b.n = 0;
+        const unsigned char u8be[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe};
+        hand_record(&b, 1, "{'descr': '>u8', 'fortran_order': False, 'shape': (), }", u8be, 8);
+        CHECK(read_both(&b, &t, &err) == MGE_OK && t.dtype == MGE_U64 &&
+              ((uint64_t *)t.data)[0] == UINT64_MAX - 1);
+        mge_tensor_free(&t);
+        b.n = 0;
+        hand_record(&b, 1, "{'descr': '|u4', 'fortran_order': False, 'shape': (), }", u8be, 4);
+        CHECK(read_both(&b, &t, &err) == MGE_ERR_FORMAT && strstr(err.msg, "byte order"));
+    }
     /* header length beyond the bytes present */
     b.n = 0;
     hand_record(&b, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", data, 4);
@@ -980,6 +1019,11 @@ static void test_numpy(void)
             case MGE_I32: ok = ((int32_t *)t.data)[i] == (int32_t)i; break;
             case MGE_I64: ok = ((int64_t *)t.data)[i] == i; break;
             case MGE_BOOL: ok = ((uint8_t *)t.data)[i] == (i % 3 == 0); break;
+            case MGE_F64: ok = ((double *)t.data)[i] == (double)i; break;
+            case MGE_I16: ok = ((int16_t *)t.data)[i] == (int16_t)i; break;
+            case MGE_U16: ok = ((uint16_t *)t.data)[i] == (uint16_t)i; break;
+            case MGE_U32: ok = ((uint32_t *)t.data)[i] == (uint32_t)i; break;
+            case MGE_U64: ok = ((uint64_t *)t.data)[i] == (uint64_t)i; break;
             default: ok = 0;
             }
         }
@@ -995,13 +1039,14 @@ static void test_numpy(void)
     }
     if (man)
         fclose(man);
-    /* refused: float64 */
-    snprintf(path, sizeof path, "%s/f8.npy", dir);
+    /* refused: complex128 */
+    snprintf(path, sizeof path, "%s/c16.npy", dir);
     f = fopen(path, "rb");
+    CHECK(f != NULL);
     if (f) {
         mge_tensor t;
         mge_error err;
-        CHECK(mge_npy_read(f, &t, &err) == MGE_ERR_UNSUPPORTED && strstr(err.msg, "float64"));
+        CHECK(mge_npy_read(f, &t, &err) == MGE_ERR_UNSUPPORTED && strstr(err.msg, "complex128"));
         fclose(f);
     }
     /* savez and savez_compressed */

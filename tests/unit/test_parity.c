@@ -449,6 +449,8 @@ static const struct {
     {MGE_OP_CROSS_ENTROPY_GRAD, MGE_BF16, "unreachable: dy is always f32"},
     {MGE_OP_MSE_GRAD, MGE_F16, "unreachable: dy is always f32"},
     {MGE_OP_MSE_GRAD, MGE_BF16, "unreachable: dy is always f32"},
+    {MGE_OP_CROSS_ENTROPY_GRAD, MGE_F64, "unreachable: dy is always f32"},
+    {MGE_OP_MSE_GRAD, MGE_F64, "unreachable: dy is always f32"},
     /* distributed: they need the ranks of a job (a communicator); the
      * parity is with one process, checked by tests/cli/train_mpi.bats */
     {MGE_OP_ALLREDUCE, -1, "needs a communicator: tests/cli/train_mpi.bats"},
@@ -514,6 +516,7 @@ static double ldf(const mge_tensor *t, int64_t i)
     case MGE_F32: return ((const float *)t->data)[i];
     case MGE_F16: return mge_f16_to_f32(((const uint16_t *)t->data)[i]);
     case MGE_BF16: return mge_bf16_to_f32(((const uint16_t *)t->data)[i]);
+    case MGE_F64: return ((const double *)t->data)[i];
     default: return 0;
     }
 }
@@ -535,7 +538,8 @@ static int compare(const mge_tensor *got, const mge_tensor *want, ptol tol, psta
                 int64_t a = 0, b = 0;
                 memcpy(&a, (const char *)got->data + i * es, es);
                 memcpy(&b, (const char *)want->data + i * es, es);
-                if (es < 8 && want->dtype != MGE_U8 && want->dtype != MGE_BOOL) {   /* sign-extend */
+                if (es < 8 && want->dtype != MGE_U8 && want->dtype != MGE_U16 && want->dtype != MGE_U32 &&
+                    want->dtype != MGE_BOOL) {   /* sign-extend */
                     a = (a << (64 - 8 * es)) >> (64 - 8 * es);
                     b = (b << (64 - 8 * es)) >> (64 - 8 * es);
                 }
