@@ -361,8 +361,11 @@ static mge_status pool2d(mge_onnx_ctx *c, mge_onnx_node *n, int maxp)
     const mge_value *xv = mge_onnx_value(c, x);
     if (xv->ndim == 3)
         return mge_onnx_pool1d(c, n, maxp);
-    /* 3-D, other dtypes and Indices: the 3-D pools (onnx_ops_pool3d.c) */
-    if (xv->ndim != 4 || xv->dtype != MGE_F32 || (maxp && n->n_output > 1 && n->output[1] && *n->output[1]) ||
+    /* MaxPool over uint8/int8 stays here (QDQ models pool quantized values:
+     * max commutes with dequantization); 3-D, other dtypes and Indices: the
+     * 3-D pools (onnx_ops_pool3d.c) */
+    int q8 = maxp && (xv->dtype == MGE_U8 || xv->dtype == MGE_I8);
+    if (xv->ndim != 4 || (xv->dtype != MGE_F32 && !q8) || (maxp && n->n_output > 1 && n->output[1] && *n->output[1]) ||
         (maxp && mge_onnx_attr_i(n, "storage_order", 0)))
         return mge_onnx_pool3d(c, n, maxp);
     int64_t k[2], s[2], d[2], pb[2], pe[2];
