@@ -593,6 +593,8 @@ static int gen_deform_conv2d(pcase *c)
     mge_attr at[5] = {A2(MGE_KEY_stride, s[0], s[1]), A2(MGE_KEY_pad, p[0], p[1]), A2(MGE_KEY_dilation, d[0], d[1]),
                       A(MGE_KEY_groups, g), A(MGE_KEY_offset_groups, og)};
     return pc_out(c, pc_node(c, MGE_OP_DEFORM_CONV2D, nin, in, 5, at));
+}
+
 /* maxpool3d (float, i8, u8; with the indices output half the time),
  * avgpool3d (float): random windows, strides, dilations, asymmetric pads
  * up to the window, ceil_mode, both divisors. max_unpool: indices drawn
