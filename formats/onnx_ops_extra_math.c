@@ -107,10 +107,12 @@ static mge_status conv_shrink(mge_onnx_ctx *c, mge_onnx_node *n)
 static mge_status need_bits(mge_onnx_ctx *c, mge_onnx_node *n, int v, int unsigned_only)
 {
     mge_dtype dt = dtype_of(c, v);
-    if (dt == MGE_U8 || (!unsigned_only && (dt == MGE_I8 || dt == MGE_I32 || dt == MGE_I64)))
+    int uns = dt == MGE_U8 || dt == MGE_U16 || dt == MGE_U32 || dt == MGE_U64;
+    if (uns || (!unsigned_only && (dt == MGE_I8 || dt == MGE_I16 || dt == MGE_I32 || dt == MGE_I64)))
         return MGE_OK;
     return mge_onnx_unsupported(c, n, "%s over %s (mge takes %s)", n->op_type, mge_dtype_name(dt),
-                                unsigned_only ? "u8 (ONNX's BitShift is for unsigned types)" : "u8, i8, i32 and i64");
+                                unsigned_only ? "u8, u16, u32 and u64 (ONNX's BitShift is for unsigned types)"
+                                              : "the integer dtypes");
 }
 
 static mge_status conv_bitwise(mge_onnx_ctx *c, mge_onnx_node *n)

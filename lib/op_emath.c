@@ -15,6 +15,7 @@ static int bit_dtype(mge_dtype dt)
 {
     switch (dt) {
     case MGE_U8: case MGE_I8: case MGE_I32: case MGE_I64:
+    case MGE_I16: case MGE_U16: case MGE_U32: case MGE_U64:
         return 1;
     default:
         return 0;

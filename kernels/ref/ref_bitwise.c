@@ -19,6 +19,10 @@ static const struct {
     {MGE_I8, 8, 1},
     {MGE_I32, 32, 1},
     {MGE_I64, 64, 1},
+    {MGE_I16, 16, 1},
+    {MGE_U16, 16, 0},
+    {MGE_U32, 32, 0},
+    {MGE_U64, 64, 0},
 };
 
 static int dt_bits(mge_dtype dt, int *is_signed)

@@ -7,7 +7,8 @@
 
 static int pc_bit_dtype(mge_dtype dt)
 {
-    return dt == MGE_U8 || dt == MGE_I8 || dt == MGE_I32 || dt == MGE_I64;
+    return dt == MGE_U8 || dt == MGE_I8 || dt == MGE_I32 || dt == MGE_I64 || dt == MGE_I16 || dt == MGE_U16 ||
+           dt == MGE_U32 || dt == MGE_U64;
 }
 
 /* bitwise_and/or/xor/not, shift_left/right: broadcast operands (dims of b
