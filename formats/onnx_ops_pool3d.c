@@ -200,22 +200,33 @@ static mge_status conv_maxunpool(mge_onnx_ctx *c, mge_onnx_node *n)
     mge_attr a[3] = {mge_onnx_ais(MGE_KEY_kernel, nsp, k), mge_onnx_ais(MGE_KEY_stride, nsp, s),
                      mge_onnx_ais(MGE_KEY_pad, 2 * nsp, pad)};
     int in[2] = {x, idx};
-    mge_attr a4[4] = {a[0], a[1], a[2]};
-    if (sh >= 0) {
-        /* output_shape: a constant, the shape attribute */
-        double v[8];
-        int64_t so[8];
-        int cnt2;
-        mge_status st = mge_onnx_known(c, n, sh, "output_shape", v, 8, &cnt2);
-        if (st)
-            return st;
-        if (cnt2 != xv->ndim)
-            return mge_onnx_fail(c, n, "output_shape has %d values: expected %d", cnt2, xv->ndim);
-        for (int i = 0; i < cnt2; i++)
-            so[i] = (int64_t)v[i];
-        a4[3] = mge_onnx_ais(MGE_KEY_shape, cnt2, so);
+    if (sh < 0)
+        return mge_onnx_finish(c, n, MGE_OP_MAX_UNPOOL, 2, in, 3, a);
+    /* output_shape: ONNX unpools into the inferred shape (the indices are
+     * flat over it) and puts that at the origin of zeros of output_shape */
+    double v[8];
+    int cnt2;
+    mge_status st = mge_onnx_known(c, n, sh, "output_shape", v, 8, &cnt2);
+    if (st)
+        return st;
+    if (cnt2 != xv->ndim)
+        return mge_onnx_fail(c, n, "output_shape has %d values: expected %d", cnt2, xv->ndim);
+    int64_t zero[3] = {0, 0, 0}, grow[3];
+    for (int i = 0; i < nsp; i++) {
+        int64_t d = xv->dims[2 + i];
+        if (d < 0)
+            return mge_onnx_unsupported(c, n, "output_shape over symbolic spatial dims");
+        int64_t inf = (d - 1) * s[i] - pb[i] - pe[i] + k[i];
+        grow[i] = (int64_t)v[2 + i] - inf;
+        if (grow[i] < 0)
+            return mge_onnx_fail(c, n, "output_shape[%d] = %lld is smaller than the unpooled size %lld", 2 + i,
+                                 (long long)v[2 + i], (long long)inf);
     }
-    return mge_onnx_finish(c, n, MGE_OP_MAX_UNPOOL, 2, in, sh >= 0 ? 4 : 3, a4);
+    int y = mge_onnx_emit_tmp(c, n, MGE_OP_MAX_UNPOOL, 2, in, 3, a);
+    int yp = y < 0 ? -1 : mge_onnx_pad_input(c, n, y, nsp, zero, grow, 0.0);
+    if (yp < 0)
+        return c->err->code;
+    return mge_onnx_alias(c, n, 0, yp);
 }
 
 const mge_onnx_op mge_onnx_ops_pool3d[] = {
