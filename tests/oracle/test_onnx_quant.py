@@ -11,7 +11,8 @@ quantized at test time by onnxruntime.quantization:
   quantize_dynamic: DynamicQuantizeLinear, ConvInteger, MatMulInteger
       (u8 and i8 weights).
 `mge-run MODEL.onnx` and `mge-run` of `mge-opt -O2 MODEL.onnx` must give
-ONNX Runtime's outputs on the same inputs. Both follow ONNX's integer
+ONNX Runtime's outputs on the same inputs, and so must ONNX Runtime on the
+model mge writes back (`mge-opt MODEL.onnx -o BACK.onnx`). Both follow ONNX's integer
 semantics, so nearly every output is bit-identical; the checks allow a
 stray tie rounded the other way in one intermediate (ORT requantizes in
 f32, mge in double as ONNX's reference does): at least 98% of the outputs
@@ -136,6 +137,22 @@ def test_onnx_quantized_models_import():
 
 def test_onnx_quantized_models_opt():
     _run_all(True)
+
+
+def test_onnx_quantized_models_export():
+    """Imported and written back (mge-opt MODEL.onnx -o BACK.onnx: QuantizeLinear, DequantizeLinear,
+    MatMulInteger, ConvInteger one to one, requantize as double arithmetic): ORT runs the result
+    and gives the original's outputs."""
+    rng = np.random.default_rng(2)
+    x = rng.normal(0, 1, (2, 3, 8, 8)).astype(np.float32)
+    for name, (path, _) in _models().items():
+        back = path[:-5] + "_back.onnx"
+        run([tool("mge-opt"), path, "-o", back])
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 1
+        want = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        got = ort.InferenceSession(back, so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        _check(name + " written back", back, want, got)
 
 
 def test_mge_int8_export_reimport():
