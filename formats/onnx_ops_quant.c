@@ -216,7 +216,8 @@ static int matmul_int(mge_onnx_ctx *c, mge_onnx_node *n, int a, int b, int az, i
     }
     const char *why;
     int64_t M = av->ndim >= 2 ? av->dims[av->ndim - 2] : 1, N = bv->ndim >= 2 ? bv->dims[bv->ndim - 1] : 1;
-    if ((az >= 0 && mge_onnx_value(c, az)->dtype != av->dtype) || (bz >= 0 && mge_onnx_value(c, bz)->dtype != bv->dtype)) {
+    if ((az >= 0 && mge_onnx_value(c, az)->dtype != av->dtype) ||
+        (bz >= 0 && mge_onnx_value(c, bz)->dtype != bv->dtype)) {
         *st = mge_onnx_fail(c, n, "A is %s and B %s, their zero points %s and %s: expected each operand's type",
                             mge_dtype_name(av->dtype), mge_dtype_name(bv->dtype), az >= 0 ? dtn(c, az) : "absent",
                             bz >= 0 ? dtn(c, bz) : "absent");

@@ -238,7 +238,8 @@ static mge_status matmul_integer(const mge_kctx *ctx, const mge_node *n, mge_ten
     if (K != Kb || nbd < abd || nbd < bbd || (ya && y->dims[nbd] != M) || (yb && y->dims[y->ndim - 1] != N))
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: a, b and the output do not fit", op);
     if ((st = has(ctx, n, "a", a, a->dtype, err)) || (st = has(ctx, n, "b", b, b->dtype, err)) ||
-        (st = has(ctx, n, "output", y, MGE_I32, err)) || (za && (st = zero_ok(ctx, n, "a_zero", za, a->dtype, M, err))) ||
+        (st = has(ctx, n, "output", y, MGE_I32, err)) ||
+        (za && (st = zero_ok(ctx, n, "a_zero", za, a->dtype, M, err))) ||
         (zb && (st = zero_ok(ctx, n, "b_zero", zb, b->dtype, N, err))))
         return st;
     int64_t sa[MGE_MAX_DIMS] = {0}, sb[MGE_MAX_DIMS] = {0}, nbatch = 1, pa = M * K, pb = K * N;
