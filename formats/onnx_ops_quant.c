@@ -13,17 +13,25 @@
  *                                      reference does, then multiplied in
  *                                      double): bit-exact with the reference
  *
- * The quantized dtypes are u8 and i8 (q8_ok: where int16/uint16 join once
- * mge has them); int4 and float8 types are refused by the reader before a
- * converter sees them (mge has no such dtypes). */
+ * The quantized dtypes are u8 and i8 (qtype_ok: where int16/uint16 join
+ * QuantizeLinear and DequantizeLinear once mge has them; the integer ops
+ * are 8-bit in ONNX too); int4 and float8 types are refused by the reader
+ * before a converter sees them (mge has no such dtypes). */
 #include "onnx.h"
 
 #include <string.h>
 
 int mge_onnx_scalar(mge_onnx_ctx *c, mge_onnx_node *n, mge_dtype dt, double v);   /* onnx_ops_math.c */
 
-/* The quantized dtypes the ops take (the one line to change for more). */
+/* The operand dtypes of the integer ops (MatMulInteger, ConvInteger, QLinear*). */
 static int q8_ok(mge_dtype dt)
+{
+    return dt == MGE_U8 || dt == MGE_I8;
+}
+
+/* The quantized dtypes of QuantizeLinear and DequantizeLinear (the line to
+ * change for int16/uint16, with lib/op_qlin.c's qtype). */
+static int qtype_ok(mge_dtype dt)
 {
     return dt == MGE_U8 || dt == MGE_I8;
 }
@@ -109,13 +117,13 @@ static mge_status conv_quantize(mge_onnx_ctx *c, mge_onnx_node *n)
     if (c->opset >= 21 && mge_onnx_attr(n, "output_dtype") && mge_onnx_attr_i(n, "output_dtype", 0) != 0) {
         int64_t ot = mge_onnx_attr_i(n, "output_dtype", 0);
         odt = mge_onnx_dtype((int)ot);
-        if (odt < 0 || !q8_ok((mge_dtype)odt))
+        if (odt < 0 || !qtype_ok((mge_dtype)odt))
             return mge_onnx_unsupported(c, n, "output_dtype %s (mge quantizes to uint8 and int8)",
                                         mge_onnx_dtype_name((int)ot));
     }
     if (z >= 0) {
         mge_dtype zd = mge_onnx_value(c, z)->dtype;
-        if (!q8_ok(zd))
+        if (!qtype_ok(zd))
             return mge_onnx_unsupported(c, n, "a y_zero_point of %s (mge quantizes to uint8 and int8)",
                                         mge_dtype_name(zd));
         if (odt >= 0 && odt != (int64_t)zd)
@@ -137,7 +145,7 @@ static mge_status conv_dequantize(mge_onnx_ctx *c, mge_onnx_node *n)
     if (x < 0 || s < 0)
         return mge_onnx_fail(c, n, "expected inputs x and x_scale");
     mge_dtype xd = mge_onnx_value(c, x)->dtype, sd = mge_onnx_value(c, s)->dtype;
-    if (!q8_ok(xd) && xd != MGE_I32)
+    if (!qtype_ok(xd) && xd != MGE_I32)
         return mge_onnx_unsupported(c, n, "x of %s (mge dequantizes uint8, int8 and int32)", mge_dtype_name(xd));
     if (!float_ok(sd))
         return mge_onnx_fail(c, n, "x_scale is %s: expected a float type", mge_dtype_name(sd));
