@@ -13,17 +13,25 @@
  *                                      reference does, then multiplied in
  *                                      double): bit-exact with the reference
  *
- * The quantized dtypes are u8 and i8 (q8_ok: where int16/uint16 join once
- * mge has them); int4 and float8 types are refused by the reader before a
- * converter sees them (mge has no such dtypes). */
+ * The quantized dtypes are u8 and i8 (qtype_ok: where int16/uint16 join
+ * QuantizeLinear and DequantizeLinear once mge has them; the integer ops
+ * are 8-bit in ONNX too); int4 and float8 types are refused by the reader
+ * before a converter sees them (mge has no such dtypes). */
 #include "onnx.h"
 
 #include <string.h>
 
 int mge_onnx_scalar(mge_onnx_ctx *c, mge_onnx_node *n, mge_dtype dt, double v);   /* onnx_ops_math.c */
 
-/* The quantized dtypes the ops take (the one line to change for more). */
+/* The operand dtypes of the integer ops (MatMulInteger, ConvInteger, QLinear*). */
 static int q8_ok(mge_dtype dt)
+{
+    return dt == MGE_U8 || dt == MGE_I8;
+}
+
+/* The quantized dtypes of QuantizeLinear and DequantizeLinear (the line to
+ * change for int16/uint16, with lib/op_qlin.c's qtype). */
+static int qtype_ok(mge_dtype dt)
 {
     return dt == MGE_U8 || dt == MGE_I8;
 }
@@ -109,13 +117,13 @@ static mge_status conv_quantize(mge_onnx_ctx *c, mge_onnx_node *n)
     if (c->opset >= 21 && mge_onnx_attr(n, "output_dtype") && mge_onnx_attr_i(n, "output_dtype", 0) != 0) {
         int64_t ot = mge_onnx_attr_i(n, "output_dtype", 0);
         odt = mge_onnx_dtype((int)ot);
-        if (odt < 0 || !q8_ok((mge_dtype)odt))
+        if (odt < 0 || !qtype_ok((mge_dtype)odt))
             return mge_onnx_unsupported(c, n, "output_dtype %s (mge quantizes to uint8 and int8)",
                                         mge_onnx_dtype_name((int)ot));
     }
     if (z >= 0) {
         mge_dtype zd = mge_onnx_value(c, z)->dtype;
-        if (!q8_ok(zd))
+        if (!qtype_ok(zd))
             return mge_onnx_unsupported(c, n, "a y_zero_point of %s (mge quantizes to uint8 and int8)",
                                         mge_dtype_name(zd));
         if (odt >= 0 && odt != (int64_t)zd)
@@ -137,7 +145,7 @@ static mge_status conv_dequantize(mge_onnx_ctx *c, mge_onnx_node *n)
     if (x < 0 || s < 0)
         return mge_onnx_fail(c, n, "expected inputs x and x_scale");
     mge_dtype xd = mge_onnx_value(c, x)->dtype, sd = mge_onnx_value(c, s)->dtype;
-    if (!q8_ok(xd) && xd != MGE_I32)
+    if (!qtype_ok(xd) && xd != MGE_I32)
         return mge_onnx_unsupported(c, n, "x of %s (mge dequantizes uint8, int8 and int32)", mge_dtype_name(xd));
     if (!float_ok(sd))
         return mge_onnx_fail(c, n, "x_scale is %s: expected a float type", mge_dtype_name(sd));
@@ -216,7 +224,8 @@ static int matmul_int(mge_onnx_ctx *c, mge_onnx_node *n, int a, int b, int az, i
     }
     const char *why;
     int64_t M = av->ndim >= 2 ? av->dims[av->ndim - 2] : 1, N = bv->ndim >= 2 ? bv->dims[bv->ndim - 1] : 1;
-    if ((az >= 0 && mge_onnx_value(c, az)->dtype != av->dtype) || (bz >= 0 && mge_onnx_value(c, bz)->dtype != bv->dtype)) {
+    if ((az >= 0 && mge_onnx_value(c, az)->dtype != av->dtype) ||
+        (bz >= 0 && mge_onnx_value(c, bz)->dtype != bv->dtype)) {
         *st = mge_onnx_fail(c, n, "A is %s and B %s, their zero points %s and %s: expected each operand's type",
                             mge_dtype_name(av->dtype), mge_dtype_name(bv->dtype), az >= 0 ? dtn(c, az) : "absent",
                             bz >= 0 ? dtn(c, bz) : "absent");
@@ -249,8 +258,9 @@ static mge_status conv_matmul_integer(mge_onnx_ctx *c, mge_onnx_node *n)
 
 /* saturate(rint(acc * (xs * ws / ys)) + yz) into the node's output: the
  * multiplier in the scales' dtype (all three alike), per tensor or along
- * axis (ws's elements). */
-static mge_status requant(mge_onnx_ctx *c, mge_onnx_node *n, int acc, int xs, int ws, int ys, int yz, int axis)
+ * axis (ws's elements); squeeze >= 0: that dim of the result dropped. */
+static mge_status requant(mge_onnx_ctx *c, mge_onnx_node *n, int acc, int xs, int ws, int ys, int yz, int axis,
+                          int squeeze)
 {
     mge_dtype sd = mge_onnx_value(c, xs)->dtype;
     if (!float_ok(sd) || mge_onnx_value(c, ws)->dtype != sd || mge_onnx_value(c, ys)->dtype != sd)
@@ -276,7 +286,12 @@ static mge_status requant(mge_onnx_ctx *c, mge_onnx_node *n, int acc, int xs, in
     mge_attr at[2] = {mge_onnx_ais(MGE_KEY_axis, 1, &ax),
                       mge_onnx_ai(MGE_KEY_dtype, yz >= 0 ? mge_onnx_value(c, yz)->dtype : MGE_U8)};
     int in[3] = {acc, m, yz};
-    return mge_onnx_finish(c, n, MGE_OP_REQUANTIZE, yz >= 0 ? 3 : 2, in, 2, at);
+    if (squeeze < 0)
+        return mge_onnx_finish(c, n, MGE_OP_REQUANTIZE, yz >= 0 ? 3 : 2, in, 2, at);
+    int y = mge_onnx_emit_tmp(c, n, MGE_OP_REQUANTIZE, yz >= 0 ? 3 : 2, in, 2, at);
+    int64_t sq = squeeze;
+    mge_attr sa[1] = {mge_onnx_ais(MGE_KEY_axis, 1, &sq)};
+    return y < 0 ? c->err->code : mge_onnx_finish(c, n, MGE_OP_SQUEEZE, 1, &y, 1, sa);
 }
 
 static mge_status conv_qlinear_matmul(mge_onnx_ctx *c, mge_onnx_node *n)
@@ -299,14 +314,17 @@ static mge_status conv_qlinear_matmul(mge_onnx_ctx *c, mge_onnx_node *n)
     int acc = matmul_int(c, n, in[0], in[3], in[2], in[5], 0, &st);
     if (acc < 0)
         return st;
-    return requant(c, n, acc, in[1], ws, in[6], in[7], -1);
+    return requant(c, n, acc, in[1], ws, in[6], in[7], -1, -1);
 }
 
 /* ---------------------------------------------------------------- ConvInteger, QLinearConv */
 
 /* conv_integer(x, w, xz, wz) with the node's window attributes, as a value
- * (final: the node's output). */
-static int conv_int(mge_onnx_ctx *c, mge_onnx_node *n, int x, int w, int xz, int wz, int final, mge_status *st)
+ * (final: the node's output). A 1-D convolution ([N, C, L]) runs as a 2-D
+ * one over [N, C, 1, L]; *one_d says so, and then the value is 4-D and
+ * the caller squeezes dim 2 (final does it here). */
+static int conv_int(mge_onnx_ctx *c, mge_onnx_node *n, int x, int w, int xz, int wz, int final, int *one_d,
+                    mge_status *st)
 {
     const mge_value *xv = mge_onnx_value(c, x), *wv = mge_onnx_value(c, w);
     *st = MGE_OK;
@@ -315,34 +333,39 @@ static int conv_int(mge_onnx_ctx *c, mge_onnx_node *n, int x, int w, int xz, int
                                    mge_dtype_name(xv->dtype), mge_dtype_name(wv->dtype));
         return -1;
     }
-    if (xv->ndim != 4) {
-        *st = mge_onnx_unsupported(c, n, "a %d-D integer convolution (mge has 2-D)", xv->ndim - 2);
+    int nsp = xv->ndim - 2;
+    if (nsp != 1 && nsp != 2) {
+        *st = mge_onnx_unsupported(c, n, "a %d-D integer convolution (mge has 1-D and 2-D)", nsp);
         return -1;
     }
-    if (wv->ndim != 4) {
-        *st = mge_onnx_fail(c, n, "w has rank %d, x rank 4", wv->ndim);
+    if (wv->ndim != xv->ndim) {
+        *st = mge_onnx_fail(c, n, "w has rank %d, x rank %d", wv->ndim, xv->ndim);
         return -1;
     }
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < wv->ndim; i++)
         if (wv->dims[i] < 1 || mge_dim_is_symbol(wv->dims[i])) {
             *st = mge_onnx_unsupported(c, n, "w's shape is not known at import");
             return -1;
         }
-    int64_t k[2] = {wv->dims[2], wv->dims[3]}, s[2] = {1, 1}, d[2] = {1, 1}, pb[2], pe[2];
-    int64_t ks[2];
+    int64_t k[2], s[2] = {1, 1}, d[2] = {1, 1}, pb[2], pe[2], ks[2];
+    for (int i = 0; i < nsp; i++)
+        k[i] = wv->dims[2 + i];
     int nk = mge_onnx_attr_ints(n, "kernel_shape", ks, 2);
-    if (nk >= 0 && (nk != 2 || ks[0] != k[0] || ks[1] != k[1])) {
-        *st = mge_onnx_fail(c, n, "kernel_shape does not match w's [%lld, %lld]", (long long)k[0], (long long)k[1]);
+    if (nk >= 0 && (nk != nsp || ks[0] != k[0] || (nsp == 2 && ks[1] != k[1]))) {
+        *st = mge_onnx_fail(c, n, "kernel_shape does not match w's spatial dims");
         return -1;
     }
     int ns = mge_onnx_attr_ints(n, "strides", s, 2), nd = mge_onnx_attr_ints(n, "dilations", d, 2);
-    if ((ns >= 0 && ns != 2) || (nd >= 0 && nd != 2) || s[0] < 1 || s[1] < 1 || d[0] < 1 || d[1] < 1) {
-        *st = mge_onnx_fail(c, n, "strides and dilations: expected 2 values >= 1 each");
+    int ok = (ns < 0 || ns == nsp) && (nd < 0 || nd == nsp);
+    for (int i = 0; i < nsp; i++)
+        ok &= s[i] >= 1 && d[i] >= 1;
+    if (!ok) {
+        *st = mge_onnx_fail(c, n, "strides and dilations: expected %d values >= 1 each", nsp);
         return -1;
     }
-    if ((*st = mge_onnx_pads(c, n, 2, xv->dims + 2, k, s, d, pb, pe)))
+    if ((*st = mge_onnx_pads(c, n, nsp, xv->dims + 2, k, s, d, pb, pe)))
         return -1;
-    int64_t group = mge_onnx_attr_i(n, "group", 1), pad[4] = {pb[0], pb[1], pe[0], pe[1]};
+    int64_t group = mge_onnx_attr_i(n, "group", 1);
     if (group < 1) {
         *st = mge_onnx_fail(c, n, "group %lld: expected >= 1", (long long)group);
         return -1;
@@ -352,27 +375,44 @@ static int conv_int(mge_onnx_ctx *c, mge_onnx_node *n, int x, int w, int xz, int
                             (long long)count_of(c, xz));
         return -1;
     }
-    if (wz >= 0 && (mge_onnx_value(c, wz)->dtype != wv->dtype ||
-                    (count_of(c, wz) != 1 && count_of(c, wz) != wv->dims[0]))) {
+    int64_t O = wv->dims[0];
+    if (wz >= 0 && (mge_onnx_value(c, wz)->dtype != wv->dtype || (count_of(c, wz) != 1 && count_of(c, wz) != O))) {
         *st = mge_onnx_fail(c, n, "w_zero_point is %s with %lld elements: expected w's type, one or %lld", dtn(c, wz),
-                            (long long)count_of(c, wz), (long long)wv->dims[0]);
+                            (long long)count_of(c, wz), (long long)O);
         return -1;
     }
-    if (wz >= 0 && mge_onnx_value(c, wz)->ndim != 1 && count_of(c, wz) != 1) {
-        int64_t O = wv->dims[0];
-        if ((wz = mge_onnx_reshape_tmp(c, n, wz, 1, &O)) < 0) {
-            *st = c->err->code;
-            return -1;
-        }
+    if (wz >= 0 && mge_onnx_value(c, wz)->ndim != 1 && count_of(c, wz) != 1 &&
+        (wz = mge_onnx_reshape_tmp(c, n, wz, 1, &O)) < 0) {
+        *st = c->err->code;
+        return -1;
     }
     if (wz >= 0)
         xz = zero_or(c, n, xz, xv->dtype);
+    *one_d = nsp == 1;
+    if (*one_d) {   /* [N, C, L] -> [N, C, 1, L]: the window's h is 1, unpadded */
+        int64_t two = 2;
+        mge_attr ua[1] = {mge_onnx_ais(MGE_KEY_axis, 1, &two)};
+        x = mge_onnx_emit_tmp(c, n, MGE_OP_UNSQUEEZE, 1, &x, 1, ua);
+        w = x < 0 ? -1 : mge_onnx_emit_tmp(c, n, MGE_OP_UNSQUEEZE, 1, &w, 1, ua);
+        if (w < 0) {
+            *st = c->err->code;
+            return -1;
+        }
+        k[1] = k[0], s[1] = s[0], d[1] = d[0], pb[1] = pb[0], pe[1] = pe[0];
+        k[0] = s[0] = d[0] = 1, pb[0] = pe[0] = 0;
+    }
+    int64_t pad[4] = {pb[0], pb[1], pe[0], pe[1]};
     mge_attr at[5] = {mge_onnx_ais(MGE_KEY_kernel, 2, k), mge_onnx_ais(MGE_KEY_stride, 2, s),
                       mge_onnx_ais(MGE_KEY_pad, 4, pad), mge_onnx_ais(MGE_KEY_dilation, 2, d),
                       mge_onnx_ai(MGE_KEY_groups, group)};
     int in[4] = {x, w, xz, wz}, nin = wz >= 0 ? 4 : xz >= 0 ? 3 : 2;
-    int v = final ? mge_onnx_emit(c, n, MGE_OP_CONV_INTEGER, nin, in, 5, at, 1)
-                  : mge_onnx_emit_tmp(c, n, MGE_OP_CONV_INTEGER, nin, in, 5, at);
+    int v = final && !*one_d ? mge_onnx_emit(c, n, MGE_OP_CONV_INTEGER, nin, in, 5, at, 1)
+                             : mge_onnx_emit_tmp(c, n, MGE_OP_CONV_INTEGER, nin, in, 5, at);
+    if (v >= 0 && final && *one_d) {
+        int64_t two = 2;
+        mge_attr sa[1] = {mge_onnx_ais(MGE_KEY_axis, 1, &two)};
+        v = mge_onnx_emit(c, n, MGE_OP_SQUEEZE, 1, &v, 1, sa, 1);
+    }
     if (v < 0)
         *st = c->err->code ? c->err->code : MGE_ERR_INVALID;
     return v;
@@ -384,7 +424,8 @@ static mge_status conv_conv_integer(mge_onnx_ctx *c, mge_onnx_node *n)
     if (x < 0 || w < 0)
         return mge_onnx_fail(c, n, "expected inputs x and w");
     mge_status st;
-    conv_int(c, n, x, w, mge_onnx_in(c, n, 2), mge_onnx_in(c, n, 3), 1, &st);
+    int one_d;
+    conv_int(c, n, x, w, mge_onnx_in(c, n, 2), mge_onnx_in(c, n, 3), 1, &one_d, &st);
     return st;
 }
 
@@ -405,7 +446,8 @@ static mge_status conv_qlinear_conv(mge_onnx_ctx *c, mge_onnx_node *n)
     if (ks != 1 && mge_onnx_value(c, ws)->ndim != 1 && (ws = mge_onnx_reshape_tmp(c, n, ws, 1, &O)) < 0)
         return c->err->code;
     mge_status st;
-    int acc = conv_int(c, n, in[0], in[3], in[2], in[5], 0, &st);
+    int one_d = 0;
+    int acc = conv_int(c, n, in[0], in[3], in[2], in[5], 0, &one_d, &st);
     if (acc < 0)
         return st;
     if (in[8] >= 0) {
@@ -418,7 +460,7 @@ static mge_status conv_qlinear_conv(mge_onnx_ctx *c, mge_onnx_node *n)
         if ((acc = mge_onnx_emit2(c, n, MGE_OP_ADD, acc, b4)) < 0)
             return c->err->code;
     }
-    return requant(c, n, acc, in[1], ws, in[6], in[7], 1);
+    return requant(c, n, acc, in[1], ws, in[6], in[7], 1, one_d ? 2 : -1);
 }
 
 const mge_onnx_op mge_onnx_ops_quant[] = {

@@ -1,6 +1,7 @@
-/* onnx_write.h — what the ONNX writer's two files share: onnx_write.c
+/* onnx_write.h — what the ONNX writer's files share: onnx_write.c
  * (the model: inputs, initializers, outputs, packing) and onnx_write_ops.c
- * (one mge node -> ONNX nodes). Private to the writer. */
+ * (one mge node -> ONNX nodes; onnx_write_quant.c the ONNX quantization
+ * ops). Private to the writer. */
 #ifndef MGE_ONNX_WRITE_H
 #define MGE_ONNX_WRITE_H
 
@@ -73,5 +74,8 @@ int mge_onnx_w_reads_input(const mge_onnx_w *w, const mge_node *n, int k);
 /* onnx_write_ops.c: emits node n of w->g (MGE_ERR_UNSUPPORTED after
  * mge_onnx_w_unsupported; other errors set w->err). */
 mge_status mge_onnx_w_export_node(mge_onnx_w *w, const mge_node *n);
+/* onnx_write_quant.c: quantize_linear, dequantize_linear, requantize,
+ * matmul_integer and conv_integer. */
+mge_status mge_onnx_w_export_qlin(mge_onnx_w *w, const mge_node *n);
 
 #endif

@@ -1298,6 +1298,9 @@ static mge_status export_node(mge_onnx_w *w, const mge_node *n)
         return ex_quant(w, n);
     case MGE_OP_LSTM: case MGE_OP_GRU:
         return ex_rnn(w, n);
+    case MGE_OP_QUANTIZE_LINEAR: case MGE_OP_DEQUANTIZE_LINEAR: case MGE_OP_REQUANTIZE:
+    case MGE_OP_MATMUL_INTEGER: case MGE_OP_CONV_INTEGER:
+        return mge_onnx_w_export_qlin(w, n);
     default: break;
     }
     const mge_opinfo *oi = mge_op_info(n->op);

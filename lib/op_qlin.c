@@ -19,7 +19,15 @@ static int float_dt(mge_dtype dt)
     return dt == MGE_F32 || dt == MGE_F16 || dt == MGE_BF16;
 }
 
+/* The operand dtypes of matmul_integer and conv_integer (ONNX's: 8-bit only). */
 static int q8_dt(mge_dtype dt)
+{
+    return dt == MGE_U8 || dt == MGE_I8;
+}
+
+/* The quantized dtypes of quantize_linear, dequantize_linear and requantize:
+ * where int16 and uint16 join (with ref_qlin.c's qrange) once mge has them. */
+static int qtype(mge_dtype dt)
 {
     return dt == MGE_U8 || dt == MGE_I8;
 }
@@ -93,10 +101,10 @@ static mge_status out_dtype(const mge_node *n, const char *op, const mge_tdesc *
 {
     const mge_attr *a = mge_node_attr(n, MGE_KEY_dtype);
     mge_dtype want = a ? (mge_dtype)a->i[0] : MGE_U8;
-    if (a && !q8_dt(want))
+    if (a && !qtype(want))
         return mge_error_set(err, MGE_ERR_INVALID, "%s: dtype=%s: expected u8 or i8", op, mge_dtype_name(want));
     if (zero) {
-        if (!q8_dt(zero->dtype))
+        if (!qtype(zero->dtype))
             return bad(op, "the zero point", zero, "u8 or i8", err);
         if (a && zero->dtype != want)
             return mge_error_set(err, MGE_ERR_INVALID, "%s: dtype=%s but the zero point is %s", op,
@@ -274,7 +282,7 @@ mge_status mge_qlin_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out
         return MGE_OK;
     }
     case MGE_OP_DEQUANTIZE_LINEAR:
-        if (!q8_dt(x->dtype) && x->dtype != MGE_I32)
+        if (!qtype(x->dtype) && x->dtype != MGE_I32)
             return bad(op, "x", x, "u8, i8 or i32", err);
         if (!float_dt(in[1].dtype))
             return bad(op, "the scale", &in[1], "f32, f16 or bf16", err);

@@ -7,7 +7,8 @@
  * The 32-bit sums are unsigned, so they wrap exactly as ref's int64 sums
  * kept to their low 32 bits: the results are bit-identical, in any order.
  * conv_integer lowers each (image, group) to im2col (padded taps 0, i.e.
- * x_zero - x_zero) and splits the output channels over the pool;
+ * x_zero - x_zero), runs four output channels per pass over the columns
+ * (in chunks that keep the four rows in L1) and splits them over the pool;
  * matmul_integer splits the output rows. */
 #include "cpu.h"
 
@@ -123,14 +124,49 @@ typedef struct conv_job {
     const cgeom *q;
     const int16_t *wq, *col;
     uint32_t *y;   /* the (image, group)'s first output plane */
+    int64_t og;    /* its output channels */
 } conv_job;
 
+/* Four output channels o..o+3 over columns [p0, p1): each column row read
+ * once for the four, the four partial rows in L1. */
+static void dot4(uint32_t *restrict y, const int16_t *restrict w, const int16_t *restrict col, int64_t K, int64_t P,
+                 int64_t p0, int64_t p1)
+{
+    uint32_t *y0 = y + p0, *y1 = y0 + P, *y2 = y1 + P, *y3 = y2 + P;
+    int64_t np = p1 - p0;
+    memset(y0, 0, sizeof(uint32_t) * (size_t)np);
+    memset(y1, 0, sizeof(uint32_t) * (size_t)np);
+    memset(y2, 0, sizeof(uint32_t) * (size_t)np);
+    memset(y3, 0, sizeof(uint32_t) * (size_t)np);
+    for (int64_t k = 0; k < K; k++) {
+        int32_t w0 = w[k], w1 = w[K + k], w2 = w[2 * K + k], w3 = w[3 * K + k];
+        const int16_t *c = col + k * P + p0;
+        for (int64_t p = 0; p < np; p++) {
+            int32_t v = c[p];
+            y0[p] += (uint32_t)(w0 * v);
+            y1[p] += (uint32_t)(w1 * v);
+            y2[p] += (uint32_t)(w2 * v);
+            y3[p] += (uint32_t)(w3 * v);
+        }
+    }
+}
+
+/* Tasks over blocks of four output channels (the last block may be shorter). */
 static void conv_task(void *arg, int64_t b, int64_t e, int thread)
 {
     (void)thread;
     const conv_job *j = arg;
-    for (int64_t o = b; o < e; o++)
-        dot_rows(j->y + o * j->q->P, j->wq + o * j->q->K, j->col, j->q->K, j->q->P);
+    const cgeom *q = j->q;
+    for (int64_t blk = b; blk < e; blk++) {
+        int64_t o = blk * 4;
+        if (o + 4 > j->og) {
+            for (; o < j->og; o++)
+                dot_rows(j->y + o * q->P, j->wq + o * q->K, j->col, q->K, q->P);
+            continue;
+        }
+        for (int64_t p0 = 0; p0 < q->P; p0 += 512)
+            dot4(j->y + o * q->P, j->wq + o * q->K, j->col, q->K, q->P, p0, p0 + 512 < q->P ? p0 + 512 : q->P);
+    }
 }
 
 static mge_status conv_integer(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,
@@ -175,8 +211,8 @@ static mge_status conv_integer(const mge_kctx *ctx, const mge_node *n, mge_tenso
                             }
                         }
                     }
-            conv_job j = {&q, wq + gi * Og * q.K, col, (uint32_t *)out[0]->data + (b * q.O + gi * Og) * q.P};
-            cpu_parallel(ctx, Og, 1, conv_task, &j);
+            conv_job j = {&q, wq + gi * Og * q.K, col, (uint32_t *)out[0]->data + (b * q.O + gi * Og) * q.P, Og};
+            cpu_parallel(ctx, (Og + 3) / 4, 1, conv_task, &j);
         }
     return MGE_OK;
 }
@@ -238,7 +274,8 @@ static mge_status matmul_integer(const mge_kctx *ctx, const mge_node *n, mge_ten
     if (K != Kb || nbd < abd || nbd < bbd || (ya && y->dims[nbd] != M) || (yb && y->dims[y->ndim - 1] != N))
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: a, b and the output do not fit", op);
     if ((st = has(ctx, n, "a", a, a->dtype, err)) || (st = has(ctx, n, "b", b, b->dtype, err)) ||
-        (st = has(ctx, n, "output", y, MGE_I32, err)) || (za && (st = zero_ok(ctx, n, "a_zero", za, a->dtype, M, err))) ||
+        (st = has(ctx, n, "output", y, MGE_I32, err)) ||
+        (za && (st = zero_ok(ctx, n, "a_zero", za, a->dtype, M, err))) ||
         (zb && (st = zero_ok(ctx, n, "b_zero", zb, b->dtype, N, err))))
         return st;
     int64_t sa[MGE_MAX_DIMS] = {0}, sb[MGE_MAX_DIMS] = {0}, nbatch = 1, pa = M * K, pb = K * N;

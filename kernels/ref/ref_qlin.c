@@ -77,10 +77,15 @@ static inline int64_t qmap_at(const qmap *m, int64_t o, int64_t a, int64_t i)
     }
 }
 
-static void qrange(mge_dtype dt, double *lo, double *hi)
+/* The range of a quantized output dtype; 0 for a dtype that is none (the
+ * place int16 and uint16 join). */
+static int qrange(mge_dtype dt, double *lo, double *hi)
 {
-    *lo = dt == MGE_I8 ? -128 : 0;
-    *hi = dt == MGE_I8 ? 127 : 255;
+    switch (dt) {
+    case MGE_U8: *lo = 0, *hi = 255; return 1;
+    case MGE_I8: *lo = -128, *hi = 127; return 1;
+    default: return 0;
+    }
 }
 
 /* rint(q) + zero saturated to [lo, hi]; NaN gives lo. */
@@ -117,7 +122,8 @@ static mge_status quantize_linear(const mge_kctx *ctx, const mge_node *n, mge_te
     mge_dtype odt = out[0]->dtype;
     mge_status st;
     qmap m;
-    if (odt != MGE_U8 && odt != MGE_I8)
+    double lo, hi;
+    if (!qrange(odt, &lo, &hi))
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: the output is %s: expected u8 or i8", ref_opname(ctx, n),
                              mge_dtype_name(odt));
     if ((st = check_scaled(ctx, n, in, out, n->nin, odt, err)) || (st = qmap_setup(ctx, n, x, s, z, &m, err)))
@@ -129,8 +135,6 @@ static mge_status quantize_linear(const mge_kctx *ctx, const mge_node *n, mge_te
     if (z && z->dtype != odt)
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: the zero point is %s, the output %s", ref_opname(ctx, n),
                              mge_dtype_name(z->dtype), mge_dtype_name(odt));
-    double lo, hi;
-    qrange(odt, &lo, &hi);
     for (int64_t o = 0, k = 0; o < m.outer; o++)
         for (int64_t a = 0; a < m.A; a++)
             for (int64_t i = 0; i < m.inner; i++, k++) {
@@ -154,15 +158,14 @@ static mge_status requantize(const mge_kctx *ctx, const mge_node *n, mge_tensor 
     mge_dtype odt = out[0]->dtype;
     mge_status st;
     qmap m;
-    if (odt != MGE_U8 && odt != MGE_I8)
+    double lo, hi;
+    if (!qrange(odt, &lo, &hi))
         return mge_error_set(err, MGE_ERR_SHAPE, "%s: the output is %s: expected u8 or i8", ref_opname(ctx, n),
                              mge_dtype_name(odt));
     if ((st = ref_check_dtype(ctx, n, "x", x, MGE_I32, err)) ||
         (st = ref_check_dtype(ctx, n, "the multiplier", s, MGE_F32, err)) ||
         (st = check_scaled(ctx, n, in, out, n->nin, odt, err)) || (st = qmap_setup(ctx, n, x, s, z, &m, err)))
         return st;
-    double lo, hi;
-    qrange(odt, &lo, &hi);
     const int32_t *xp = x->data;
     for (int64_t o = 0, k = 0; o < m.outer; o++)
         for (int64_t a = 0; a < m.A; a++)

@@ -2,7 +2,7 @@
 # onnx_quant.bats — the ONNX quantization ops through the tools: a
 # QuantizeLinear / DequantizeLinear chain and a QLinearMatMul give the values
 # numpy works out (mge-run on the .onnx and on mge-opt's .mge); what mge
-# does not take (int16 outputs, per-row input scales, 1-D integer
+# does not take (int16 outputs, per-row input scales, 3-D integer
 # convolutions) is listed all at once, each with its reason. The models
 # are built here with python3's onnx.helper (skipped, saying so, without it).
 # tests/oracle/test_onnx_quant.py checks ONNX Runtime-quantized models.
@@ -60,17 +60,17 @@ assert (y == (want.astype(np.float32) - z) * s).all(), y' "$T/out.npy" "$T/x.npy
 @test "quantization nodes mge does not take are listed at once, each with its reason" {
     mk "$T/uns.onnx" 'm = model([h.make_node("QuantizeLinear", ["x", "s"], ["q16"], output_dtype=T.INT16, name="q16"),
                h.make_node("QLinearMatMul", ["a", "rs", "az", "b", "bs", "bz", "bs", "bz"], ["mm"], name="perrow"),
-               h.make_node("ConvInteger", ["x1", "w1"], ["c1"], name="conv1d")],
-              [vi("x", T.FLOAT, [4]), vi("a", T.UINT8, [2, 3]), vi("x1", T.UINT8, [1, 1, 5])],
-              [vi("q16", T.INT16, [4]), vi("mm", T.UINT8, [2, 2]), vi("c1", T.INT32, [1, 1, 3])],
+               h.make_node("ConvInteger", ["x1", "w1"], ["c1"], name="conv3d")],
+              [vi("x", T.FLOAT, [4]), vi("a", T.UINT8, [2, 3]), vi("x1", T.UINT8, [1, 1, 5, 5, 5])],
+              [vi("q16", T.INT16, [4]), vi("mm", T.UINT8, [2, 2]), vi("c1", T.INT32, [1, 1, 3, 3, 3])],
               [nh.from_array(np.array(0.1, np.float32), "s"), nh.from_array(np.array([0.1, 0.2], np.float32), "rs"),
                nh.from_array(np.array(0, np.uint8), "az"), nh.from_array(np.ones((3, 2), np.uint8), "b"),
                nh.from_array(np.array(0.5, np.float32), "bs"), nh.from_array(np.array(0, np.uint8), "bz"),
-               nh.from_array(np.ones((1, 1, 3), np.uint8), "w1")], opset=21)'
+               nh.from_array(np.ones((1, 1, 3, 3, 3), np.uint8), "w1")], opset=21)'
     run --separate-stderr "$MGE_RUN" "$T/uns.onnx" < /dev/null
     assert_failure 1
     [[ "$stderr" == *"3 unsupported nodes"* ]] || { echo "$stderr"; return 1; }
     [[ "$stderr" == *"'q16' (QuantizeLinear), opset 21: output_dtype int16 (mge quantizes to uint8 and int8)"* ]] || { echo "$stderr"; return 1; }
     [[ "$stderr" == *"'perrow' (QLinearMatMul), opset 21: a per-row or per-channel scale"* ]] || { echo "$stderr"; return 1; }
-    [[ "$stderr" == *"'conv1d' (ConvInteger), opset 21: a 1-D integer convolution (mge has 2-D)"* ]] || { echo "$stderr"; return 1; }
+    [[ "$stderr" == *"'conv3d' (ConvInteger), opset 21: a 3-D integer convolution (mge has 1-D and 2-D)"* ]] || { echo "$stderr"; return 1; }
 }

@@ -492,6 +492,15 @@ NODE_KNOWN = {
     "test_castlike_FLOAT_to_BFLOAT16_expanded",
     # the import keeps Dropout's output but not its mask
     "test_dropout_default_mask", "test_dropout_default_mask_ratio",
+    # the expected outputs wrap around int8 (ONNX's reference casts without
+    # saturating); the spec, onnxruntime and mge saturate
+    "test_qlinearmatmul_2D_int8_float16", "test_qlinearmatmul_2D_int8_float32",
+    "test_qlinearmatmul_3D_int8_float16", "test_qlinearmatmul_3D_int8_float32",
+}
+# imported but not writable at the writer's opset 17, the reason said by mge-opt
+NODE_EXPORT_KNOWN = {
+    # blocked quantization scales are opset 21's
+    "test_dequantizelinear_blocked", "test_quantizelinear_blocked_asymmetric",
 }
 
 
@@ -522,7 +531,9 @@ def test_node_suite_round_trip():
             os.remove(back)
         rc, _, err = run([tool("mge-opt"), os.path.join(t, "model.onnx"), "-q", "-o", back], check=False)
         if rc != 0:
-            if "cannot be written as ONNX" in err or "preparing the graph for ONNX" in err:
+            if name in NODE_EXPORT_KNOWN and "cannot be written as ONNX" in err:
+                counts["known"] += 1
+            elif "cannot be written as ONNX" in err or "preparing the graph for ONNX" in err:
                 bad.append(f"{name}: export: {err.strip()}")
             else:
                 counts["not imported"] += 1

@@ -11,7 +11,8 @@ quantized at test time by onnxruntime.quantization:
   quantize_dynamic: DynamicQuantizeLinear, ConvInteger, MatMulInteger
       (u8 and i8 weights).
 `mge-run MODEL.onnx` and `mge-run` of `mge-opt -O2 MODEL.onnx` must give
-ONNX Runtime's outputs on the same inputs. Both follow ONNX's integer
+ONNX Runtime's outputs on the same inputs, and so must ONNX Runtime on the
+model mge writes back (`mge-opt MODEL.onnx -o BACK.onnx`). Both follow ONNX's integer
 semantics, so nearly every output is bit-identical; the checks allow a
 stray tie rounded the other way in one intermediate (ORT requantizes in
 f32, mge in double as ONNX's reference does): at least 98% of the outputs
@@ -138,6 +139,22 @@ def test_onnx_quantized_models_opt():
     _run_all(True)
 
 
+def test_onnx_quantized_models_export():
+    """Imported and written back (mge-opt MODEL.onnx -o BACK.onnx: QuantizeLinear, DequantizeLinear,
+    MatMulInteger, ConvInteger one to one, requantize as double arithmetic): ORT runs the result
+    and gives the original's outputs."""
+    rng = np.random.default_rng(2)
+    x = rng.normal(0, 1, (2, 3, 8, 8)).astype(np.float32)
+    for name, (path, _) in _models().items():
+        back = path[:-5] + "_back.onnx"
+        run([tool("mge-opt"), path, "-o", back])
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 1
+        want = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        got = ort.InferenceSession(back, so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        _check(name + " written back", back, want, got)
+
+
 def test_mge_int8_export_reimport():
     """mge-quant's int8 LeNet written as ONNX QDQ (mge-opt --emit onnx: QuantizeLinear and
     DequantizeLinear around f32 Conv/Gemm, MaxPool on int8) and read back: ORT's outputs."""
@@ -158,6 +175,40 @@ def test_mge_int8_export_reimport():
     want = sess.run(None, {sess.get_inputs()[0].name: x})[0]
     _, out, _ = run([tool("mge-run"), onx, "--threads", "2"], npy_stream(x))
     _check("lenet int8 QDQ", onx, want, read_stream(out)[0])
+
+
+def test_onnx_integer_conv_1d():
+    """1-D QLinearConv (per-channel weight scales, bias, groups, pads, stride, dilation) and
+    ConvInteger (run as 2-D over [N, C, 1, L]): ORT's outputs, bit for bit."""
+    d = tmpdir()
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 256, (2, 4, 11)).astype(np.uint8)
+    inits = [numpy_helper.from_array(rng.integers(-128, 128, (6, 2, 3)).astype(np.int8), "w"),
+             numpy_helper.from_array(np.array(0.02, np.float32), "xs"),
+             numpy_helper.from_array(np.array(130, np.uint8), "xz"),
+             numpy_helper.from_array((rng.random(6) * 0.01 + 0.001).astype(np.float32), "ws"),
+             numpy_helper.from_array(np.zeros(6, np.int8), "wz"),
+             numpy_helper.from_array(np.array(0.05, np.float32), "ys"),
+             numpy_helper.from_array(np.array(120, np.uint8), "yz"),
+             numpy_helper.from_array(rng.integers(-500, 500, 6).astype(np.int32), "B")]
+    nodes = {"qlinearconv": (helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "B"], ["y"],
+                                              pads=[2, 1], strides=[2], dilations=[2], group=2), TensorProto.UINT8),
+             "convinteger": (helper.make_node("ConvInteger", ["x", "w", "xz"], ["y"], pads=[1, 2], group=2),
+                             TensorProto.INT32)}
+    for name, (node, yt) in nodes.items():
+        used = [t for t in inits if t.name in node.input]
+        g = helper.make_graph([node], name, [helper.make_tensor_value_info("x", TensorProto.UINT8, [2, 4, 11])],
+                              [helper.make_tensor_value_info("y", yt, None)], used)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+        m.ir_version = 8
+        p = os.path.join(d, name + ".onnx")
+        onnx.save(m, p)
+        want = ort.InferenceSession(p, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        _, out, _ = run([tool("mge-run"), p], npy_stream(x))
+        got = read_stream(out)[0]
+        assert got.dtype == want.dtype and got.shape == want.shape and (got == want).all(), \
+            f"{name}: {got.dtype}{list(got.shape)} vs {want.dtype}{list(want.shape)}, " \
+            f"{int(np.sum(got != want)) if got.shape == want.shape else '?'} differ"
 
 
 def test_onnx_quantize_linear_errors():

@@ -1102,6 +1102,11 @@ static void test_backends(void)
             dt = MGE_I64;
         if (op == MGE_OP_CONSTANT_OF_SHAPE)
             dt = MGE_I64; /* its input is the shape */
+        /* the ONNX integer ops (group quant-onnx) read u8 (or i8), requantize an i32 sum */
+        if (op == MGE_OP_DEQUANTIZE_LINEAR || op == MGE_OP_MATMUL_INTEGER || op == MGE_OP_CONV_INTEGER)
+            dt = MGE_U8;
+        if (op == MGE_OP_REQUANTIZE)
+            dt = MGE_I32;
         CHECK_MSG(mge_backend_kernel(ref, op, dt) != NULL, "no %s ref kernel for %s", mge_dtype_name(dt),
                   mge_op_info(op)->name);
         CHECK_MSG(mge_backend_kernel(cpu, op, dt) != NULL, "no %s cpu kernel for %s", mge_dtype_name(dt),
