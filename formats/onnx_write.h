@@ -73,5 +73,8 @@ int mge_onnx_w_reads_input(const mge_onnx_w *w, const mge_node *n, int k);
 /* onnx_write_ops.c: emits node n of w->g (MGE_ERR_UNSUPPORTED after
  * mge_onnx_w_unsupported; other errors set w->err). */
 mge_status mge_onnx_w_export_node(mge_onnx_w *w, const mge_node *n);
+/* onnx_write_extra_math.c: the extra math ops (acos ... dft); *done = 0
+ * when n is none of them. */
+mge_status mge_onnx_w_export_extra_math(mge_onnx_w *w, const mge_node *n, int *done);
 
 #endif
