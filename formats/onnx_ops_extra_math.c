@@ -248,7 +248,7 @@ static mge_status conv_stft(mge_onnx_ctx *c, mge_onnx_node *n)
                              "and 1 <= frame_length <= length",
                              (long long)step, (long long)fl, (long long)L);
     int64_t nf = 1 + (L - fl) / step, id[2] = {nf, fl};
-    if (nf * fl > (1 << 26))
+    if (nf * fl > (1 << 24))
         return mge_onnx_unsupported(c, n, "%lld frames of %lld: too many to index", (long long)nf, (long long)fl);
     mge_tensor t;
     if (mge_tensor_alloc(&t, MGE_I64, 2, id, c->err))
@@ -363,6 +363,9 @@ static mge_status conv_mel(mge_onnx_ctx *c, mge_onnx_node *n)
                              "positive counts and 0 <= lower < upper",
                              (long long)nmel, (long long)dftl, (long long)rate, a[3], a[4]);
     int64_t nspec = dftl / 2 + 1, dims[2] = {nspec, nmel};
+    if (nspec * nmel > (1 << 24))
+        return mge_onnx_unsupported(c, n, "a %lld x %lld filter bank (mge folds up to 2^24 elements)", (long long)nspec,
+                                    (long long)nmel);
     int64_t ot = mge_onnx_attr_i(n, "output_datatype", MGE_ONNX_FLOAT);
     int dt = mge_onnx_dtype((int)ot);
     if (dt != MGE_F32 && dt != MGE_F16 && dt != MGE_BF16)

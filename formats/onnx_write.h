@@ -77,5 +77,8 @@ mge_status mge_onnx_w_export_node(mge_onnx_w *w, const mge_node *n);
 /* onnx_write_quant.c: quantize_linear, dequantize_linear, requantize,
  * matmul_integer and conv_integer. */
 mge_status mge_onnx_w_export_qlin(mge_onnx_w *w, const mge_node *n);
+/* onnx_write_extra_math.c: the extra math ops (acos ... dft); *done = 0
+ * when n is none of them. */
+mge_status mge_onnx_w_export_extra_math(mge_onnx_w *w, const mge_node *n, int *done);
 
 #endif

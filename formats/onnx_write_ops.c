@@ -1303,6 +1303,10 @@ static mge_status export_node(mge_onnx_w *w, const mge_node *n)
         return mge_onnx_w_export_qlin(w, n);
     default: break;
     }
+    int done;
+    mge_status es = mge_onnx_w_export_extra_math(w, n, &done);
+    if (done)
+        return es;
     const mge_opinfo *oi = mge_op_info(n->op);
     const char *fam = oi ? oi->family : "";
     if (oi && (oi->flags & MGE_OPF_LOSS))

@@ -377,13 +377,14 @@ void mge_cpu_register_attn(mge_backend *b);
 void mge_cpu_register_loss(mge_backend *b);   /* cross_entropy (+ grad); after grad_elem's */
 /* distributed: allreduce, allreduce_wait (ref_comm.c) */
 void mge_ref_register_comm(mge_backend *b);
-void mge_ref_register_bitwise(mge_backend *b);   /* bitwise ops, shifts (ref_bitwise.c) */
-void mge_ref_register_emath(mge_backend *b);     /* det, eye_like, lrn, dft (ref_emath.c) */
 /* ONNX linear quantization: quantize_linear, dequantize_linear, requantize, matmul_integer,
  * conv_integer (ref_qlin.c) */
 void mge_ref_register_qlin(mge_backend *b);
 void mge_cpu_register_qlin(mge_backend *b);   /* matmul_integer, conv_integer (cpu_qlin.c) */
 void mge_cpu_register_comm(mge_backend *b);   /* sync_batchnorm on the pool (cpu_comm.c) */
+/* extra math (area math): the cpu backend runs these ref kernels */
+void mge_ref_register_bitwise(mge_backend *b);   /* bitwise ops, shifts (ref_bitwise.c) */
+void mge_ref_register_emath(mge_backend *b);     /* det, eye_like, lrn, dft and their gradients (ref_emath.c) */
 
 /* kernels/cpu/cpu_isa.c: the vector ISA kernels and passes may use (cpuid, capped by
  * MGE_CPU_ISA=baseline|avx2|avx2-vnni|avx512|avx512-vnni|avx512-bf16|amx), the int8

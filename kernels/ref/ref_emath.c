@@ -4,8 +4,9 @@
  * det: LU with partial pivoting per matrix (a zero pivot column gives 0).
  * lrn: the window of channels [c - (size-1)/2, c + ceil((size-1)/2)]
  *   clipped to [0, C), as nn.LocalResponseNorm and ONNX LRN.
- * dft: the plain O(n^2) sum, the twiddles from the exact angle 2 pi j k / n
- *   reduced mod n first (so large k keep their accuracy); real input is
+ * dft: a radix-2 FFT when the length is a power of two, else the plain
+ *   O(n^2) sum, the twiddles from the exact angle 2 pi j k / n reduced mod
+ *   n first (so large k keep their accuracy); real input is
  *   [..., 1], complex [..., 2]; the signal is zero-padded or cut to
  *   length; inverse divides by length. */
 #include "ref.h"
@@ -306,6 +307,41 @@ static double *dft_twiddles(const dft_geom *q, double sgn)
     return tw;
 }
 
+/* In-place radix-2 FFT of z (n complex values interleaved, n a power of
+ * two): z_k <- sum_j z_j w^{jk}, w from tw (dft_twiddles of length n). */
+static void fft_pow2(double *z, int64_t n, const double *tw)
+{
+    for (int64_t i = 1, j = 0; i < n; i++) {   /* bit-reversed order */
+        int64_t bit = n >> 1;
+        for (; j & bit; bit >>= 1)
+            j ^= bit;
+        j ^= bit;
+        if (i < j)
+            for (int c = 0; c < 2; c++) {
+                double t = z[2 * i + c];
+                z[2 * i + c] = z[2 * j + c];
+                z[2 * j + c] = t;
+            }
+    }
+    for (int64_t len = 2; len <= n; len <<= 1) {
+        int64_t half = len / 2, step = n / len;
+        for (int64_t i = 0; i < n; i += len)
+            for (int64_t k = 0; k < half; k++) {
+                double wr = tw[2 * k * step], wi = tw[2 * k * step + 1];
+                double *a = z + 2 * (i + k), *b = z + 2 * (i + k + half);
+                double tr = b[0] * wr - b[1] * wi, ti = b[0] * wi + b[1] * wr;
+                b[0] = a[0] - tr, b[1] = a[1] - ti;
+                a[0] += tr, a[1] += ti;
+            }
+    }
+}
+
+/* Lengths the FFT takes (powers of two); others take the direct sum. */
+static int dft_pow2(int64_t len)
+{
+    return len >= 2 && (len & (len - 1)) == 0;
+}
+
 static int64_t dft_phase(int64_t j, int64_t k, int64_t len)
 {
     return (int64_t)(((unsigned long long)j * (unsigned long long)k) % (unsigned long long)len);
@@ -328,6 +364,29 @@ static mge_status dft_run(const mge_kctx *ctx, const mge_node *n, mge_tensor *co
         return mge_error_set(err, MGE_ERR_NOMEM, "%s: out of memory", ref_opname(ctx, n));
     }
     double scale = q.inv ? 1.0 / (double)q.len : 1.0;
+    if (dft_pow2(q.len)) {   /* one line (o, in_) at a time through the FFT */
+        double *z = malloc(sizeof(double) * (size_t)(2 * q.len));
+        if (!z) {
+            free(tw), free(acc);
+            return mge_error_set(err, MGE_ERR_NOMEM, "%s: out of memory", ref_opname(ctx, n));
+        }
+        for (int64_t o = 0; o < q.outer; o++)
+            for (int64_t in_ = 0; in_ < q.inner; in_++) {
+                for (int64_t j = 0; j < q.len; j++) {
+                    int64_t base = ((o * q.nin + j) * q.inner + in_) * q.cx;
+                    z[2 * j] = j < q.m ? ref_ld(dt, x->data, base) : 0;
+                    z[2 * j + 1] = j < q.m && q.cx == 2 ? ref_ld(dt, x->data, base + 1) : 0;
+                }
+                fft_pow2(z, q.len, tw);
+                for (int64_t k = 0; k < q.nout; k++) {
+                    int64_t yi = ((o * q.nout + k) * q.inner + in_) * 2;
+                    ref_st(dt, out[0]->data, yi, z[2 * k] * scale);
+                    ref_st(dt, out[0]->data, yi + 1, z[2 * k + 1] * scale);
+                }
+            }
+        free(z), free(tw), free(acc);
+        return MGE_OK;
+    }
     /* the output may not alias x (no INPLACE), so x is read while acc fills */
     for (int64_t o = 0; o < q.outer; o++) {
         for (int64_t i = 0; i < row; i++)
@@ -368,6 +427,30 @@ static mge_status dft_grad_run(const mge_kctx *ctx, const mge_node *n, mge_tenso
     if (!tw)
         return mge_error_set(err, MGE_ERR_NOMEM, "%s: out of memory", ref_opname(ctx, n));
     double scale = q.inv ? 1.0 / (double)q.len : 1.0;
+    if (dft_pow2(q.len)) {   /* the conjugate transform of dy zero-extended to len, through the FFT */
+        double *z = malloc(sizeof(double) * (size_t)(2 * q.len)), *ctw = dft_twiddles(&q, q.inv ? -1.0 : 1.0);
+        if (!z || !ctw) {
+            free(z), free(ctw), free(tw);
+            return mge_error_set(err, MGE_ERR_NOMEM, "%s: out of memory", ref_opname(ctx, n));
+        }
+        for (int64_t o = 0; o < q.outer; o++)
+            for (int64_t in_ = 0; in_ < q.inner; in_++) {
+                for (int64_t k = 0; k < q.len; k++) {
+                    int64_t yi = ((o * q.nout + k) * q.inner + in_) * 2;
+                    z[2 * k] = k < q.nout ? ref_ld(dt, dy->data, yi) : 0;
+                    z[2 * k + 1] = k < q.nout ? ref_ld(dt, dy->data, yi + 1) : 0;
+                }
+                fft_pow2(z, q.len, ctw);
+                for (int64_t j = 0; j < q.nin; j++) {
+                    int64_t xi = ((o * q.nin + j) * q.inner + in_) * q.cx;
+                    ref_st(dt, out[0]->data, xi, j < q.m ? z[2 * j] * scale : 0);
+                    if (q.cx == 2)
+                        ref_st(dt, out[0]->data, xi + 1, j < q.m ? z[2 * j + 1] * scale : 0);
+                }
+            }
+        free(z), free(ctw), free(tw);
+        return MGE_OK;
+    }
     for (int64_t o = 0; o < q.outer; o++)
         for (int64_t j = 0; j < q.nin; j++)
             for (int64_t in_ = 0; in_ < q.inner; in_++) {

@@ -1,4 +1,4 @@
-"""The elementwise math ops (group elem: clamp ... prelu, kernels/kact.h)
+"""The elementwise math ops (group elem: clamp ... prelu, and acos ... shrink, kernels/kact.h)
 against PyTorch. Forward: one text model with symbolic dims run by mge-run
 on records of two shapes (odd sizes), inputs salted with NaN, +-inf, +-0,
 exact halves (round is half to even) and large magnitudes, on the cpu
@@ -47,6 +47,18 @@ FWD = {
     "sign": ("sign(x)", torch.sign),
     "isnan": ("isnan(x)", torch.isnan),
     "isinf": ("isinf(x)", torch.isinf),
+    # extra math (ops.def's area math block)
+    "acos": ("acos(x)", torch.acos),
+    "acosh": ("acosh(x)", torch.acosh),
+    "asin": ("asin(x)", torch.asin),
+    "asinh": ("asinh(x)", torch.asinh),
+    "atan": ("atan(x)", torch.atan),
+    "atanh": ("atanh(x)", torch.atanh),
+    "cosh": ("cosh(x)", torch.cosh),
+    "sinh": ("sinh(x)", torch.sinh),
+    "shrink": ("shrink(x, lambd=0.7, shift=0.2)",
+               lambda x: torch.where(x < -0.7, x + 0.2, torch.where(x > 0.7, x - 0.2, torch.zeros_like(x)))),
+    "hardshrink": ("shrink(x, lambd=1.5)", lambda x: torch.where(x.isnan(), torch.zeros_like(x), F.hardshrink(x, 1.5))),
 }
 
 
@@ -131,6 +143,10 @@ GRAD = {
     "floor": ("floor(u)", torch.floor),
     "round": ("round(u)", torch.round),
     "sign": ("sign(u)", torch.sign),
+    "asinh": ("asinh(u)", torch.asinh),
+    "atan": ("atan(u)", torch.atan),
+    "cosh": ("cosh(u)", torch.cosh),
+    "sinh": ("sinh(u)", torch.sinh),
 }
 
 

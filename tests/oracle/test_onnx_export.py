@@ -496,11 +496,17 @@ NODE_KNOWN = {
     # saturating); the spec, onnxruntime and mge saturate
     "test_qlinearmatmul_2D_int8_float16", "test_qlinearmatmul_2D_int8_float32",
     "test_qlinearmatmul_3D_int8_float16", "test_qlinearmatmul_3D_int8_float32",
+    # onnxruntime's float DFT misses these tests' outputs on the original model too (by up to 3e-4)
+    "test_dft_opset19", "test_dft_axis_opset19", "test_dft_inverse_opset19",
 }
 # imported but not writable at the writer's opset 17, the reason said by mge-opt
 NODE_EXPORT_KNOWN = {
     # blocked quantization scales are opset 21's
     "test_dequantizelinear_blocked", "test_quantizelinear_blocked_asymmetric",
+    # the Bitwise ops are opset 18; the writer emits opset 17 (it reports them unsupported)
+    "test_bitwise_and_i32_2d", "test_bitwise_and_ui8_bcast_4v3d", "test_bitwise_not_2d", "test_bitwise_not_4d",
+    "test_bitwise_or_i16_4d", "test_bitwise_or_i32_2d", "test_bitwise_or_ui8_bcast_4v3d", "test_bitwise_xor_i32_2d",
+    "test_bitwise_xor_ui8_bcast_4v3d",
 }
 
 

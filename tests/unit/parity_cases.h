@@ -635,7 +635,9 @@ static int gen_fused_elemwise(pcase *c)
                               MGE_OP_SUB,  MGE_OP_MUL,     MGE_OP_DIV,        MGE_OP_POW,     MGE_OP_MAXIMUM,
                               MGE_OP_MINIMUM,
                               /* the smooth table ops of group elem */
-                              MGE_OP_ELU, MGE_OP_SELU, MGE_OP_MISH, MGE_OP_SOFTSIGN, MGE_OP_ERF, MGE_OP_SIN, MGE_OP_COS};
+                              MGE_OP_ELU, MGE_OP_SELU, MGE_OP_MISH, MGE_OP_SOFTSIGN, MGE_OP_ERF, MGE_OP_SIN, MGE_OP_COS,
+                              /* extra math: the ones defined everywhere */
+                              MGE_OP_ATAN, MGE_OP_ASINH, MGE_OP_SINH, MGE_OP_COSH};
     if (c->dt != MGE_F32)
         return PC_NODT;
     int64_t d[4], ed[4];

@@ -1085,7 +1085,8 @@ static void test_infer_agrees(void)
 
 /* Every op has an f32 ref kernel (cast and cross_entropy under their
  * input dtype; where and the bool ops under bool, one_hot and embedding
- * under their indices'); cpu falls back to ref; names resolve. */
+ * under their indices', the bitwise ops under i32); cpu falls back to ref;
+ * names resolve. */
 static void test_backends(void)
 {
     const mge_backend *ref = mge_backend_ref(), *cpu = mge_backend_cpu();
@@ -1107,6 +1108,9 @@ static void test_backends(void)
             dt = MGE_U8;
         if (op == MGE_OP_REQUANTIZE)
             dt = MGE_I32;
+        if (op == MGE_OP_BITWISE_AND || op == MGE_OP_BITWISE_OR || op == MGE_OP_BITWISE_XOR ||
+            op == MGE_OP_BITWISE_NOT || op == MGE_OP_SHIFT_LEFT || op == MGE_OP_SHIFT_RIGHT)
+            dt = MGE_I32; /* integers only */
         CHECK_MSG(mge_backend_kernel(ref, op, dt) != NULL, "no %s ref kernel for %s", mge_dtype_name(dt),
                   mge_op_info(op)->name);
         CHECK_MSG(mge_backend_kernel(cpu, op, dt) != NULL, "no %s cpu kernel for %s", mge_dtype_name(dt),
