@@ -706,6 +706,8 @@ static mge_status ex_rnn(mge_onnx_w *w, const mge_node *n)
     int D = mge_node_int(n, MGE_KEY_bidirectional, 0) ? 2 : 1, bias = (int)mge_node_int(n, MGE_KEY_bias, 1);
     int bf = (int)mge_node_int(n, MGE_KEY_batch_first, 0);
     int per = bias ? 4 : 2, extra = rnn_extra(n);
+    if (lstm && mge_node_int(n, MGE_KEY_peephole, 0))
+        return mge_onnx_w_unsupported(w, "lstm with peephole weights (not written yet)");
     if (H < 1 || extra < 0 || (lstm && extra == 1))
         return mge_onnx_w_unsupported(w, "%d inputs do not fit the attributes", n->nin);
     const mge_value *x = val(w, n->in[0]);

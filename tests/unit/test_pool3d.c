@@ -1,5 +1,5 @@
 /* test_pool3d.c — maxpool3d, avgpool3d, max_unpool and the rnn layer
- * additions (rnn, gru linear_before_reset=false): shapes and the errors
+ * additions (rnn, gru linear_before_reset=false, lstm peephole=true): shapes and the errors
  * bad attributes give, hand-computed values on ref and cpu (ONNX's
  * indices in both storage orders, both average divisors, a dilated and an
  * asymmetric window), max_unpool undoing maxpool3d's indices, the pool
@@ -313,6 +313,44 @@ static void test_gru_lbr(void)
         }
 }
 
+/* lstm with peepholes, H = I = 1, one step from h0 = 0.2, c0 = -0.7:
+ * i, f see c0, o sees the new cell. */
+static void test_lstm_peephole(void)
+{
+    static const char *backends[] = {"ref", "cpu"};
+    for (int b = 0; b < 2; b++) {
+        mge_graph *g = ug_parse("input x : f32[1,1,1]\nconst h0 : f32[1,1,1] = [0.2]\nconst c0 : f32[1,1,1] = [-0.7]\n"
+                                "const wi : f32[4,1] = [0.3, -0.2, 0.7, 0.5]\n"
+                                "const wh : f32[4,1] = [0.5, 0.4, -0.9, 0.1]\n"
+                                "const p : f32[3] = [0.8, -0.6, 1.5]\n"
+                                "y, hn, cn = lstm(x, h0, c0, wi, wh, p, hidden_size=1, bias=false, peephole=true)\n"
+                                "output y, cn\n");
+        if (!g)
+            continue;
+        mge_tensor x;
+        CHECK_OK(mge_tensor_alloc(&x, MGE_F32, 3, (int64_t[]){1, 1, 1}, &err), err);
+        double xv = -1.25, h = 0.2, c = -0.7;
+        ((float *)x.data)[0] = (float)xv;
+        double ig = 1 / (1 + exp(-(0.3 * xv + 0.5 * h + 0.8 * c)));
+        double fg = 1 / (1 + exp(-(-0.2 * xv + 0.4 * h - 0.6 * c)));
+        double gg = tanh(0.7 * xv - 0.9 * h), c1 = fg * c + ig * gg;
+        double og = 1 / (1 + exp(-(0.5 * xv + 0.1 * h + 1.5 * c1))), h1 = og * tanh(c1);
+        const mge_tensor *ins[1] = {&x};
+        ug_outs r = {0};
+        CHECK_OK(run_on(g, backends[b], ins, &r), err);
+        if (r.n == 2) {
+            expect("lstm peephole h", &r.t[0], 1, &h1);
+            expect("lstm peephole c", &r.t[1], 1, &c1);
+        }
+        ug_outs_free(&r);
+        int xi = mge_graph_find(g, "x"), gx = -1;
+        CHECK(mge_grad_build_from(g, mge_graph_find(g, "y"), -1, 1, &xi, &gx, &err) == MGE_ERR_UNSUPPORTED);
+        CHECK_MSG(strstr(err.msg, "peephole=true has no gradient rule"), "%s", err.msg);
+        mge_graph_free(g);
+        mge_tensor_free(&x);
+    }
+}
+
 int main(void)
 {
     RUN(test_shapes);
@@ -322,5 +360,6 @@ int main(void)
     RUN(test_grads);
     RUN(test_rnn);
     RUN(test_gru_lbr);
+    RUN(test_lstm_peephole);
     return unit_done();
 }
