@@ -87,8 +87,8 @@ static mge_status conv_convtranspose(mge_onnx_ctx *c, mge_onnx_node *n)
     int rank = xv->ndim, nsp = rank - 2;
     if (nsp < 1)
         return mge_onnx_fail(c, n, "X has rank %d: expected at least 3", rank);
-    if (nsp > 2)
-        return mge_onnx_unsupported(c, n, "a %d-D transposed convolution (mge has 1-D and 2-D)", nsp);
+    if (nsp > 3)
+        return mge_onnx_unsupported(c, n, "a %d-D transposed convolution (mge has 1-D to 3-D)", nsp);
     if (wv->ndim != rank)
         return mge_onnx_fail(c, n, "W has rank %d, X rank %d", wv->ndim, rank);
     for (int i = 0; i < rank; i++)
@@ -104,14 +104,14 @@ static mge_status conv_convtranspose(mge_onnx_ctx *c, mge_onnx_node *n)
     if (known_dim(xv->dims[1]) && xv->dims[1] != wv->dims[0])
         return mge_onnx_fail(c, n, "X has %lld channels, W %lld", (long long)xv->dims[1], (long long)wv->dims[0]);
     int64_t M = wv->dims[1] * group;
-    int64_t k[2], s[2], d[2], op[2], pb[2], pe[2], t[4];
+    int64_t k[3], s[3], d[3], op[3], pb[3], pe[3], t[6];
     for (int i = 0; i < nsp; i++) {
         k[i] = wv->dims[2 + i];
         s[i] = d[i] = 1;
         op[i] = pb[i] = pe[i] = 0;
     }
     int cnt;
-    if ((cnt = mge_onnx_attr_ints(n, "kernel_shape", t, 4)) >= 0) {
+    if ((cnt = mge_onnx_attr_ints(n, "kernel_shape", t, 6)) >= 0) {
         if (cnt != nsp)
             return mge_onnx_fail(c, n, "kernel_shape has %d values: expected %d", cnt, nsp);
         for (int i = 0; i < nsp; i++)
@@ -121,7 +121,7 @@ static mge_status conv_convtranspose(mge_onnx_ctx *c, mge_onnx_node *n)
     static const char *const names[3] = {"strides", "dilations", "output_padding"};
     int64_t *dst[3] = {s, d, op};
     for (int a = 0; a < 3; a++)
-        if ((cnt = mge_onnx_attr_ints(n, names[a], t, 4)) >= 0) {
+        if ((cnt = mge_onnx_attr_ints(n, names[a], t, 6)) >= 0) {
             if (cnt != nsp)
                 return mge_onnx_fail(c, n, "%s has %d values: expected %d", names[a], cnt, nsp);
             for (int i = 0; i < nsp; i++)
@@ -133,8 +133,8 @@ static mge_status conv_convtranspose(mge_onnx_ctx *c, mge_onnx_node *n)
                                  (long long)d[i], (long long)op[i], i);
     char ap[32];
     mge_onnx_attr_s(n, "auto_pad", "NOTSET", ap, sizeof ap);
-    int64_t oshape[2];
-    int have_os = mge_onnx_attr_ints(n, "output_shape", t, 4);
+    int64_t oshape[3];
+    int have_os = mge_onnx_attr_ints(n, "output_shape", t, 6);
     if (have_os >= 0) {
         /* output_shape may list the spatial dims or all of them */
         if (have_os != nsp && have_os != rank)
@@ -166,7 +166,7 @@ static mge_status conv_convtranspose(mge_onnx_ctx *c, mge_onnx_node *n)
             }
         }
     } else if (strcmp(ap, "NOTSET") == 0) {
-        if ((cnt = mge_onnx_attr_ints(n, "pads", t, 4)) >= 0) {
+        if ((cnt = mge_onnx_attr_ints(n, "pads", t, 6)) >= 0) {
             if (cnt != 2 * nsp)
                 return mge_onnx_fail(c, n, "pads has %d values: expected %d", cnt, 2 * nsp);
             for (int i = 0; i < nsp; i++) {
@@ -179,6 +179,12 @@ static mge_status conv_convtranspose(mge_onnx_ctx *c, mge_onnx_node *n)
     } else if (strcmp(ap, "VALID") != 0)
         return mge_onnx_fail(c, n, "auto_pad '%s': expected NOTSET, SAME_UPPER, SAME_LOWER or VALID", ap);
 
+    if (nsp == 3) {
+        mge_onnx_make_param(c, w, 0);
+        if (b >= 0)
+            mge_onnx_make_param(c, b, 0);
+        return mge_onnx_convtranspose3d(c, n, x, w, b, M, group, k, s, d, op, pb, pe);
+    }
     /* the direct form: symmetric pads, output_padding below stride or dilation */
     int direct = 1;
     for (int i = 0; i < nsp; i++)

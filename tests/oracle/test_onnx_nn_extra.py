@@ -154,3 +154,23 @@ def test_onnx_scatter_reductions():
         node = helper.make_node("ScatterND", ["D", "I", "U"], ["Y"], reduction=red)
         feeds = {"D": data, "I": ind, "U": upd2}
         _compare(_model(node, feeds, {}, ["Y"], 18), feeds, f"ScatterND {red}")
+
+
+def test_onnx_convtranspose_3d():
+    rng = np.random.default_rng(42)
+    cases = [  # C_in, C_out/g, group, kernel, strides, pads, dilations, output_padding, bias
+        (2, 3, 1, [3, 3, 3], [1, 1, 1], [0] * 6, [1, 1, 1], [0, 0, 0], True),
+        (4, 1, 2, [2, 3, 2], [2, 1, 3], [1, 1, 0, 1, 1, 0], [1, 2, 1], [1, 0, 2], True),
+        (3, 2, 1, [1, 2, 3], [3, 2, 1], [0, 1, 1, 0, 1, 1], [2, 1, 1], [0, 1, 0], False),
+    ]
+    for cin, cog, g, k, s, p, dl, op, bias in cases:
+        x = rng.standard_normal((2, cin, 3, 4, 5)).astype(np.float32)
+        inits = {"W": rng.standard_normal((cin, cog, *k)).astype(np.float32)}
+        ins = ["X", "W"]
+        if bias:
+            inits["B"] = rng.standard_normal(cog * g).astype(np.float32)
+            ins.append("B")
+        node = helper.make_node("ConvTranspose", ins, ["Y"], kernel_shape=k, strides=s, pads=p, dilations=dl,
+                                output_padding=op, group=g)
+        feeds = {"X": x}
+        _compare(_model(node, feeds, inits, ["Y"], 11), feeds, f"ConvTranspose 3-D k{k} s{s} p{p} d{dl} op{op} g{g}")
