@@ -48,6 +48,7 @@ void mge_onnx_w_attr_i(mge_onnx_w *w, Onnx__NodeProto *n, const char *name, int6
 void mge_onnx_w_attr_f(mge_onnx_w *w, Onnx__NodeProto *n, const char *name, double v);
 void mge_onnx_w_attr_ints(mge_onnx_w *w, Onnx__NodeProto *n, const char *name, int cnt, const int64_t *v);
 void mge_onnx_w_attr_s(mge_onnx_w *w, Onnx__NodeProto *n, const char *name, const char *s);
+void mge_onnx_w_attr_strs(mge_onnx_w *w, Onnx__NodeProto *n, const char *name, int cnt, const char *const *s);
 /* A TENSOR attribute holding one element (ConstantOfShape's value). */
 void mge_onnx_w_attr_scalar(mge_onnx_w *w, Onnx__NodeProto *n, const char *name, int onnx_type, double v);
 
@@ -73,5 +74,7 @@ int mge_onnx_w_reads_input(const mge_onnx_w *w, const mge_node *n, int k);
 /* onnx_write_ops.c: emits node n of w->g (MGE_ERR_UNSUPPORTED after
  * mge_onnx_w_unsupported; other errors set w->err). */
 mge_status mge_onnx_w_export_node(mge_onnx_w *w, const mge_node *n);
+/* maxpool3d, avgpool3d, max_unpool and conv3d_grad_input (as ConvTranspose): onnx_write_pool3d.c. */
+mge_status mge_onnx_w_pool3d(mge_onnx_w *w, const mge_node *n);
 
 #endif

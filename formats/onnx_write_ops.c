@@ -619,7 +619,7 @@ static const char *vec_input(mge_onnx_w *w, const mge_node *n, int key)
 
 /* The gates of a PyTorch weight's G blocks of H rows in ONNX's order:
  * LSTM i,f,g,o -> i,o,f,c; GRU r,z,n -> z,r,h. */
-static const int lstm_gates[4] = {0, 3, 1, 2}, gru_gates[3] = {1, 0, 2};
+static const int lstm_gates[4] = {0, 3, 1, 2}, gru_gates[3] = {1, 0, 2}, rnn_gates[1] = {0};
 
 /* Copies the rows of an f32 [G*H, cols] param into dst in ONNX's gate order. */
 static int gate_rows(const mge_value *p, int G, int64_t H, int64_t cols, const int *order, double *dst)
@@ -689,7 +689,7 @@ static int rnn_all_const(const mge_onnx_w *w, const mge_node *n, int e)
 
 int mge_onnx_w_reads_input(const mge_onnx_w *w, const mge_node *n, int k)
 {
-    if (n->op != MGE_OP_LSTM && n->op != MGE_OP_GRU)
+    if (n->op != MGE_OP_LSTM && n->op != MGE_OP_GRU && n->op != MGE_OP_RNN)
         return 1;
     int e = rnn_extra(n);
     if (e < 0 || k <= e)
@@ -700,8 +700,8 @@ int mge_onnx_w_reads_input(const mge_onnx_w *w, const mge_node *n, int k)
 
 static mge_status ex_rnn(mge_onnx_w *w, const mge_node *n)
 {
-    int lstm = n->op == MGE_OP_LSTM, G = lstm ? 4 : 3;
-    const int *order = lstm ? lstm_gates : gru_gates;
+    int lstm = n->op == MGE_OP_LSTM, rnn = n->op == MGE_OP_RNN, G = lstm ? 4 : rnn ? 1 : 3;
+    const int *order = lstm ? lstm_gates : rnn ? rnn_gates : gru_gates;
     int64_t H = mge_node_int(n, MGE_KEY_hidden_size, 1), L = mge_node_int(n, MGE_KEY_num_layers, 1);
     int D = mge_node_int(n, MGE_KEY_bidirectional, 0) ? 2 : 1, bias = (int)mge_node_int(n, MGE_KEY_bias, 1);
     int bf = (int)mge_node_int(n, MGE_KEY_batch_first, 0);
@@ -782,10 +782,13 @@ static mge_status ex_rnn(mge_onnx_w *w, const mge_node *n)
         }
         const char *y = mge_onnx_w_tmp(w, "Y"), *yh = mge_onnx_w_tmp(w, "Y_h"), *yc = lstm ? mge_onnx_w_tmp(w, "Y_c") : NULL;
         const char *ins[7] = {cur, Wn, Rn, Bn, "", h0, c0}, *outs[3] = {y, yh, yc};
-        nd = mge_onnx_w_node(w, lstm ? "LSTM" : "GRU", lstm ? 7 : 6, ins, lstm ? 3 : 2, outs);
+        nd = mge_onnx_w_node(w, lstm ? "LSTM" : rnn ? "RNN" : "GRU", lstm ? 7 : 6, ins, lstm ? 3 : 2, outs);
         mge_onnx_w_attr_i(w, nd, "hidden_size", H);
         mge_onnx_w_attr_s(w, nd, "direction", D == 2 ? "bidirectional" : "forward");
-        if (!lstm)   /* 1: PyTorch's n gate, mge's default */
+        if (rnn) {
+            const char *act = mge_node_int(n, MGE_KEY_nonlinearity, 0) ? "Relu" : "Tanh", *acts[2] = {act, act};
+            mge_onnx_w_attr_strs(w, nd, "activations", D, acts);
+        } else if (!lstm)   /* 1: PyTorch's n gate, mge's default */
             mge_onnx_w_attr_i(w, nd, "linear_before_reset", mge_node_int(n, MGE_KEY_linear_before_reset, 1) != 0);
         hn[l] = yh;
         cn[l] = yc;
@@ -1298,8 +1301,10 @@ static mge_status export_node(mge_onnx_w *w, const mge_node *n)
     }
     case MGE_OP_QCONV2D: case MGE_OP_QLINEAR: case MGE_OP_QADD:
         return ex_quant(w, n);
-    case MGE_OP_LSTM: case MGE_OP_GRU:
+    case MGE_OP_LSTM: case MGE_OP_GRU: case MGE_OP_RNN:
         return ex_rnn(w, n);
+    case MGE_OP_MAXPOOL3D: case MGE_OP_AVGPOOL3D: case MGE_OP_MAX_UNPOOL: case MGE_OP_CONV3D_GRAD_INPUT:
+        return mge_onnx_w_pool3d(w, n);
     default: break;
     }
     const mge_opinfo *oi = mge_op_info(n->op);
