@@ -1,6 +1,7 @@
 /* onnx_ops_nn.c — ONNX converters for layers: ConvTranspose, the
  * normalizations (Layer, Group, Instance, Lp, MeanVariance), Pad, Resize and
- * Upsample, DepthToSpace / SpaceToDepth, 1-D MaxPool/AveragePool (for core),
+ * Upsample, DepthToSpace / SpaceToDepth, 1-D MaxPool/AveragePool (for core;
+ * Indices, integers and dilated averages on onnx_ops_pool3d.c's),
  * LpPool and GlobalLpPool (via average pooling and sums of |x|^p).
  *
  * Each maps onto mge ops only where the result is the same: Resize's
@@ -846,15 +847,12 @@ mge_status mge_onnx_pool1d(mge_onnx_ctx *c, mge_onnx_node *n, int maxp)
     if (x < 0)
         return mge_onnx_fail(c, n, "no input");
     mge_status st;
-    if ((st = need_f32(c, n, x)))
-        return st;
     const mge_value *xv = mge_onnx_value(c, x);
     if (xv->ndim != 3)
         return mge_onnx_fail(c, n, "X has rank %d: expected 3", xv->ndim);
-    if (maxp && wants(n, 1))
-        return mge_onnx_unsupported(c, n, "the Indices output");
-    if (maxp && mge_onnx_attr_i(n, "storage_order", 0))
-        return mge_onnx_unsupported(c, n, "storage_order = 1");
+    /* Indices and integer input: the 3-D pools over [N,C,1,1,L] */
+    if (xv->dtype != MGE_F32 || (maxp && (wants(n, 1) || mge_onnx_attr_i(n, "storage_order", 0))))
+        return mge_onnx_pool3d(c, n, maxp);
     int64_t t[4], k = 0, s = 1, d = 1;
     int cnt;
     if ((cnt = mge_onnx_attr_ints(n, "kernel_shape", t, 4)) != 1)
@@ -874,7 +872,7 @@ mge_status mge_onnx_pool1d(mge_onnx_ctx *c, mge_onnx_node *n, int maxp)
         return mge_onnx_fail(c, n, "kernel %lld, stride %lld, dilation %lld: expected >= 1", (long long)k,
                              (long long)s, (long long)d);
     if (!maxp && d != 1)
-        return mge_onnx_unsupported(c, n, "dilated average pooling");
+        return mge_onnx_pool3d(c, n, 0);
     int64_t pb, pe;
     if ((st = mge_onnx_pads(c, n, 1, xv->dims + 2, &k, &s, &d, &pb, &pe)))
         return st;
@@ -884,7 +882,7 @@ mge_status mge_onnx_pool1d(mge_onnx_ctx *c, mge_onnx_node *n, int maxp)
     int xin = x;
     if (!sym) {
         if (!maxp && !cip)
-            return mge_onnx_unsupported(c, n, "asymmetric pads without count_include_pad");
+            return mge_onnx_pool3d(c, n, 0);
         if (ceil_mode)
             return mge_onnx_unsupported(c, n, "asymmetric pads with ceil_mode");
         if ((xin = mge_onnx_pad_input(c, n, x, 1, &pb, &pe, maxp ? -INFINITY : 0.0)) < 0)
@@ -946,7 +944,7 @@ static mge_status conv_lppool(mge_onnx_ctx *c, mge_onnx_node *n)
     if ((cnt = mge_onnx_attr_ints(n, "dilations", t, 4)) >= 0)
         for (int i = 0; i < cnt && i < 4; i++)
             if (t[i] != 1)
-                return nsp == 2 ? mge_onnx_pool3d(c, n, 2) : mge_onnx_unsupported(c, n, "dilated 1-D LpPool");
+                return mge_onnx_pool3d(c, n, 2);
     for (int i = 0; i < nsp; i++)
         if (k[i] < 1 || s[i] < 1)
             return mge_onnx_fail(c, n, "kernel and strides must be >= 1");

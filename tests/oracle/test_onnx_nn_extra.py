@@ -3,7 +3,8 @@ onnxruntime on one-node models built here: RNN (Tanh and Relu, forward,
 reverse, bidirectional, layout 1 checked transposed), GRU with
 linear_before_reset 0 and 1, LSTM with peephole weights P (an initializer
 and a graph input), 3-D MaxPool with Indices (both storage orders) and
-AveragePool with asymmetric pads and dilations, 2-D MaxPool with Indices,
+AveragePool with asymmetric pads and dilations, 1-D and 2-D MaxPool with
+Indices and 1-D dilated and asymmetric AveragePool, 3-D ConvTranspose,
 ScatterElements/ScatterND reductions. mge-run on cpu. Skips visibly when
 onnxruntime or onnx is absent."""
 import os
@@ -122,7 +123,11 @@ def test_onnx_pools_3d_and_indices():
     rng = np.random.default_rng(40)
     x5 = rng.standard_normal((2, 3, 5, 6, 7)).astype(np.float32)
     x4 = rng.standard_normal((2, 3, 7, 6)).astype(np.float32)
+    x3 = rng.standard_normal((2, 3, 9)).astype(np.float32)
     cases = [
+        ("MaxPool", x3, dict(kernel_shape=[3], strides=[2], pads=[1, 0]), 2, 0),
+        ("AveragePool", x3, dict(kernel_shape=[3], dilations=[2], pads=[0, 2]), 1, 0),
+        ("AveragePool", x3, dict(kernel_shape=[2], pads=[1, 0], count_include_pad=0), 1, 0),
         ("MaxPool", x5, dict(kernel_shape=[2, 3, 2], strides=[1, 2, 2], pads=[0, 1, 1, 1, 1, 0]), 2, 0),
         ("MaxPool", x5, dict(kernel_shape=[2, 2, 2], strides=[2, 1, 2], storage_order=1), 2, 0),
         ("MaxPool", x4, dict(kernel_shape=[3, 2], strides=[2, 1], dilations=[2, 1], pads=[1, 0, 2, 1]), 2, 0),
