@@ -20,23 +20,6 @@ typedef struct p3_job {
     int64_t *idx;
 } p3_job;
 
-/* Window positions of output o along dim i inside the input: first
- * position p0, count c (stepping by the dilation); padded: inside input + pads. */
-static inline void p3_span(const kp3_geom *g, int i, int64_t o, int64_t *p0, int64_t *c, int64_t *padded)
-{
-    int64_t lo = o * g->s[i] - g->pb[i], d = g->d[i], k = g->k[i];
-    int64_t a = lo < 0 ? (-lo + d - 1) / d : 0;   /* first tap inside the input */
-    int64_t b = k;                                 /* past the last inside */
-    if (lo + (b - 1) * d >= g->in[i])
-        b = lo >= g->in[i] ? 0 : (g->in[i] - 1 - lo) / d + 1;
-    *p0 = lo + a * d;
-    *c = b > a ? b - a : 0;
-    int64_t pa = lo < -g->pb[i] ? (-g->pb[i] - lo + d - 1) / d : 0, pbnd = g->in[i] + g->pe[i], pz = k;
-    if (lo + (pz - 1) * d >= pbnd)
-        pz = lo >= pbnd ? 0 : (pbnd - 1 - lo) / d + 1;
-    *padded = pz > pa ? pz - pa : 0;
-}
-
 static int64_t p3_flat(const kp3_geom *g, int64_t nc, int64_t id, int64_t ih, int64_t iw, int colmajor)
 {
     int64_t D = g->in[0], H = g->in[1], W = g->in[2];
@@ -59,13 +42,13 @@ static void p3_task(void *p, int64_t a, int64_t b, int thread)
         int64_t o = nc * O;
         for (int64_t od = 0; od < g->out[0]; od++) {
             int64_t d0, dc, dp;
-            p3_span(g, 0, od, &d0, &dc, &dp);
+            kp3_span(g, 0, od, &d0, &dc, &dp);
             for (int64_t oh = 0; oh < g->out[1]; oh++) {
                 int64_t h0, hc, hp;
-                p3_span(g, 1, oh, &h0, &hc, &hp);
+                kp3_span(g, 1, oh, &h0, &hc, &hp);
                 for (int64_t ow = 0; ow < g->out[2]; ow++, o++) {
                     int64_t w0, wc, wp;
-                    p3_span(g, 2, ow, &w0, &wc, &wp);
+                    kp3_span(g, 2, ow, &w0, &wc, &wp);
                     int64_t best = -1;
                     float m = -INFINITY, sum = 0;
                     for (int64_t q = 0; q < dc; q++) {

@@ -161,6 +161,38 @@ static void test_values(void)
     }
 }
 
+/* A window of a million taps over 2 input positions costs those 2 (the
+ * taps inside the input are computed, not searched), on ref and cpu. */
+static void test_huge_window(void)
+{
+    static const char *backends[] = {"ref", "cpu"};
+    for (int b = 0; b < 2; b++) {
+        mge_graph *g = ug_parse("input x : f32[1,1,1,1,2]\n"
+                                "a = avgpool3d(x, kernel=[1,1,1000001], stride=1, pad=[0,0,500000])\n"
+                                "n = avgpool3d(x, kernel=[1,1,1000001], stride=1, pad=[0,0,500000], "
+                                "count_include_pad=false)\n"
+                                "m = maxpool3d(x, kernel=[1,1,1000001], stride=1, pad=[0,0,500000])\n"
+                                "output a, n, m\n");
+        if (!g)
+            continue;
+        mge_tensor x;
+        CHECK_OK(mge_tensor_alloc(&x, MGE_F32, 5, (int64_t[]){1, 1, 1, 1, 2}, &err), err);
+        ((float *)x.data)[0] = 3, ((float *)x.data)[1] = 5;
+        const mge_tensor *ins[1] = {&x};
+        ug_outs r = {0};
+        CHECK_OK(run_on(g, backends[b], ins, &r), err);
+        if (r.n == 3) {
+            /* both windows hold both positions; the padded count is the whole window */
+            expect("huge cip", &r.t[0], 2, (double[]){8 / 1000001.0, 8 / 1000001.0});
+            expect("huge", &r.t[1], 2, (double[]){4, 4});
+            expect("huge max", &r.t[2], 2, (double[]){5, 5});
+        }
+        ug_outs_free(&r);
+        mge_graph_free(g);
+        mge_tensor_free(&x);
+    }
+}
+
 /* max_unpool puts each value back where maxpool3d's index says, zeros elsewhere. */
 static void test_unpool(void)
 {
@@ -356,6 +388,7 @@ int main(void)
     RUN(test_shapes);
     RUN(test_errors);
     RUN(test_values);
+    RUN(test_huge_window);
     RUN(test_unpool);
     RUN(test_grads);
     RUN(test_rnn);
