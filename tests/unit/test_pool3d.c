@@ -78,6 +78,7 @@ static void test_errors(void)
     parse_fails("y = maxpool3d(x, kernel=2, dilation=0)", "maxpool3d: dilation=0: expected values in [1,");
     parse_fails("y = max_unpool(x, i, kernel=2)", "max_unpool: indices are i64[1,2,2,2,2]: expected i32 or i64 of x's");
     parse_fails("y = max_unpool(v, v, kernel=2)", "max_unpool: indices are f32[1,2,4,4]");
+    parse_fails("y = maxpool3d(x, kernel=1, stride=1, pad=1073741824)", "shape too large");
 }
 
 /* Runs g on backend be with ins for the graph inputs; outputs into res. */
