@@ -190,6 +190,10 @@ mge_status mge_onnx_pool1d(mge_onnx_ctx *c, mge_onnx_node *n, int maxp);
 mge_status mge_onnx_pool3d(mge_onnx_ctx *c, mge_onnx_node *n, int kind);
 /* BatchNormalization training_mode = 1 (onnx_ops_bntrain.c): in[] the 5 inputs. */
 mge_status mge_onnx_batchnorm_train(mge_onnx_ctx *c, mge_onnx_node *n, const int *in);
+/* 3-D ConvTranspose on conv3d_grad_input (onnx_ops_convt3d.c), from nn's parsed attributes. */
+mge_status mge_onnx_convtranspose3d(mge_onnx_ctx *c, mge_onnx_node *n, int x, int w, int b, int64_t M, int64_t group,
+                                    const int64_t *k, const int64_t *s, const int64_t *d, const int64_t *op,
+                                    const int64_t *pb, const int64_t *pe);
 
 /* ---- the reader's (onnx_read.c) */
 /* The value an ONNX name stands for (an initializer becomes one now), or -1. */

@@ -1,6 +1,7 @@
 /* onnx_ops_nn.c — ONNX converters for layers: ConvTranspose, the
  * normalizations (Layer, Group, Instance, Lp, MeanVariance), Pad, Resize and
- * Upsample, DepthToSpace / SpaceToDepth, 1-D MaxPool/AveragePool (for core),
+ * Upsample, DepthToSpace / SpaceToDepth, 1-D MaxPool/AveragePool (for core;
+ * Indices, integers and dilated averages on onnx_ops_pool3d.c's),
  * LpPool and GlobalLpPool (via average pooling and sums of |x|^p).
  *
  * Each maps onto mge ops only where the result is the same: Resize's
@@ -87,8 +88,8 @@ static mge_status conv_convtranspose(mge_onnx_ctx *c, mge_onnx_node *n)
     int rank = xv->ndim, nsp = rank - 2;
     if (nsp < 1)
         return mge_onnx_fail(c, n, "X has rank %d: expected at least 3", rank);
-    if (nsp > 2)
-        return mge_onnx_unsupported(c, n, "a %d-D transposed convolution (mge has 1-D and 2-D)", nsp);
+    if (nsp > 3)
+        return mge_onnx_unsupported(c, n, "a %d-D transposed convolution (mge has 1-D to 3-D)", nsp);
     if (wv->ndim != rank)
         return mge_onnx_fail(c, n, "W has rank %d, X rank %d", wv->ndim, rank);
     for (int i = 0; i < rank; i++)
@@ -104,14 +105,14 @@ static mge_status conv_convtranspose(mge_onnx_ctx *c, mge_onnx_node *n)
     if (known_dim(xv->dims[1]) && xv->dims[1] != wv->dims[0])
         return mge_onnx_fail(c, n, "X has %lld channels, W %lld", (long long)xv->dims[1], (long long)wv->dims[0]);
     int64_t M = wv->dims[1] * group;
-    int64_t k[2], s[2], d[2], op[2], pb[2], pe[2], t[4];
+    int64_t k[3], s[3], d[3], op[3], pb[3], pe[3], t[6];
     for (int i = 0; i < nsp; i++) {
         k[i] = wv->dims[2 + i];
         s[i] = d[i] = 1;
         op[i] = pb[i] = pe[i] = 0;
     }
     int cnt;
-    if ((cnt = mge_onnx_attr_ints(n, "kernel_shape", t, 4)) >= 0) {
+    if ((cnt = mge_onnx_attr_ints(n, "kernel_shape", t, 6)) >= 0) {
         if (cnt != nsp)
             return mge_onnx_fail(c, n, "kernel_shape has %d values: expected %d", cnt, nsp);
         for (int i = 0; i < nsp; i++)
@@ -121,7 +122,7 @@ static mge_status conv_convtranspose(mge_onnx_ctx *c, mge_onnx_node *n)
     static const char *const names[3] = {"strides", "dilations", "output_padding"};
     int64_t *dst[3] = {s, d, op};
     for (int a = 0; a < 3; a++)
-        if ((cnt = mge_onnx_attr_ints(n, names[a], t, 4)) >= 0) {
+        if ((cnt = mge_onnx_attr_ints(n, names[a], t, 6)) >= 0) {
             if (cnt != nsp)
                 return mge_onnx_fail(c, n, "%s has %d values: expected %d", names[a], cnt, nsp);
             for (int i = 0; i < nsp; i++)
@@ -133,8 +134,8 @@ static mge_status conv_convtranspose(mge_onnx_ctx *c, mge_onnx_node *n)
                                  (long long)d[i], (long long)op[i], i);
     char ap[32];
     mge_onnx_attr_s(n, "auto_pad", "NOTSET", ap, sizeof ap);
-    int64_t oshape[2];
-    int have_os = mge_onnx_attr_ints(n, "output_shape", t, 4);
+    int64_t oshape[3];
+    int have_os = mge_onnx_attr_ints(n, "output_shape", t, 6);
     if (have_os >= 0) {
         /* output_shape may list the spatial dims or all of them */
         if (have_os != nsp && have_os != rank)
@@ -166,7 +167,7 @@ static mge_status conv_convtranspose(mge_onnx_ctx *c, mge_onnx_node *n)
             }
         }
     } else if (strcmp(ap, "NOTSET") == 0) {
-        if ((cnt = mge_onnx_attr_ints(n, "pads", t, 4)) >= 0) {
+        if ((cnt = mge_onnx_attr_ints(n, "pads", t, 6)) >= 0) {
             if (cnt != 2 * nsp)
                 return mge_onnx_fail(c, n, "pads has %d values: expected %d", cnt, 2 * nsp);
             for (int i = 0; i < nsp; i++) {
@@ -179,6 +180,12 @@ static mge_status conv_convtranspose(mge_onnx_ctx *c, mge_onnx_node *n)
     } else if (strcmp(ap, "VALID") != 0)
         return mge_onnx_fail(c, n, "auto_pad '%s': expected NOTSET, SAME_UPPER, SAME_LOWER or VALID", ap);
 
+    if (nsp == 3) {
+        mge_onnx_make_param(c, w, 0);
+        if (b >= 0)
+            mge_onnx_make_param(c, b, 0);
+        return mge_onnx_convtranspose3d(c, n, x, w, b, M, group, k, s, d, op, pb, pe);
+    }
     /* the direct form: symmetric pads, output_padding below stride or dilation */
     int direct = 1;
     for (int i = 0; i < nsp; i++)
@@ -844,15 +851,12 @@ mge_status mge_onnx_pool1d(mge_onnx_ctx *c, mge_onnx_node *n, int maxp)
     if (x < 0)
         return mge_onnx_fail(c, n, "no input");
     mge_status st;
-    if ((st = need_f32(c, n, x)))
-        return st;
     const mge_value *xv = mge_onnx_value(c, x);
     if (xv->ndim != 3)
         return mge_onnx_fail(c, n, "X has rank %d: expected 3", xv->ndim);
-    if (maxp && wants(n, 1))
-        return mge_onnx_unsupported(c, n, "the Indices output");
-    if (maxp && mge_onnx_attr_i(n, "storage_order", 0))
-        return mge_onnx_unsupported(c, n, "storage_order = 1");
+    /* Indices and integer input: the 3-D pools over [N,C,1,1,L] */
+    if (xv->dtype != MGE_F32 || (maxp && (wants(n, 1) || mge_onnx_attr_i(n, "storage_order", 0))))
+        return mge_onnx_pool3d(c, n, maxp);
     int64_t t[4], k = 0, s = 1, d = 1;
     int cnt;
     if ((cnt = mge_onnx_attr_ints(n, "kernel_shape", t, 4)) != 1)
@@ -872,7 +876,7 @@ mge_status mge_onnx_pool1d(mge_onnx_ctx *c, mge_onnx_node *n, int maxp)
         return mge_onnx_fail(c, n, "kernel %lld, stride %lld, dilation %lld: expected >= 1", (long long)k,
                              (long long)s, (long long)d);
     if (!maxp && d != 1)
-        return mge_onnx_unsupported(c, n, "dilated average pooling");
+        return mge_onnx_pool3d(c, n, 0);
     int64_t pb, pe;
     if ((st = mge_onnx_pads(c, n, 1, xv->dims + 2, &k, &s, &d, &pb, &pe)))
         return st;
@@ -882,7 +886,7 @@ mge_status mge_onnx_pool1d(mge_onnx_ctx *c, mge_onnx_node *n, int maxp)
     int xin = x;
     if (!sym) {
         if (!maxp && !cip)
-            return mge_onnx_unsupported(c, n, "asymmetric pads without count_include_pad");
+            return mge_onnx_pool3d(c, n, 0);
         if (ceil_mode)
             return mge_onnx_unsupported(c, n, "asymmetric pads with ceil_mode");
         if ((xin = mge_onnx_pad_input(c, n, x, 1, &pb, &pe, maxp ? -INFINITY : 0.0)) < 0)
@@ -944,7 +948,7 @@ static mge_status conv_lppool(mge_onnx_ctx *c, mge_onnx_node *n)
     if ((cnt = mge_onnx_attr_ints(n, "dilations", t, 4)) >= 0)
         for (int i = 0; i < cnt && i < 4; i++)
             if (t[i] != 1)
-                return nsp == 2 ? mge_onnx_pool3d(c, n, 2) : mge_onnx_unsupported(c, n, "dilated 1-D LpPool");
+                return mge_onnx_pool3d(c, n, 2);
     for (int i = 0; i < nsp; i++)
         if (k[i] < 1 || s[i] < 1)
             return mge_onnx_fail(c, n, "kernel and strides must be >= 1");

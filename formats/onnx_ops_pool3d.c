@@ -1,8 +1,8 @@
 /* onnx_ops_pool3d.c — the ONNX pools mge's 2-D pools do not take, on
  * maxpool3d / avgpool3d (lib/op_pool3d.c): 3-D MaxPool, AveragePool and
- * LpPool; 2-D ones with dilated averages, MaxPool's Indices output
- * (storage_order 0 or 1) or i8/u8 input, run over [N,C,1,H,W] (unsqueeze,
- * pool, squeeze: the flat indices come out the same). Pads are ONNX's,
+ * LpPool; 1-D and 2-D ones with dilated averages, MaxPool's Indices output
+ * (storage_order 0 or 1) or i8/u8 input, run over [N,C,1,H,W] or
+ * [N,C,1,1,L] (unsqueeze, pool, squeeze: the flat indices come out the same). Pads are ONNX's,
  * asymmetric ones included (the pool's 6-value pad); auto_pad as
  * mge_onnx_pads computes it. LpPool is an average of |x|^p counting pads,
  * times the window size, to the power 1/p. MaxUnpool is max_unpool. */
@@ -45,10 +45,11 @@ static mge_status emit_tmps(mge_onnx_ctx *c, mge_onnx_node *n, int op, int nin, 
     return MGE_OK;
 }
 
-static int unsq(mge_onnx_ctx *c, mge_onnx_node *n, int op, int x)
+/* (un)squeeze the 3 - nsp leading spatial dims (axes 2, 3) */
+static int unsq(mge_onnx_ctx *c, mge_onnx_node *n, int op, int x, int nsp)
 {
-    int64_t ax = 2;
-    mge_attr a[1] = {mge_onnx_ais(MGE_KEY_axis, 1, &ax)};
+    int64_t ax[2] = {2, 3};
+    mge_attr a[1] = {mge_onnx_ais(MGE_KEY_axis, 3 - nsp, ax)};
     return mge_onnx_emit_tmp(c, n, op, 1, &x, 1, a);
 }
 
@@ -66,7 +67,7 @@ mge_status mge_onnx_pool3d(mge_onnx_ctx *c, mge_onnx_node *n, int kind)
         return mge_onnx_fail(c, n, "no input");
     const mge_value *xv = mge_onnx_value(c, x);
     int nsp = xv->ndim - 2;
-    if (nsp != 2 && nsp != 3)
+    if (nsp < 1 || nsp > 3)
         return mge_onnx_unsupported(c, n, "%d-D pooling (mge pools 1-D, 2-D and 3-D windows)", nsp);
     mge_dtype dt = xv->dtype;
     if (!mge_dtype_is_float(dt) && !(kind == 1 && (dt == MGE_U8 || dt == MGE_I8)))
@@ -134,8 +135,8 @@ mge_status mge_onnx_pool3d(mge_onnx_ctx *c, mge_onnx_node *n, int kind)
         else
             y = a;
     }
-    if (nsp == 2)
-        y = unsq(c, n, MGE_OP_UNSQUEEZE, y);
+    if (nsp < 3)
+        y = unsq(c, n, MGE_OP_UNSQUEEZE, y, nsp);
     if (y < 0)
         return c->err->code;
     int64_t pad[6] = {pb[0], pb[1], pb[2], pe[0], pe[1], pe[2]};
@@ -147,9 +148,9 @@ mge_status mge_onnx_pool3d(mge_onnx_ctx *c, mge_onnx_node *n, int kind)
     int v[2] = {-1, -1}, nout = kind == 1 && wants(n, 1) ? 2 : 1;
     if ((st = emit_tmps(c, n, kind == 1 ? MGE_OP_MAXPOOL3D : MGE_OP_AVGPOOL3D, 1, &y, 6, a, nout, v)))
         return st;
-    if (nsp == 2) {
+    if (nsp < 3) {
         for (int o = 0; o < nout; o++)
-            if ((v[o] = unsq(c, n, MGE_OP_SQUEEZE, v[o])) < 0)
+            if ((v[o] = unsq(c, n, MGE_OP_SQUEEZE, v[o], nsp)) < 0)
                 return c->err->code;
     }
     if (nout == 2 && (st = mge_onnx_alias(c, n, 1, v[1])))

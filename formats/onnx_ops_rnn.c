@@ -203,14 +203,14 @@ static mge_status conv_rnn_layer(mge_onnx_ctx *c, mge_onnx_node *n, int kind)
         return mge_onnx_unsupported(c, n, "input_forget = 1 (coupled input and forget gates)");
     /* ONNX's default 0 applies the reset gate before the hidden product */
     int lbr = kind == 1 && mge_onnx_attr_i(n, "linear_before_reset", 0) != 0;
+    int peep = 0;
     if (!gru && mge_onnx_in(c, n, 7) >= 0) {
-        /* zero peepholes (exporters write them so) are none */
+        /* zero peepholes (exporters write them so) are none; others lstm's peephole=true */
         const mge_tensor *pt = mge_onnx_data(c, mge_onnx_in(c, n, 7));
         int zero = pt && pt->dtype == MGE_F32;
         for (int64_t i = 0, cnt = zero ? mge_tensor_numel(pt) : 0; zero && i < cnt; i++)
             zero = ((const float *)pt->data)[i] == 0.0f;
-        if (!zero)
-            return mge_onnx_unsupported(c, n, "peephole weights P (mge's lstm has none)");
+        peep = !zero;
     }
     int64_t I = xv->dims[2];
     int wv = mge_onnx_in(c, n, 1);
@@ -240,15 +240,17 @@ static mge_status conv_rnn_layer(mge_onnx_ctx *c, mge_onnx_node *n, int kind)
                                             "sequences)");
         }
     }
-    int64_t wd[3] = {D, G * H, I}, rd[3] = {D, G * H, H}, bd[2] = {D, 2 * G * H};
-    const float *W, *R, *B = NULL;
-    int wi = mge_onnx_in(c, n, 1), ri = mge_onnx_in(c, n, 2), bi = mge_onnx_in(c, n, 3);
+    int64_t wd[3] = {D, G * H, I}, rd[3] = {D, G * H, H}, bd[2] = {D, 2 * G * H}, pd[2] = {D, 3 * H};
+    const float *W, *R, *B = NULL, *P = NULL;
+    int wi = mge_onnx_in(c, n, 1), ri = mge_onnx_in(c, n, 2), bi = mge_onnx_in(c, n, 3), pi = mge_onnx_in(c, n, 7);
     if ((st = weight_in(c, n, 1, "W", 3, wd, &W)) || (st = weight_in(c, n, 2, "R", 3, rd, &R)) ||
-        (bi >= 0 && (st = weight_in(c, n, 3, "B", 2, bd, &B))))
+        (bi >= 0 && (st = weight_in(c, n, 3, "B", 2, bd, &B))) || (peep && (st = weight_in(c, n, 7, "P", 2, pd, &P))))
         return st;
+    /* mge's peepholes are i, f, o; ONNX's P is i, o, f */
+    static const int peep_order[3] = {0, 2, 1};
 
     /* inputs: x [, h0, c0], then per direction weight_ih, weight_hh[, bias_ih, bias_hh] */
-    int in[3 + 8], nin = 0;
+    int in[3 + 10], nin = 0;
     int xin = x;
     if (reverse && (xin = reverse_tmp(c, n, x, layout ? 1 : 0, S)) < 0)
         return c->err->code ? c->err->code : MGE_ERR_UNSUPPORTED;
@@ -277,7 +279,7 @@ static mge_status conv_rnn_layer(mge_onnx_ctx *c, mge_onnx_node *n, int kind)
             in[nin++] = st0[1];
     }
     for (int64_t d = 0; d < D; d++) {
-        int p[4];
+        int p[5];
         p[0] = W ? gates_const(c, n, W + d * G * H * I, G, H, I, order) : gates_rt(c, n, wi, d, G, H, I, 0, order);
         p[1] = R ? gates_const(c, n, R + d * G * H * H, G, H, H, order) : gates_rt(c, n, ri, d, G, H, H, 0, order);
         int np = 2;
@@ -287,6 +289,9 @@ static mge_status conv_rnn_layer(mge_onnx_ctx *c, mge_onnx_node *n, int kind)
                      : gates_rt(c, n, bi, d, G, H, 0, G * H, order);
             np = 4;
         }
+        if (peep)
+            p[np++] = P ? gates_const(c, n, P + d * 3 * H, 3, H, 0, peep_order)
+                        : gates_rt(c, n, pi, d, 3, H, 0, 0, peep_order);
         for (int k = 0; k < np; k++) {
             if (p[k] < 0)
                 return c->err->code ? c->err->code : MGE_ERR_INVALID;
@@ -295,11 +300,12 @@ static mge_status conv_rnn_layer(mge_onnx_ctx *c, mge_onnx_node *n, int kind)
     }
     mge_attr a[5] = {mge_onnx_ai(MGE_KEY_hidden_size, H), mge_onnx_ab(MGE_KEY_bidirectional, bidi),
                      mge_onnx_ab(MGE_KEY_batch_first, (int)layout), mge_onnx_ab(MGE_KEY_bias, bi >= 0),
-                     kind == 2 ? mge_onnx_ai(MGE_KEY_nonlinearity, act) : mge_onnx_ab(MGE_KEY_linear_before_reset, lbr)};
+                     kind == 2 ? mge_onnx_ai(MGE_KEY_nonlinearity, act)
+                     : kind ? mge_onnx_ab(MGE_KEY_linear_before_reset, lbr) : mge_onnx_ab(MGE_KEY_peephole, peep)};
     int out[3];
     int nout = gru ? 2 : 3;
-    if ((st = emit_multi(c, n, kind == 2 ? MGE_OP_RNN : gru ? MGE_OP_GRU : MGE_OP_LSTM, nin, in, kind ? 5 : 4, a,
-                         nout, out)))
+    if ((st = emit_multi(c, n, kind == 2 ? MGE_OP_RNN : gru ? MGE_OP_GRU : MGE_OP_LSTM, nin, in, kind || peep ? 5 : 4,
+                         a, nout, out)))
         return st;
 
     /* Y: [S, N, D*H] -> [S, N, D, H] -> [S, D, N, H]; layout 1: [N, S, D, H] */

@@ -473,7 +473,7 @@ static mge_status convert_node(reader *r, const Onnx__NodeProto *n)
         nm_ent *e = nm_find(&r->map, n->output[o]);
         if (!e || e->state != NM_DEF) {
             /* an optional output mge does not compute (e.g. BatchNormalization's
-             * training outputs): usable by nothing */
+             * opset 9-13 training outputs): usable by nothing */
             nm_ent *x = nm_get(&r->map, n->output[o]);
             if (!x)
                 return mge_error_set(c->err, MGE_ERR_NOMEM, "out of memory");

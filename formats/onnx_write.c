@@ -254,6 +254,20 @@ void mge_onnx_w_attr_s(mge_onnx_w *w, Onnx__NodeProto *n, const char *name, cons
     }
 }
 
+void mge_onnx_w_attr_strs(mge_onnx_w *w, Onnx__NodeProto *n, const char *name, int cnt, const char *const *s)
+{
+    Onnx__AttributeProto *a = attr_new(w, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS);
+    ProtobufCBinaryData *v = mge_onnx_w_alloc(w, (size_t)(cnt > 0 ? cnt : 1) * sizeof *v);
+    if (!a || !v)
+        return;
+    for (int i = 0; i < cnt; i++) {
+        v[i].data = (uint8_t *)mge_onnx_w_strdup(w, s[i]);
+        v[i].len = v[i].data ? strlen(s[i]) : 0;
+    }
+    a->strings = v;
+    a->n_strings = (size_t)cnt;
+}
+
 /* ---------------------------------------------------------------- tensors */
 
 /* A TensorProto of an mge dtype whose elements are v[0..cnt) (converted). */

@@ -49,6 +49,7 @@ void mge_onnx_w_attr_i(mge_onnx_w *w, Onnx__NodeProto *n, const char *name, int6
 void mge_onnx_w_attr_f(mge_onnx_w *w, Onnx__NodeProto *n, const char *name, double v);
 void mge_onnx_w_attr_ints(mge_onnx_w *w, Onnx__NodeProto *n, const char *name, int cnt, const int64_t *v);
 void mge_onnx_w_attr_s(mge_onnx_w *w, Onnx__NodeProto *n, const char *name, const char *s);
+void mge_onnx_w_attr_strs(mge_onnx_w *w, Onnx__NodeProto *n, const char *name, int cnt, const char *const *s);
 /* A TENSOR attribute holding one element (ConstantOfShape's value). */
 void mge_onnx_w_attr_scalar(mge_onnx_w *w, Onnx__NodeProto *n, const char *name, int onnx_type, double v);
 
@@ -80,5 +81,7 @@ mge_status mge_onnx_w_export_qlin(mge_onnx_w *w, const mge_node *n);
 /* onnx_write_extra_math.c: the extra math ops (acos ... dft); *done = 0
  * when n is none of them. */
 mge_status mge_onnx_w_export_extra_math(mge_onnx_w *w, const mge_node *n, int *done);
+/* maxpool3d, avgpool3d, max_unpool and conv3d_grad_input (as ConvTranspose): onnx_write_pool3d.c. */
+mge_status mge_onnx_w_pool3d(mge_onnx_w *w, const mge_node *n);
 
 #endif

@@ -619,7 +619,9 @@ static const char *vec_input(mge_onnx_w *w, const mge_node *n, int key)
 
 /* The gates of a PyTorch weight's G blocks of H rows in ONNX's order:
  * LSTM i,f,g,o -> i,o,f,c; GRU r,z,n -> z,r,h. */
-static const int lstm_gates[4] = {0, 3, 1, 2}, gru_gates[3] = {1, 0, 2};
+static const int lstm_gates[4] = {0, 3, 1, 2}, gru_gates[3] = {1, 0, 2}, rnn_gates[1] = {0};
+/* lstm's peepholes i, f, o -> ONNX's P i, o, f */
+static const int peep_gates[3] = {0, 2, 1};
 
 /* Copies the rows of an f32 [G*H, cols] param into dst in ONNX's gate order. */
 static int gate_rows(const mge_value *p, int G, int64_t H, int64_t cols, const int *order, double *dst)
@@ -669,6 +671,7 @@ static int rnn_extra(const mge_node *n)
 {
     int64_t L = mge_node_int(n, MGE_KEY_num_layers, 1);
     int D = mge_node_int(n, MGE_KEY_bidirectional, 0) ? 2 : 1, per = mge_node_int(n, MGE_KEY_bias, 1) ? 4 : 2;
+    per += n->op == MGE_OP_LSTM && mge_node_int(n, MGE_KEY_peephole, 0);
     if (L < 1 || L > 14)
         return -1;
     int e = n->nin - 1 - (int)(L * D) * per;
@@ -689,7 +692,7 @@ static int rnn_all_const(const mge_onnx_w *w, const mge_node *n, int e)
 
 int mge_onnx_w_reads_input(const mge_onnx_w *w, const mge_node *n, int k)
 {
-    if (n->op != MGE_OP_LSTM && n->op != MGE_OP_GRU)
+    if (n->op != MGE_OP_LSTM && n->op != MGE_OP_GRU && n->op != MGE_OP_RNN)
         return 1;
     int e = rnn_extra(n);
     if (e < 0 || k <= e)
@@ -700,12 +703,12 @@ int mge_onnx_w_reads_input(const mge_onnx_w *w, const mge_node *n, int k)
 
 static mge_status ex_rnn(mge_onnx_w *w, const mge_node *n)
 {
-    int lstm = n->op == MGE_OP_LSTM, G = lstm ? 4 : 3;
-    const int *order = lstm ? lstm_gates : gru_gates;
+    int lstm = n->op == MGE_OP_LSTM, rnn = n->op == MGE_OP_RNN, G = lstm ? 4 : rnn ? 1 : 3;
+    const int *order = lstm ? lstm_gates : rnn ? rnn_gates : gru_gates;
     int64_t H = mge_node_int(n, MGE_KEY_hidden_size, 1), L = mge_node_int(n, MGE_KEY_num_layers, 1);
     int D = mge_node_int(n, MGE_KEY_bidirectional, 0) ? 2 : 1, bias = (int)mge_node_int(n, MGE_KEY_bias, 1);
     int bf = (int)mge_node_int(n, MGE_KEY_batch_first, 0);
-    int per = bias ? 4 : 2, extra = rnn_extra(n);
+    int peep = lstm && mge_node_int(n, MGE_KEY_peephole, 0), per = (bias ? 4 : 2) + peep, extra = rnn_extra(n);
     if (H < 1 || extra < 0 || (lstm && extra == 1))
         return mge_onnx_w_unsupported(w, "%d inputs do not fit the attributes", n->nin);
     const mge_value *x = val(w, n->in[0]);
@@ -727,7 +730,8 @@ static mge_status ex_rnn(mge_onnx_w *w, const mge_node *n)
         double *W = mge_onnx_w_alloc(w, (size_t)(D * G * H * in) * sizeof *W);
         double *R = mge_onnx_w_alloc(w, (size_t)(D * G * H * H) * sizeof *R);
         double *B = mge_onnx_w_alloc(w, (size_t)(D * 2 * G * H) * sizeof *B);
-        if (!W || !R || !B)
+        double *P = mge_onnx_w_alloc(w, (size_t)(D * 3 * H) * sizeof *P);
+        if (!W || !R || !B || !P)
             return NOMEM();
         int consts = rnn_all_const(w, n, extra);
         for (int d = 0; d < D && consts; d++) {
@@ -735,25 +739,33 @@ static mge_status ex_rnn(mge_onnx_w *w, const mge_node *n)
             consts = gate_rows(val(w, n->in[base]), G, H, in, order, W + d * G * H * in) &&
                      gate_rows(val(w, n->in[base + 1]), G, H, H, order, R + d * G * H * H) &&
                      (!bias || (gate_rows(val(w, n->in[base + 2]), G, H, 1, order, B + d * 2 * G * H) &&
-                                gate_rows(val(w, n->in[base + 3]), G, H, 1, order, B + d * 2 * G * H + G * H)));
+                                gate_rows(val(w, n->in[base + 3]), G, H, 1, order, B + d * 2 * G * H + G * H))) &&
+                     (!peep || gate_rows(val(w, n->in[base + per - 1]), 3, H, 1, peep_gates, P + d * 3 * H));
             if (!consts)
                 return mge_onnx_w_unsupported(w, "the weights of layer %lld do not have PyTorch's shapes", (long long)l);
         }
-        const char *Wn, *Rn, *Bn = "";
+        const char *Wn, *Rn, *Bn = "", *Pn = "";
         if (consts) {
-            int64_t wd[3] = {D, G * H, in}, rd[3] = {D, G * H, H}, bd[2] = {D, 2 * G * H};
+            int64_t wd[3] = {D, G * H, in}, rd[3] = {D, G * H, H}, bd[2] = {D, 2 * G * H}, pd[2] = {D, 3 * H};
             Wn = mge_onnx_w_const(w, MGE_F32, 3, wd, D * G * H * in, W);
             Rn = mge_onnx_w_const(w, MGE_F32, 3, rd, D * G * H * H, R);
             if (bias)
                 Bn = mge_onnx_w_const(w, MGE_F32, 2, bd, D * 2 * G * H, B);
+            if (peep)
+                Pn = mge_onnx_w_const(w, MGE_F32, 2, pd, D * 3 * H, P);
         } else {
             /* weights the graph computes or takes as inputs: reorder them in it */
-            const char *wv[2], *rv[2], *bv[2];
+            const char *wv[2], *rv[2], *bv[2], *pv2[2];
             for (int d = 0; d < D; d++) {
                 int base = 1 + extra + (int)(l * D + d) * per;
                 for (int k = 0; k < per; k++) {
                     const mge_value *pv = val(w, n->in[base + k]);
                     int64_t rows = pv->ndim >= 1 ? pv->dims[0] : -1;
+                    if (peep && k == per - 1) {
+                        if (pv->dtype != MGE_F32 || rows != 3 * H || pv->ndim != 1)
+                            return mge_onnx_w_unsupported(w, "%s: expected f32 [%lld]", pv->name, (long long)(3 * H));
+                        continue;
+                    }
                     if (pv->dtype != MGE_F32 || rows != G * H || pv->ndim != (k < 2 ? 2 : 1))
                         return mge_onnx_w_unsupported(w, "%s: expected f32 [%lld%s]", pv->name,
                                                       (long long)(G * H), k < 2 ? ", cols" : "");
@@ -764,7 +776,11 @@ static mge_status ex_rnn(mge_onnx_w *w, const mge_node *n)
                     const char *bb[2] = {gate_blocks(w, IN(base + 2), G, order), gate_blocks(w, IN(base + 3), G, order)};
                     bv[d] = cat_dirs(w, 2, bb, 1);
                 }
+                if (peep)
+                    pv2[d] = gate_blocks(w, IN(base + per - 1), 3, peep_gates);
             }
+            if (peep)
+                Pn = cat_dirs(w, D, pv2, 0);
             Wn = cat_dirs(w, D, wv, 0);
             Rn = cat_dirs(w, D, rv, 0);
             if (bias)
@@ -779,11 +795,14 @@ static mge_status ex_rnn(mge_onnx_w *w, const mge_node *n)
                 c0 = op(w, NULL, "Slice", NULL, 4, IN(2), ss, es, as);
         }
         const char *y = mge_onnx_w_tmp(w, "Y"), *yh = mge_onnx_w_tmp(w, "Y_h"), *yc = lstm ? mge_onnx_w_tmp(w, "Y_c") : NULL;
-        const char *ins[7] = {cur, Wn, Rn, Bn, "", h0, c0}, *outs[3] = {y, yh, yc};
-        nd = mge_onnx_w_node(w, lstm ? "LSTM" : "GRU", lstm ? 7 : 6, ins, lstm ? 3 : 2, outs);
+        const char *ins[8] = {cur, Wn, Rn, Bn, "", h0, c0, Pn}, *outs[3] = {y, yh, yc};
+        nd = mge_onnx_w_node(w, lstm ? "LSTM" : rnn ? "RNN" : "GRU", lstm ? 7 + peep : 6, ins, lstm ? 3 : 2, outs);
         mge_onnx_w_attr_i(w, nd, "hidden_size", H);
         mge_onnx_w_attr_s(w, nd, "direction", D == 2 ? "bidirectional" : "forward");
-        if (!lstm)   /* 1: PyTorch's n gate, mge's default */
+        if (rnn) {
+            const char *act = mge_node_int(n, MGE_KEY_nonlinearity, 0) ? "Relu" : "Tanh", *acts[2] = {act, act};
+            mge_onnx_w_attr_strs(w, nd, "activations", D, acts);
+        } else if (!lstm)   /* 1: PyTorch's n gate, mge's default */
             mge_onnx_w_attr_i(w, nd, "linear_before_reset", mge_node_int(n, MGE_KEY_linear_before_reset, 1) != 0);
         hn[l] = yh;
         cn[l] = yc;
@@ -1296,11 +1315,13 @@ static mge_status export_node(mge_onnx_w *w, const mge_node *n)
     }
     case MGE_OP_QCONV2D: case MGE_OP_QLINEAR: case MGE_OP_QADD:
         return ex_quant(w, n);
-    case MGE_OP_LSTM: case MGE_OP_GRU:
+    case MGE_OP_LSTM: case MGE_OP_GRU: case MGE_OP_RNN:
         return ex_rnn(w, n);
     case MGE_OP_QUANTIZE_LINEAR: case MGE_OP_DEQUANTIZE_LINEAR: case MGE_OP_REQUANTIZE:
     case MGE_OP_MATMUL_INTEGER: case MGE_OP_CONV_INTEGER:
         return mge_onnx_w_export_qlin(w, n);
+    case MGE_OP_MAXPOOL3D: case MGE_OP_AVGPOOL3D: case MGE_OP_MAX_UNPOOL: case MGE_OP_CONV3D_GRAD_INPUT:
+        return mge_onnx_w_pool3d(w, n);
     default: break;
     }
     int done;

@@ -97,4 +97,21 @@ static inline mge_status kp3_geom_of(const mge_node *n, const char *op, const in
     return MGE_OK;
 }
 
+/* Window positions of output o along dim i inside the input: first
+ * position p0, count c (stepping by the dilation); padded: inside input + pads. */
+static inline void kp3_span(const kp3_geom *g, int i, int64_t o, int64_t *p0, int64_t *c, int64_t *padded)
+{
+    int64_t lo = o * g->s[i] - g->pb[i], d = g->d[i], k = g->k[i];
+    int64_t a = lo < 0 ? (-lo + d - 1) / d : 0;   /* first tap inside the input */
+    int64_t b = k;                                 /* past the last inside */
+    if (lo + (b - 1) * d >= g->in[i])
+        b = lo >= g->in[i] ? 0 : (g->in[i] - 1 - lo) / d + 1;
+    *p0 = lo + a * d;
+    *c = b > a ? b - a : 0;
+    int64_t pa = lo < -g->pb[i] ? (-g->pb[i] - lo + d - 1) / d : 0, pbnd = g->in[i] + g->pe[i], pz = k;
+    if (lo + (pz - 1) * d >= pbnd)
+        pz = lo >= pbnd ? 0 : (pbnd - 1 - lo) / d + 1;
+    *padded = pz > pa ? pz - pa : 0;
+}
+
 #endif

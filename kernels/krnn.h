@@ -16,6 +16,7 @@ typedef struct krnn {
     int rnn;          /* the plain rnn: one gate, h' = act(W_ih x + b_ih + W_hh h + b_hh) */
     int act;          /* rnn's nonlinearity: 0 tanh, 1 relu */
     int lbr;          /* gru's linear_before_reset: 1 PyTorch's r (W_hn h + b_hn), 0 W_hn (r h) + b_hn */
+    int peep;         /* lstm's peephole weights (ONNX's P): one more param [3H] per layer and direction */
     int grad;         /* the gradient op */
     int64_t G;        /* gates: 4 (i,f,g,o) or 3 (r,z,n) */
     int64_t L, D, H;  /* num_layers, directions, hidden_size */
@@ -38,18 +39,19 @@ static inline int krnn_setup(const mge_node *n, krnn *r)
     r->G = r->rnn ? 1 : r->gru ? 3 : 4;
     r->act = r->rnn ? (int)mge_node_int(n, MGE_KEY_nonlinearity, 0) : 0;
     r->lbr = mge_node_int(n, MGE_KEY_linear_before_reset, 1) != 0;
+    r->peep = n->op == MGE_OP_LSTM && mge_node_int(n, MGE_KEY_peephole, 0) != 0;
     r->H = mge_node_int(n, MGE_KEY_hidden_size, 0);
     r->L = mge_node_int(n, MGE_KEY_num_layers, 1);
     r->D = mge_node_int(n, MGE_KEY_bidirectional, 0) ? 2 : 1;
     r->bias = mge_node_int(n, MGE_KEY_bias, 1) != 0;
     r->bf = mge_node_int(n, MGE_KEY_batch_first, 0) != 0;
-    r->np = r->bias ? 4 : 2;
+    r->np = (r->bias ? 4 : 2) + r->peep;
     r->nstate = r->gru ? 1 : 2;
     r->xi = r->grad ? (r->gru ? 2 : 3) : 0;
     r->has_state = 0;
     r->pi = r->xi + 1;
     r->nparams = 0;
-    if (r->L < 1 || r->L * r->D > KRNN_MAX_LD)
+    if (r->L < 1 || r->L * r->D > KRNN_MAX_LD || r->xi + 1 + r->nstate + r->L * r->D * r->np > 64)
         return -1;
     r->nparams = (int)(r->L * r->D) * r->np;
     int extra = n->nin - r->xi - 1 - r->nparams;
@@ -60,11 +62,18 @@ static inline int krnn_setup(const mge_node *n, krnn *r)
     return 0;
 }
 
-/* Input index of param k (0 weight_ih, 1 weight_hh, 2 bias_ih, 3 bias_hh)
- * of layer l, direction d. */
+/* Input index of param k (in input order: weight_ih, weight_hh, with bias
+ * bias_ih, bias_hh, with peephole weight_p) of layer l, direction d. */
 static inline int krnn_param(const krnn *r, int64_t l, int64_t d, int k)
 {
     return r->pi + (int)((l * r->D + d) * r->np) + k;
+}
+
+/* What param k (input order) is: 0 weight_ih, 1 weight_hh, 2 bias_ih,
+ * 3 bias_hh, 4 weight_p (lstm's peepholes i, f, o: [3H]). */
+static inline int krnn_kind(const krnn *r, int k)
+{
+    return k < 2 || (r->bias && k < 4) ? k : 4;
 }
 
 /* The input width of layer l. */
@@ -73,22 +82,29 @@ static inline int64_t krnn_in(const krnn *r, int64_t l, int64_t I)
     return l == 0 ? I : r->D * r->H;
 }
 
-/* PyTorch's name of param k (weight_ih, weight_hh, bias_ih, bias_hh) of
- * layer l, direction d ("weight_hh_l1_reverse"), with static storage
+/* PyTorch's name of param kind k (weight_ih, weight_hh, bias_ih, bias_hh;
+ * 4 the peepholes, weight_p, mge's) of layer l, direction d
+ * ("weight_hh_l1_reverse"), with static storage
  * (mge_param_spec keeps the pointer); "?" out of range. */
 #define KRNN_DIR(l, s) "weight_ih_l" #l s, "weight_hh_l" #l s, "bias_ih_l" #l s, "bias_hh_l" #l s
 #define KRNN_LAYER(l) KRNN_DIR(l, ""), KRNN_DIR(l, "_reverse")
+#define KRNN_PEEP(l) "weight_p_l" #l, "weight_p_l" #l "_reverse"
 static inline const char *krnn_param_name(int64_t l, int64_t d, int k)
 {
     static const char *const names[KRNN_MAX_LD * 8] = {
         KRNN_LAYER(0), KRNN_LAYER(1), KRNN_LAYER(2),  KRNN_LAYER(3),  KRNN_LAYER(4),  KRNN_LAYER(5),  KRNN_LAYER(6),
         KRNN_LAYER(7), KRNN_LAYER(8), KRNN_LAYER(9), KRNN_LAYER(10), KRNN_LAYER(11), KRNN_LAYER(12), KRNN_LAYER(13),
     };
-    if (l < 0 || l >= KRNN_MAX_LD || d < 0 || d > 1 || k < 0 || k > 3)
+    static const char *const peeps[KRNN_MAX_LD * 2] = {
+        KRNN_PEEP(0), KRNN_PEEP(1), KRNN_PEEP(2),  KRNN_PEEP(3),  KRNN_PEEP(4),  KRNN_PEEP(5),  KRNN_PEEP(6),
+        KRNN_PEEP(7), KRNN_PEEP(8), KRNN_PEEP(9), KRNN_PEEP(10), KRNN_PEEP(11), KRNN_PEEP(12), KRNN_PEEP(13),
+    };
+    if (l < 0 || l >= KRNN_MAX_LD || d < 0 || d > 1 || k < 0 || k > 4)
         return "?";
-    return names[l * 8 + d * 4 + k];
+    return k == 4 ? peeps[l * 2 + d] : names[l * 8 + d * 4 + k];
 }
 #undef KRNN_LAYER
+#undef KRNN_PEEP
 #undef KRNN_DIR
 
 #endif

@@ -88,6 +88,7 @@ static void build_cpu(void)
     mge_cpu_register_loss(&cpu_be);
     mge_cpu_register_comm(&cpu_be);
     mge_cpu_register_qlin(&cpu_be);
+    mge_cpu_register_pool3d(&cpu_be);
 }
 
 const mge_backend *mge_backend_ref(void)

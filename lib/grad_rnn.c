@@ -30,6 +30,9 @@ mge_status mge_rnn_grad(mge_graph *g, int node, const int *dy, const char *want,
     if (op != MGE_OP_LSTM && op != MGE_OP_GRU)
         return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: %s has no gradient rule%s", base, mge_op_info(op)->name,
                              op == MGE_OP_RNN ? " (inference only)" : "");
+    if (op == MGE_OP_LSTM && mge_node_int(n0, MGE_KEY_peephole, 0))
+        return mge_error_set(err, MGE_ERR_UNSUPPORTED,
+                             "%s: lstm with peephole=true has no gradient rule (inference only)", base);
     if (op == MGE_OP_GRU && !mge_node_int(n0, MGE_KEY_linear_before_reset, 1))
         return mge_error_set(err, MGE_ERR_UNSUPPORTED,
                              "%s: gru with linear_before_reset=false has no gradient rule (inference only)", base);

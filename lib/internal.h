@@ -356,6 +356,7 @@ void mge_cpu_register_apool(mge_backend *b);
 void mge_ref_register_rnn(mge_backend *b);
 void mge_ref_register_pool3d(mge_backend *b);
 void mge_cpu_register_rnn(mge_backend *b);
+void mge_cpu_register_pool3d(mge_backend *b);
 /* spatial: resize, pad, group/instance/rms norm and their gradients */
 void mge_ref_register_resize(mge_backend *b);
 void mge_ref_register_pad(mge_backend *b);

@@ -41,6 +41,9 @@ static mge_status pool_fwd(const mge_node *n, int fop, const mge_tdesc *x, mge_t
     out[0] = *x;
     for (int i = 0; i < 3; i++)
         out[0].dims[2 + i] = g.out[i];
+    /* pads up to 2^30 can make the output's count overflow: refused */
+    if ((st = mge_shape_numel(5, out[0].dims, x->dtype, NULL, NULL, err)))
+        return st;
     if (n->op == MGE_OP_MAXPOOL3D && n->nout > 1) {
         out[1] = out[0];
         out[1].dtype = MGE_I64;
@@ -80,7 +83,7 @@ static mge_status unpool_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc
                                      (long long)v, bx, i < 2 ? "x's N and C" : "a size in [1, 2^30]");
             out[0].dims[i] = v;
         }
-        return MGE_OK;
+        return mge_shape_numel(out[0].ndim, out[0].dims, x->dtype, NULL, NULL, err);
     }
     const mge_attr *ka = mge_node_attr(n, MGE_KEY_kernel), *sta = mge_node_attr(n, MGE_KEY_stride),
                    *pa = mge_node_attr(n, MGE_KEY_pad);
@@ -106,7 +109,7 @@ static mge_status unpool_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc
                                  "gives an empty output", bx, (long long)k, (long long)s, (long long)pb, (long long)pe);
         out[0].dims[2 + i] = o;
     }
-    return MGE_OK;
+    return mge_shape_numel(out[0].ndim, out[0].dims, x->dtype, NULL, NULL, err);
 }
 
 mge_status mge_pool3d_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)

@@ -27,7 +27,8 @@ const char *mge_rnn_param_name(int64_t l, int64_t d, int k)
 /* The shape param k of layer l, direction d must have (in: x's last dim). */
 static int rnn_param_dims(const krnn *r, int64_t l, int k, int64_t in, int64_t *dims)
 {
-    dims[0] = r->G * r->H;
+    k = krnn_kind(r, k);
+    dims[0] = k == 4 ? 3 * r->H : r->G * r->H;
     if (k >= 2)
         return 1;
     dims[1] = k == 0 ? krnn_in(r, l, in) : r->H;
@@ -115,7 +116,7 @@ static mge_status rnn_common(const mge_node *n, const mge_tdesc *in, krnn *r, in
                 if (k == 0)
                     snprintf(extra, sizeof extra, " and input size %lld", (long long)pd[1]);
                 return mge_error_set(err, MGE_ERR_SHAPE, "%s.%s: expected %s for hidden_size=%lld%s, got %s", n->name,
-                                     mge_rnn_param_name(l, d, k), mge_shape_str(x->dtype, nd, pd, be, sizeof be),
+                                     mge_rnn_param_name(l, d, krnn_kind(r, k)), mge_shape_str(x->dtype, nd, pd, be, sizeof be),
                                      (long long)r->H, extra, mge_tdesc_str(p, bp, sizeof bp));
             }
     return MGE_OK;
@@ -223,7 +224,8 @@ mge_status mge_rnn_params(int op, int nattr, const mge_attr *attrs, const mge_td
             for (int j = 0; j < r.np; j++) {
                 int64_t pd[2];
                 int nd = rnn_param_dims(&r, l, j, I, pd);
-                mge_param_spec_set(&specs[k++], mge_rnn_param_name(l, d, j), MGE_VAL_PARAM, dt, nd, pd, init);
+                mge_param_spec_set(&specs[k++], mge_rnn_param_name(l, d, krnn_kind(&r, j)), MGE_VAL_PARAM, dt, nd,
+                                   pd, init);
             }
     *nspecs = k;
     return MGE_OK;

@@ -95,6 +95,8 @@ static int crnn_fits(const mge_node *n, mge_tensor *const *in, crnn *c)
         if (!is_f32(s, 3) || s->dims[0] != r->D * r->L || s->dims[1] != c->N || s->dims[2] != r->H)
             return 0;
     }
+    if (r->peep)
+        return 0;   /* the peepholes are ref's loop */
     for (int64_t l = 0; l < r->L; l++)
         for (int64_t d = 0; d < r->D; d++)
             for (int k = 0; k < r->np; k++) {

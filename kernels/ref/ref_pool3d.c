@@ -50,38 +50,18 @@ typedef void (*p3_visit)(void *arg, int64_t off);
 static int64_t p3_window(const kp3_geom *g, int64_t od, int64_t oh, int64_t ow, p3_visit f, void *arg,
                          int64_t *real)
 {
-    int64_t o[3] = {od, oh, ow}, padded = 1, lo[3], hi[3];
-    *real = 1;
-    for (int i = 0; i < 3; i++) {
-        lo[i] = o[i] * g->s[i] - g->pb[i];
-        int64_t c = 0, r = 0;
-        for (int64_t k = 0; k < g->k[i]; k++) {
-            int64_t p = lo[i] + k * g->d[i];
-            c += p >= -g->pb[i] && p < g->in[i] + g->pe[i];
-            r += p >= 0 && p < g->in[i];
-        }
-        padded *= c;
-        *real *= r;
-        hi[i] = g->k[i];
-    }
-    if (!f)
-        return padded;
-    for (int64_t a = 0; a < hi[0]; a++) {
-        int64_t id = lo[0] + a * g->d[0];
-        if (id < 0 || id >= g->in[0])
-            continue;
-        for (int64_t b = 0; b < hi[1]; b++) {
-            int64_t ih = lo[1] + b * g->d[1];
-            if (ih < 0 || ih >= g->in[1])
-                continue;
-            for (int64_t c = 0; c < hi[2]; c++) {
-                int64_t iw = lo[2] + c * g->d[2];
-                if (iw >= 0 && iw < g->in[2])
-                    f(arg, (id * g->in[1] + ih) * g->in[2] + iw);
-            }
-        }
-    }
-    return padded;
+    /* the in-input taps per dim (kp3_span: O(1), so a huge window over a
+     * small input costs its input positions only) */
+    int64_t o[3] = {od, oh, ow}, p0[3], c[3], pc[3];
+    for (int i = 0; i < 3; i++)
+        kp3_span(g, i, o[i], &p0[i], &c[i], &pc[i]);
+    *real = c[0] * c[1] * c[2];
+    if (f)
+        for (int64_t a = 0; a < c[0]; a++)
+            for (int64_t b = 0; b < c[1]; b++)
+                for (int64_t e = 0; e < c[2]; e++)
+                    f(arg, ((p0[0] + a * g->d[0]) * g->in[1] + p0[1] + b * g->d[1]) * g->in[2] + p0[2] + e * g->d[2]);
+    return pc[0] * pc[1] * pc[2];
 }
 
 typedef struct p3_acc {

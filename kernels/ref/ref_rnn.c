@@ -7,6 +7,8 @@
  *         n = tanh(W_in x + b_in + r (W_hn h + b_hn)), h' = (1 - z) n + z h
  *         (linear_before_reset=false, ONNX's default: n = tanh(W_in x + b_in
  *         + W_hn (r h) + b_hn); inference only)
+ *         lstm's peepholes (ONNX's P; inference only) add P_i c, P_f c to
+ *         the i, f sums and P_o c' to o's
  *   rnn:  h' = act(W_ih x + b_ih + W_hh h + b_hh), act tanh or relu
  *         (nn.RNN; inference only)
  * Direction 1 (reverse) walks the sequence from its end; layer l > 0 reads
@@ -23,6 +25,7 @@ typedef struct rnn_ctx {
     double *x;              /* [S][N][I], sequence-major */
     double *h0, *c0;        /* [D*L][N][H] */
     double *w[KRNN_MAX_LD * 4];
+    double *peep[KRNN_MAX_LD];  /* lstm's peepholes i, f, o [3H], or NULL */
     double **Y;             /* per layer: [S][N][D*H] */
     double **gate;          /* per layer and direction: [S][N][G*H] after the activations */
     double **cell;          /* lstm: c_t; gru: W_hn h + b_hn; [S][N][H] */
@@ -56,6 +59,8 @@ static void ctx_free(rnn_ctx *c)
     free(c->c0);
     for (int k = 0; k < KRNN_MAX_LD * 4; k++)
         free(c->w[k]);
+    for (int k = 0; k < KRNN_MAX_LD; k++)
+        free(c->peep[k]);
     for (int64_t l = 0; c->Y && l < c->r.L; l++)
         free(c->Y[l]);
     for (int64_t k = 0; c->gate && k < c->r.L * c->r.D; k++) {
@@ -95,8 +100,9 @@ static mge_status ctx_init(const mge_kctx *ctx, const mge_node *n, mge_tensor *c
     for (int64_t l = 0; l < r->L; l++)
         for (int64_t d = 0; d < r->D; d++)
             for (int k = 0; k < r->np; k++) {
-                int64_t pd[2] = {r->G * H, k == 0 ? krnn_in(r, l, I) : H};
-                if ((s = ref_check(ctx, n, krnn_param_name(l, d, k), in[krnn_param(r, l, d, k)], c->dt,
+                int kind = krnn_kind(r, k);
+                int64_t pd[2] = {kind == 4 ? 3 * H : r->G * H, k == 0 ? krnn_in(r, l, I) : H};
+                if ((s = ref_check(ctx, n, krnn_param_name(l, d, kind), in[krnn_param(r, l, d, k)], c->dt,
                                    k < 2 ? 2 : 1, pd, err)))
                     return s;
             }
@@ -130,7 +136,8 @@ static mge_status ctx_init(const mge_kctx *ctx, const mge_node *n, mge_tensor *c
                 return mge_error_set(err, MGE_ERR_NOMEM, "%s: out of memory", ref_opname(ctx, n));
             for (int j = 0; j < r->np; j++) {
                 const mge_tensor *p = in[krnn_param(r, l, d, j)];
-                if (!(c->w[k * 4 + j] = load(p, ref_numel(p))))
+                double **slot = krnn_kind(r, j) == 4 ? &c->peep[k] : &c->w[k * 4 + j];
+                if (!(*slot = load(p, ref_numel(p))))
                     return mge_error_set(err, MGE_ERR_NOMEM, "%s: out of memory", ref_opname(ctx, n));
             }
         }
@@ -189,10 +196,14 @@ static int forward(rnn_ctx *c)
                             double v = ai[j] + ah[j];
                             gt[j] = r->act ? (v > 0 ? v : 0) : tanh(v);
                         } else if (!r->gru) {
-                            double ig = sig(ai[j] + ah[j]), fg = sig(ai[H + j] + ah[H + j]);
-                            double gg = tanh(ai[2 * H + j] + ah[2 * H + j]), og = sig(ai[3 * H + j] + ah[3 * H + j]);
-                            gt[j] = ig, gt[H + j] = fg, gt[2 * H + j] = gg, gt[3 * H + j] = og;
+                            /* peepholes (ONNX): i, f see c_{t-1}, o sees c_t */
+                            const double *P = c->peep[k];
+                            double ig = sig(ai[j] + ah[j] + (P ? P[j] * cc[j] : 0));
+                            double fg = sig(ai[H + j] + ah[H + j] + (P ? P[H + j] * cc[j] : 0));
+                            double gg = tanh(ai[2 * H + j] + ah[2 * H + j]);
                             cc[j] = fg * cc[j] + ig * gg;
+                            double og = sig(ai[3 * H + j] + ah[3 * H + j] + (P ? P[2 * H + j] * cc[j] : 0));
+                            gt[j] = ig, gt[H + j] = fg, gt[2 * H + j] = gg, gt[3 * H + j] = og;
                             ct[j] = cc[j];
                         } else {
                             double rg = sig(ai[j] + ah[j]), zg = sig(ai[H + j] + ah[H + j]);
@@ -280,9 +291,9 @@ static mge_status rnn_backward(const mge_kctx *ctx, const mge_node *n, mge_tenso
     int64_t total = 0;
     if (s)
         goto done;
-    if (r->gru && !r->lbr) {
-        s = mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: linear_before_reset=false is inference only",
-                          ref_opname(ctx, n));
+    if ((r->gru && !r->lbr) || r->peep) {
+        s = mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: %s is inference only", ref_opname(ctx, n),
+                          r->peep ? "peephole=true" : "linear_before_reset=false");
         goto done;
     }
     for (int k = r->pi; k < n->nin; k++)

@@ -4,7 +4,9 @@
 # bidirectional LSTM with the weights bound by PyTorch's names; and the
 # errors: a parameter whose shape does not fit hidden_size (named, with
 # both shapes), weights of another hidden size, h0 of the wrong shape,
-# a bad num_layers: exit 1, no output file left behind.
+# a bad num_layers: exit 1, no output file left behind; mge-train refusing
+# the inference-only forms (rnn, gru linear_before_reset=false, lstm
+# peephole=true).
 bats_require_minimum_version 1.5.0
 load helper
 
@@ -89,4 +91,18 @@ NET
     assert_failure 1
     assert_equal "$stderr" "mge-run: $T/l.mgt:2:1: error: y: lstm: num_layers=0: expected 1 to 14 (a node takes at most 64 inputs)"
     [ ! -e "$T/out.npy" ]
+}
+
+@test "mge-train refuses the inference-only recurrent forms (rnn, gru linear_before_reset=false, lstm peephole=true)" {
+    need_numpy
+    MGE_TRAIN="$MGE_BIN/mge-train"
+    py 'np.savez(sys.argv[1], x=np.random.rand(8, 4, 3).astype(np.float32), t=np.random.rand(8, 4, 5).astype(np.float32))' "$T/d.npz"
+    for layer in "rnn(x, hidden_size=5, batch_first=true)" "gru(x, hidden_size=5, batch_first=true, linear_before_reset=false)" \
+                 "lstm(x, hidden_size=5, batch_first=true, peephole=true)"; do
+        printf 'input x : f32[N,4,3]\ninput t : f32[N,4,5]\nr = %s\nloss = mse(r, t)\noutput r\nminimize loss\n' "$layer" > "$T/m.mgt"
+        run --separate-stderr "$MGE_TRAIN" "$T/m.mgt" --data "$T/d.npz" --steps 1 -o "$T/m.mge"
+        assert_failure 1
+        [[ "$stderr" == *"no gradient rule"*"inference only"* ]] || { echo "$layer: $stderr"; return 1; }
+        [ ! -e "$T/m.mge" ]
+    done
 }

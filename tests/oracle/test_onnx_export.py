@@ -508,6 +508,17 @@ NODE_EXPORT_KNOWN = {
     "test_bitwise_or_i16_4d", "test_bitwise_or_i32_2d", "test_bitwise_or_ui8_bcast_4v3d", "test_bitwise_xor_i32_2d",
     "test_bitwise_xor_ui8_bcast_4v3d",
 }
+# the writer's opset 17 cannot state these (ScatterElements/ScatterND
+# reduction max and min came in opset 18, AveragePool dilations in 19): the
+# export must refuse them, naming the opset
+NODE_OPSET = {
+    "test_scatter_elements_with_reduction_max", "test_scatter_elements_with_reduction_min",
+    "test_scatternd_max", "test_scatternd_min",
+    "test_averagepool_2d_dilations", "test_averagepool_3d_dilations_small", "test_lppool_2d_dilations",
+    "test_averagepool_3d_dilations_large_count_include_pad_is_0_ceil_mode_is_False",
+    "test_averagepool_3d_dilations_large_count_include_pad_is_0_ceil_mode_is_True",
+    "test_averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_False",
+}
 
 
 def test_node_suite_round_trip():
@@ -536,6 +547,9 @@ def test_node_suite_round_trip():
         if os.path.exists(back):
             os.remove(back)
         rc, _, err = run([tool("mge-opt"), os.path.join(t, "model.onnx"), "-q", "-o", back], check=False)
+        if rc != 0 and name in NODE_OPSET and "cannot be written as ONNX" in err and "opset 17" in err:
+            counts["known"] += 1
+            continue
         if rc != 0:
             if name in NODE_EXPORT_KNOWN and "cannot be written as ONNX" in err:
                 counts["known"] += 1

@@ -1,5 +1,5 @@
 /* test_pool3d.c — maxpool3d, avgpool3d, max_unpool and the rnn layer
- * additions (rnn, gru linear_before_reset=false): shapes and the errors
+ * additions (rnn, gru linear_before_reset=false, lstm peephole=true): shapes and the errors
  * bad attributes give, hand-computed values on ref and cpu (ONNX's
  * indices in both storage orders, both average divisors, a dilated and an
  * asymmetric window), max_unpool undoing maxpool3d's indices, the pool
@@ -78,6 +78,7 @@ static void test_errors(void)
     parse_fails("y = maxpool3d(x, kernel=2, dilation=0)", "maxpool3d: dilation=0: expected values in [1,");
     parse_fails("y = max_unpool(x, i, kernel=2)", "max_unpool: indices are i64[1,2,2,2,2]: expected i32 or i64 of x's");
     parse_fails("y = max_unpool(v, v, kernel=2)", "max_unpool: indices are f32[1,2,4,4]");
+    parse_fails("y = maxpool3d(x, kernel=1, stride=1, pad=1073741824)", "shape too large");
 }
 
 /* Runs g on backend be with ins for the graph inputs; outputs into res. */
@@ -154,6 +155,38 @@ static void test_values(void)
             expect("dilated", &r.t[1], 8, (double[]){1, 4.5, 4, 2, 7, 3.5, 6, 5});
         } else {
             CHECK_MSG(0, "%s: %s", backends[b], err.msg);
+        }
+        ug_outs_free(&r);
+        mge_graph_free(g);
+        mge_tensor_free(&x);
+    }
+}
+
+/* A window of a million taps over 2 input positions costs those 2 (the
+ * taps inside the input are computed, not searched), on ref and cpu. */
+static void test_huge_window(void)
+{
+    static const char *backends[] = {"ref", "cpu"};
+    for (int b = 0; b < 2; b++) {
+        mge_graph *g = ug_parse("input x : f32[1,1,1,1,2]\n"
+                                "a = avgpool3d(x, kernel=[1,1,1000001], stride=1, pad=[0,0,500000])\n"
+                                "n = avgpool3d(x, kernel=[1,1,1000001], stride=1, pad=[0,0,500000], "
+                                "count_include_pad=false)\n"
+                                "m = maxpool3d(x, kernel=[1,1,1000001], stride=1, pad=[0,0,500000])\n"
+                                "output a, n, m\n");
+        if (!g)
+            continue;
+        mge_tensor x;
+        CHECK_OK(mge_tensor_alloc(&x, MGE_F32, 5, (int64_t[]){1, 1, 1, 1, 2}, &err), err);
+        ((float *)x.data)[0] = 3, ((float *)x.data)[1] = 5;
+        const mge_tensor *ins[1] = {&x};
+        ug_outs r = {0};
+        CHECK_OK(run_on(g, backends[b], ins, &r), err);
+        if (r.n == 3) {
+            /* both windows hold both positions; the padded count is the whole window */
+            expect("huge cip", &r.t[0], 2, (double[]){8 / 1000001.0, 8 / 1000001.0});
+            expect("huge", &r.t[1], 2, (double[]){4, 4});
+            expect("huge max", &r.t[2], 2, (double[]){5, 5});
         }
         ug_outs_free(&r);
         mge_graph_free(g);
@@ -313,14 +346,54 @@ static void test_gru_lbr(void)
         }
 }
 
+/* lstm with peepholes, H = I = 1, one step from h0 = 0.2, c0 = -0.7:
+ * i, f see c0, o sees the new cell. */
+static void test_lstm_peephole(void)
+{
+    static const char *backends[] = {"ref", "cpu"};
+    for (int b = 0; b < 2; b++) {
+        mge_graph *g = ug_parse("input x : f32[1,1,1]\nconst h0 : f32[1,1,1] = [0.2]\nconst c0 : f32[1,1,1] = [-0.7]\n"
+                                "const wi : f32[4,1] = [0.3, -0.2, 0.7, 0.5]\n"
+                                "const wh : f32[4,1] = [0.5, 0.4, -0.9, 0.1]\n"
+                                "const p : f32[3] = [0.8, -0.6, 1.5]\n"
+                                "y, hn, cn = lstm(x, h0, c0, wi, wh, p, hidden_size=1, bias=false, peephole=true)\n"
+                                "output y, cn\n");
+        if (!g)
+            continue;
+        mge_tensor x;
+        CHECK_OK(mge_tensor_alloc(&x, MGE_F32, 3, (int64_t[]){1, 1, 1}, &err), err);
+        double xv = -1.25, h = 0.2, c = -0.7;
+        ((float *)x.data)[0] = (float)xv;
+        double ig = 1 / (1 + exp(-(0.3 * xv + 0.5 * h + 0.8 * c)));
+        double fg = 1 / (1 + exp(-(-0.2 * xv + 0.4 * h - 0.6 * c)));
+        double gg = tanh(0.7 * xv - 0.9 * h), c1 = fg * c + ig * gg;
+        double og = 1 / (1 + exp(-(0.5 * xv + 0.1 * h + 1.5 * c1))), h1 = og * tanh(c1);
+        const mge_tensor *ins[1] = {&x};
+        ug_outs r = {0};
+        CHECK_OK(run_on(g, backends[b], ins, &r), err);
+        if (r.n == 2) {
+            expect("lstm peephole h", &r.t[0], 1, &h1);
+            expect("lstm peephole c", &r.t[1], 1, &c1);
+        }
+        ug_outs_free(&r);
+        int xi = mge_graph_find(g, "x"), gx = -1;
+        CHECK(mge_grad_build_from(g, mge_graph_find(g, "y"), -1, 1, &xi, &gx, &err) == MGE_ERR_UNSUPPORTED);
+        CHECK_MSG(strstr(err.msg, "peephole=true has no gradient rule"), "%s", err.msg);
+        mge_graph_free(g);
+        mge_tensor_free(&x);
+    }
+}
+
 int main(void)
 {
     RUN(test_shapes);
     RUN(test_errors);
     RUN(test_values);
+    RUN(test_huge_window);
     RUN(test_unpool);
     RUN(test_grads);
     RUN(test_rnn);
     RUN(test_gru_lbr);
+    RUN(test_lstm_peephole);
     return unit_done();
 }
