@@ -75,10 +75,18 @@ static mge_status ex_unpool(mge_onnx_w *w, const mge_node *n)
         s[i] = mge_node_attr(n, MGE_KEY_stride) ? at(n, MGE_KEY_stride, i, nsp, 1) : k[i];
     }
     pads_of(n, nsp, p);
-    const mge_attr *sa = mge_node_attr(n, MGE_KEY_shape);
-    const char *shape = n->nin > 2 ? IN(2) : sa ? mge_onnx_w_i64s(w, sa->n, sa->i) : NULL;
-    const char *in[3] = {IN(0), IN(1), shape}, *out[1] = {OUT(0)};
-    Onnx__NodeProto *nd = mge_onnx_w_node(w, "MaxUnpool", shape ? 3 : 2, in, 1, out);
+    /* mge's indices run over y's shape, given or not; ONNX's over the
+     * unpooled size, output_shape only padding after: the two agree when y
+     * is the unpooled size, so only that goes out (without output_shape) */
+    const mge_value *y = &w->g->values[n->out[0]];
+    for (int i = 0; i < nsp; i++) {
+        int64_t d = x->dims[2 + i], inf = (d - 1) * s[i] - p[i] - p[nsp + i] + k[i];
+        if (d < 0 || y->dims[2 + i] != inf)
+            return mge_onnx_w_unsupported(w, "max_unpool to a shape other than the unpooled size (ONNX's MaxUnpool "
+                                             "indexes the unpooled size and pads after it)");
+    }
+    const char *in[2] = {IN(0), IN(1)}, *out[1] = {OUT(0)};
+    Onnx__NodeProto *nd = mge_onnx_w_node(w, "MaxUnpool", 2, in, 1, out);
     mge_onnx_w_attr_ints(w, nd, "kernel_shape", nsp, k);
     mge_onnx_w_attr_ints(w, nd, "strides", nsp, s);
     mge_onnx_w_attr_ints(w, nd, "pads", 2 * nsp, p);
