@@ -246,6 +246,10 @@ static mge_status conv_affine_grid(mge_onnx_ctx *c, mge_onnx_node *n)
         return mge_onnx_unsupported(c, n, "a grid of %lld points (mge builds it as a constant; at most 2^24)",
                                     (long long)P);
     int align = mge_onnx_attr_i(n, "align_corners", 0) != 0;
+    for (int i = 2; align && i < ns; i++)
+        if (sz[i] == 1)
+            return mge_onnx_unsupported(c, n, "align_corners with a dim of size 1 (where its one point goes, "
+                                        "implementations disagree: PyTorch 0, ONNX's reference -1, onnxruntime 1)");
     float *base = malloc((size_t)P * (size_t)(k + 1) * sizeof *base);
     if (!base)
         return mge_error_set(c->err, MGE_ERR_NOMEM, "out of memory");
@@ -255,7 +259,7 @@ static mge_status conv_affine_grid(mge_onnx_ctx *c, mge_onnx_node *n)
         for (int j = 0; j < k; j++) {
             int64_t d = sz[ns - 1 - j], i = rest % d;
             rest /= d;
-            double v = align ? (d > 1 ? -1.0 + (double)i * 2.0 / (double)(d - 1) : -1.0)
+            double v = align ? -1.0 + (double)i * 2.0 / (double)(d - 1)
                              : -1.0 + (2.0 * (double)i + 1.0) / (double)d;
             base[p * (k + 1) + j] = (float)v;
         }
