@@ -10,7 +10,9 @@ GridSample 16 and 20 (every mode and padding mode, align_corners, 5-D);
 RoiAlign 10 (output_half_pixel) and 16 (half_pixel by default), avg and
 max; DeformConv 19 (groups, offset groups, bias, mask); CenterCropPad 18
 (crop, pad, axes); AffineGrid 20 (2-D and 3-D); Col2Im 18 (strides,
-dilations, pads). Skips visibly without onnxruntime."""
+dilations, pads); and the export (mge-opt --emit onnx) of grid_sample,
+bicubic resize and roi_align, run by onnxruntime. Skips visibly without
+onnxruntime."""
 import os
 
 import numpy as np
@@ -201,3 +203,51 @@ def test_col2im():
         x = rng.standard_normal((2, 3 * blk[0] * blk[1], L)).astype(np.float32)
         check("Col2Im", 18, [("X", x)], [("image_shape", i64(*img)), ("block_shape", i64(*blk))], attrs,
               f"Col2Im {img} {blk} {attrs}")
+
+
+def exported(model_text, ins, label, bad=False):
+    """mge-opt --emit onnx of the text model, run by onnxruntime, against
+    mge-run of the text model."""
+    d = tmpdir()
+    src, onx = os.path.join(d, "m.mgt"), os.path.join(d, "m.onnx")
+    with open(src, "w") as f:
+        f.write(model_text)
+    rc, _, err = run([tool("mge-opt"), src, "--emit", "onnx", "-o", onx], check=False)
+    if bad:
+        assert rc == 1 and "cannot be written as ONNX" in err, f"{label}: expected the export refused, got {rc}: {err}"
+        return
+    assert rc == 0, f"{label}: mge-opt exited {rc}: {err}"
+    _, out, _ = run([tool("mge-run"), src], stdin=npy_stream(*[v for _, v in ins]))
+    got = read_stream(out)[0]
+    sess = ort.InferenceSession(onx, providers=["CPUExecutionProvider"])
+    ref = sess.run(None, {i.name: v for i, (_, v) in zip(sess.get_inputs(), ins)})[0]
+    assert got.shape == ref.shape, f"{label}: shape {got.shape} != {ref.shape}"
+    e = rel_err(got, ref)
+    assert e < TOL, f"{label}: rel error {e:.3g}"
+
+
+def test_export():
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 3, 5, 6)).astype(np.float32)
+    g = rng.uniform(-1.2, 1.2, (2, 4, 3, 2)).astype(np.float32)
+    for mode in ["bilinear", "nearest", "bicubic"]:
+        for pad in ["zeros", "border", "reflection"]:
+            for al in ["false", "true"]:
+                exported(f"input x : f32[2,3,5,6]\ninput g : f32[2,4,3,2]\n"
+                         f"y = grid_sample(x, g, mode={mode}, padding_mode={pad}, align_corners={al})\noutput y\n",
+                         [("x", x), ("g", g)], f"grid_sample {mode} {pad} {al}")
+    for attrs in ["align_corners=false, scales=[2, 1.5]", "align_corners=true, size=[9, 4]",
+                  "cubic_a=-0.5, exclude_outside=true, scales=[0.6, 2]"]:
+        exported(f"input x : f32[2,3,5,6]\ny = resize(x, mode=bicubic, {attrs})\noutput y\n", [("x", x)],
+                 f"resize bicubic {attrs}")
+    xy = rng.uniform(-2, 7, (4, 2, 2)).astype(np.float32)
+    rois = np.concatenate([xy.min(1), xy.max(1)], 1).astype(np.float32)
+    bi = rng.integers(0, 2, 4).astype(np.int64)
+    for attrs in ["output_size=[2, 3]", "output_size=[3, 3], pooling=max, sampling_ratio=2, aligned=true",
+                  "output_size=[1, 2], spatial_scale=0.5, aligned=true"]:
+        exported(f"input x : f32[2,3,5,6]\ninput r : f32[4,4]\ninput b : i64[4]\n"
+                 f"y = roi_align(x, r, b, {attrs})\noutput y\n", [("x", x), ("r", rois), ("b", bi)],
+                 f"roi_align {attrs}")
+    exported("input x : f32[1,2,3,4,5]\ninput g : f32[1,2,2,2,3]\ny = grid_sample(x, g)\noutput y\n",
+             [("x", rng.standard_normal((1, 2, 3, 4, 5)).astype(np.float32)),
+              ("g", rng.uniform(-1, 1, (1, 2, 2, 2, 3)).astype(np.float32))], "5-D grid_sample", bad=True)
