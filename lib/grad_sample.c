@@ -1,6 +1,6 @@
-/* grad_sample.c — grid_sample's gradient rule: grid_sample_grad(dy, x,
- * grid) -> dx, dgrid with the forward's attributes; the gradient op has
- * none. */
+/* grad_sample.c — the gradient rules of grid_sample (grid_sample_grad(dy,
+ * x, grid) -> dx, dgrid) and roi_align (roi_align_grad -> dx), with the
+ * forward's attributes; the gradient ops have none. */
 #include "internal.h"
 
 #include <stdio.h>
@@ -10,6 +10,16 @@ mge_status mge_sample_grad(mge_graph *g, int node, const int *dy, const char *wa
     const mge_node *n = &g->nodes[node];
     char base[200];
     snprintf(base, sizeof base, "%s", n->name);
+    if (n->op == MGE_OP_ROI_ALIGN) {
+        /* x's gradient only; rois and batch_indices get none (torchvision's) */
+        if (dy[0] < 0 || !want[0])
+            return MGE_OK;
+        int in[4] = {dy[0], n->in[0], n->in[1], n->in[2]};
+        mge_attr ga[8];
+        int ng = mge_grad_attrs(n, MGE_OP_ROI_ALIGN_GRAD, ga);
+        dx[0] = mge_grad_emit(g, base, MGE_OP_ROI_ALIGN_GRAD, 4, in, ng, ga, 1, NULL, err);
+        return dx[0] < 0 ? (err && err->code ? err->code : MGE_ERR_INVALID) : MGE_OK;
+    }
     if (n->op != MGE_OP_GRID_SAMPLE)
         return mge_error_set(err, MGE_ERR_UNSUPPORTED, "%s: %s has no gradient rule", base, mge_op_info(n->op)->name);
     if (dy[0] < 0 || (!want[0] && !want[1]))

@@ -132,6 +132,24 @@ mge_status mge_sample_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *o
 {
     if (n->op == MGE_OP_ROI_ALIGN)
         return roi_infer(n, in, out, err);
+    if (n->op == MGE_OP_ROI_ALIGN_GRAD) {
+        mge_tdesc y;
+        mge_status s = roi_infer(n, in + 1, &y, err);
+        if (s)
+            return s;
+        const mge_tdesc *dy = &in[0];
+        int ok = dy->dtype == y.dtype && dy->ndim == 4;
+        for (int i = 0; ok && i < 4; i++)
+            ok = dy->dims[i] == y.dims[i];
+        if (!ok) {
+            char b1[96], b2[96];
+            return mge_error_set(err, MGE_ERR_SHAPE, "roi_align_grad: dy is %s: expected %s",
+                                 mge_tdesc_str(dy, b1, sizeof b1), mge_tdesc_str(&y, b2, sizeof b2));
+        }
+        out[0] = in[1];
+        out[0].known = 0;
+        return MGE_OK;
+    }
     if (n->op == MGE_OP_DEFORM_CONV2D)
         return deform_infer(n, in, out, err);
     int grad = n->op == MGE_OP_GRID_SAMPLE_GRAD;
@@ -166,10 +184,10 @@ mge_status mge_sample_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *o
 
 double mge_sample_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc *out)
 {
-    if (n->op == MGE_OP_ROI_ALIGN) {
+    if (n->op == MGE_OP_ROI_ALIGN || n->op == MGE_OP_ROI_ALIGN_GRAD) {
         /* 4 corners of a multiply-add per sample; the adaptive count is data-dependent: 4 samples assumed */
         int64_t sr = mge_node_int(n, MGE_KEY_sampling_ratio, 0);
-        return 8.0 * (double)(sr > 0 ? sr * sr : 4) * mge_tdesc_count(&out[0]);
+        return 8.0 * (double)(sr > 0 ? sr * sr : 4) * mge_tdesc_count(n->op == MGE_OP_ROI_ALIGN ? &out[0] : &in[0]);
     }
     if (n->op == MGE_OP_DEFORM_CONV2D) {
         /* per output: C/groups*kh*kw taps of a bilinear sample (~10) and a multiply-add */

@@ -1,4 +1,5 @@
-"""roi_align and deform_conv2d against torchvision 0.14's ops (avg
+"""roi_align (forward and roi_align_grad) and deform_conv2d against
+torchvision 0.14's ops and autograd (avg
 pooling, aligned both ways, fixed and adaptive sampling_ratio, rois
 partly outside; deform_conv2d with stride, pad, dilation, groups,
 offset groups, bias and mask). f32, relative error ~1e-5. pooling=max is
@@ -50,16 +51,24 @@ def test_roi_align_vs_torchvision():
     for aligned in [False, True]:
         for sr in [0, 1, 2, 3]:
             for scale, out in [(1.0, (3, 4)), (0.5, (2, 2)), (1.3, (5, 1))]:
-                want = tvo.roi_align(torch.tensor(x), torch.tensor(np.concatenate([bi[:, None], boxes], 1).astype(np.float32)),
+                xt = torch.tensor(x, requires_grad=True)
+                want = tvo.roi_align(xt, torch.tensor(np.concatenate([bi[:, None], boxes], 1).astype(np.float32)),
                                      out, spatial_scale=scale, sampling_ratio=sr, aligned=aligned)
+                dy = rng.standard_normal(tuple(want.shape)).astype(np.float32)
+                want.backward(torch.tensor(dy))
+                attr = (f"output_size={fmt(out)}, sampling_ratio={sr}, spatial_scale={scale}, "
+                        f"aligned={'true' if aligned else 'false'}")
                 model = f"""input x : {shape_str(x.shape)}
 input r : {shape_str(boxes.shape)}
 input b : {shape_str(bi.shape, 'i64')}
-y = roi_align(x, r, b, output_size={fmt(out)}, sampling_ratio={sr}, spatial_scale={scale}, aligned={'true' if aligned else 'false'})
-output y
+input dy : {shape_str(dy.shape)}
+y = roi_align(x, r, b, {attr})
+dx = roi_align_grad(dy, x, r, b, {attr})
+output y, dx
 """
-                got = mge(model, [x, boxes, bi], 1)
+                got = mge(model, [x, boxes, bi, dy], 2)
                 close(got[0], want, (aligned, sr, scale, out))
+                close(got[1], xt.grad, ("dx", aligned, sr, scale, out))
 
 
 def test_deform_conv2d_vs_torchvision():

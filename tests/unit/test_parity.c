@@ -396,6 +396,7 @@ static const pspec specs[MGE_NOPS] = {
     [MGE_OP_GRID_SAMPLE] = CASES(gen_grid_sample, 16, ACC),
     [MGE_OP_GRID_SAMPLE_GRAD] = VIA("grid_sample", ACC),
     [MGE_OP_ROI_ALIGN] = CASES(gen_roi_align, 12, ACC),
+    [MGE_OP_ROI_ALIGN_GRAD] = VIA("roi_align", ACC),
     [MGE_OP_DEFORM_CONV2D] = CASES(gen_deform_conv2d, 12, ACC),
 };
 

@@ -255,6 +255,22 @@ static void test_grads(void)
         CHECK_MSG(w < 1e-2, "worst %g: %s", w, src);
         mge_graph_free(g);
     }
+    /* roi_align: x's gradient, avg and max, aligned both ways, fixed and
+     * adaptive sampling, rois partly outside */
+    static const char *const ra[] = {"output_size=[2, 3]", "output_size=[3, 2], sampling_ratio=2, aligned=true",
+                                     "output_size=[2, 2], pooling=max, sampling_ratio=2",
+                                     "output_size=[3, 3], pooling=max, aligned=true, spatial_scale=0.5"};
+    for (size_t i = 0; i < sizeof ra / sizeof ra[0]; i++) {
+        snprintf(src, sizeof src,
+                 "input x : f32[2,2,6,5]\nconst r : f32[3,4] = [0.3, 0.6, 3.7, 4.1, -1.2, 1.5, 2.2, 7.5, 1.1, 0.2, 4.6, 2.9]\n"
+                 "const b : i64[3] = [1, 0, 1]\ny = roi_align(x, r, b, %s)\noutput y\n", ra[i]);
+        mge_graph *g = ug_parse(src);
+        if (!g)
+            continue;
+        double w = gc_check(g, mge_graph_find(g, "y"), NULL, 1e-2, 0);
+        CHECK_MSG(w < 1e-2, "worst %g: %s", w, src);
+        mge_graph_free(g);
+    }
     /* the gradient op has none */
     mge_graph *g = ug_parse("input dy : f32[1,1,2,2]\ninput x : f32[1,1,3,3]\ninput gr : f32[1,2,2,2]\n"
                             "y, z = grid_sample_grad(dy, x, gr)\noutput y\n");
