@@ -398,6 +398,7 @@ static const pspec specs[MGE_NOPS] = {
     [MGE_OP_ROI_ALIGN] = CASES(gen_roi_align, 12, ACC),
     [MGE_OP_ROI_ALIGN_GRAD] = VIA("roi_align", ACC),
     [MGE_OP_DEFORM_CONV2D] = CASES(gen_deform_conv2d, 12, ACC),
+    [MGE_OP_DEFORM_CONV2D_GRAD] = VIA("deform_conv2d", ACC),
 };
 
 /* Op x dtype pairs some backend claims that no compared graph runs, and
