@@ -18,8 +18,8 @@ static void corners(double sy, double sx, int64_t H, int64_t W, int64_t *at, dou
 {
     at[0] = at[1] = at[2] = at[3] = 0;
     w[0] = w[1] = w[2] = w[3] = 0;
-    if (sy < -1.0 || sy > (double)H || sx < -1.0 || sx > (double)W)
-        return;
+    if (H < 1 || W < 1 || sy < -1.0 || sy > (double)H || sx < -1.0 || sx > (double)W)
+        return; /* an empty plane has no corners to read */
     double yy = sy > 0 ? sy : 0, xx = sx > 0 ? sx : 0;
     int64_t y0 = (int64_t)yy, x0 = (int64_t)xx, y1, x1;
     if (y0 >= H - 1)
