@@ -23,26 +23,27 @@ mge_status mge_sample_grad(mge_graph *g, int node, const int *dy, const char *wa
         return dx[0] < 0 ? (err && err->code ? err->code : MGE_ERR_INVALID) : MGE_OK;
     }
     if (n->op == MGE_OP_DEFORM_CONV2D) {
-        int any = 0;
-        for (int i = 0; i < n->nin; i++)
+        /* n points into g->nodes, which emitting may move: read it first */
+        int nin = n->nin, any = 0;
+        for (int i = 0; i < nin; i++)
             any |= want[i];
         if (dy[0] < 0 || !any)
             return MGE_OK;
         int in[6] = {dy[0]}, outs[4];
-        for (int i = 0; i < n->nin; i++)
+        for (int i = 0; i < nin; i++)
             in[1 + i] = n->in[i];
         mge_attr ga[8];
         int ng = mge_grad_attrs(n, MGE_OP_DEFORM_CONV2D_GRAD, ga);
-        if ((want[0] || want[1] || want[2] || (n->nin > 4 && want[4])) &&
-            mge_grad_emit(g, base, MGE_OP_DEFORM_CONV2D_GRAD, 1 + n->nin, in, ng, ga, 4, outs, err) < 0)
+        if ((want[0] || want[1] || want[2] || (nin > 4 && want[4])) &&
+            mge_grad_emit(g, base, MGE_OP_DEFORM_CONV2D_GRAD, 1 + nin, in, ng, ga, 4, outs, err) < 0)
             return err && err->code ? err->code : MGE_ERR_INVALID;
         /* inputs x, weight, offset, bias, mask: outputs dx, dweight, doffset, dmask */
         for (int i = 0; i < 3; i++)
             if (want[i])
                 dx[i] = outs[i];
-        if (n->nin > 4 && want[4])
+        if (nin > 4 && want[4])
             dx[4] = outs[3];
-        if (n->nin > 3 && want[3]) {
+        if (nin > 3 && want[3]) {
             int64_t ax[3] = {0, 2, 3};
             mge_attr sa[2];
             memset(sa, 0, sizeof sa);
