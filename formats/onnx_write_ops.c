@@ -513,8 +513,8 @@ static const char *sizes_of(mge_onnx_w *w, const char *x, const char *hw)
 static mge_status ex_resize(mge_onnx_w *w, const mge_node *n)
 {
     const char *mode = mge_key_enum_word(MGE_KEY_mode, mge_node_int(n, MGE_KEY_mode, 0));
-    int bil = mode && strcmp(mode, "bilinear") == 0;
-    if (!mode || (!bil && strcmp(mode, "nearest") != 0))
+    int bil = mode && strcmp(mode, "bilinear") == 0, cub = mode && strcmp(mode, "bicubic") == 0;
+    if (!mode || (!bil && !cub && strcmp(mode, "nearest") != 0))
         return mge_onnx_w_unsupported(w, "mode=%s", mode ? mode : "?");
     const mge_attr *sc = mge_node_attr(n, MGE_KEY_scales), *sz = mge_node_attr(n, MGE_KEY_size);
     const char *scales = "", *sizes = "";
@@ -534,7 +534,14 @@ static mge_status ex_resize(mge_onnx_w *w, const mge_node *n)
     }
     Onnx__NodeProto *nd = NULL;
     op(w, &nd, "Resize", OUT(0), 4, IN(0), "", scales, sizes);
-    if (bil) {
+    if (cub) {
+        /* mge's bicubic source coordinate is half_pixel unclamped (PyTorch's) */
+        mge_onnx_w_attr_s(w, nd, "mode", "cubic");
+        mge_onnx_w_attr_s(w, nd, "coordinate_transformation_mode",
+                          mge_node_int(n, MGE_KEY_align_corners, 0) ? "align_corners" : "half_pixel");
+        mge_onnx_w_attr_f(w, nd, "cubic_coeff_a", mge_node_float(n, MGE_KEY_cubic_a, -0.75));
+        mge_onnx_w_attr_i(w, nd, "exclude_outside", mge_node_int(n, MGE_KEY_exclude_outside, 0));
+    } else if (bil) {
         mge_onnx_w_attr_s(w, nd, "mode", "linear");
         mge_onnx_w_attr_s(w, nd, "coordinate_transformation_mode",
                           mge_node_int(n, MGE_KEY_align_corners, 0) ? "align_corners" : "pytorch_half_pixel");
@@ -544,6 +551,36 @@ static mge_status ex_resize(mge_onnx_w *w, const mge_node *n)
         mge_onnx_w_attr_s(w, nd, "coordinate_transformation_mode", "asymmetric");
         mge_onnx_w_attr_s(w, nd, "nearest_mode", "floor");
     }
+    return nd ? MGE_OK : NOMEM();
+}
+
+/* grid_sample as GridSample-16 (4-D only: N-D came with opset 20). */
+static mge_status ex_grid_sample(mge_onnx_w *w, const mge_node *n)
+{
+    if (val(w, n->in[0])->ndim != 4)
+        return mge_onnx_w_unsupported(w, "a 5-D grid_sample (GridSample takes N-D from opset 20; mge writes 17)");
+    const char *mode = mge_key_enum_word(MGE_KEY_mode, mge_node_int(n, MGE_KEY_mode, MGE_MODE_BILINEAR));
+    const char *pad = mge_key_enum_word(MGE_KEY_padding_mode, mge_node_int(n, MGE_KEY_padding_mode, 0));
+    Onnx__NodeProto *nd = NULL;
+    op(w, &nd, "GridSample", OUT(0), 2, IN(0), IN(1));
+    mge_onnx_w_attr_s(w, nd, "mode", mode ? mode : "bilinear");
+    mge_onnx_w_attr_s(w, nd, "padding_mode", pad ? pad : "zeros");
+    mge_onnx_w_attr_i(w, nd, "align_corners", mge_node_int(n, MGE_KEY_align_corners, 0));
+    return nd ? MGE_OK : NOMEM();
+}
+
+/* roi_align as RoiAlign-16 (batch_indices int64). */
+static mge_status ex_roi_align(mge_onnx_w *w, const mge_node *n)
+{
+    Onnx__NodeProto *nd = NULL;
+    op(w, &nd, "RoiAlign", OUT(0), 3, IN(0), IN(1), as_i64(w, n->in[2]));
+    mge_onnx_w_attr_s(w, nd, "mode", mge_node_int(n, MGE_KEY_pooling, 0) ? "max" : "avg");
+    mge_onnx_w_attr_i(w, nd, "output_height", ints_at(n, MGE_KEY_output_size, 0, 1));
+    mge_onnx_w_attr_i(w, nd, "output_width", ints_at(n, MGE_KEY_output_size, 1, 1));
+    mge_onnx_w_attr_i(w, nd, "sampling_ratio", mge_node_int(n, MGE_KEY_sampling_ratio, 0));
+    mge_onnx_w_attr_f(w, nd, "spatial_scale", mge_node_float(n, MGE_KEY_spatial_scale, 1));
+    mge_onnx_w_attr_s(w, nd, "coordinate_transformation_mode",
+                      mge_node_int(n, MGE_KEY_aligned, 0) ? "half_pixel" : "output_half_pixel");
     return nd ? MGE_OK : NOMEM();
 }
 
@@ -1306,6 +1343,10 @@ static mge_status export_node(mge_onnx_w *w, const mge_node *n)
         return ex_resize(w, n);
     case MGE_OP_PAD:
         return ex_pad(w, n);
+    case MGE_OP_GRID_SAMPLE:
+        return ex_grid_sample(w, n);
+    case MGE_OP_ROI_ALIGN:
+        return ex_roi_align(w, n);
     case MGE_OP_QUANTIZE:
         return q_attr(w, IN(0), mge_node_float(n, MGE_KEY_scale, 1), mge_node_int(n, MGE_KEY_zero, 0), OUT(0))
                    ? MGE_OK : NOMEM();

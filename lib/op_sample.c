@@ -75,7 +75,7 @@ static mge_status roi_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *o
 }
 
 /* deform_conv2d(x, weight, offset[, bias[, mask]]) -> [N,O,OH,OW] */
-static mge_status deform_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *out, mge_error *err)
+static mge_status deform_infer(const mge_node *n, const mge_tdesc *in, int nin, mge_tdesc *out, mge_error *err)
 {
     const mge_tdesc *x = &in[0], *w = &in[1], *off = &in[2];
     char b1[96], b2[96];
@@ -106,13 +106,13 @@ static mge_status deform_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc
         return mge_error_set(err, MGE_ERR_SHAPE, "deform_conv2d: offset is %s: expected %s[%lld,%lld,%lld,%lld]",
                              mge_tdesc_str(off, b1, sizeof b1), mge_dtype_name(x->dtype), (long long)x->dims[0],
                              (long long)(2 * OG * kk), (long long)o[0], (long long)o[1]);
-    if (n->nin > 3) {
+    if (nin > 3) {
         const mge_tdesc *b = &in[3];
         if (b->dtype != x->dtype || b->ndim != 1 || b->dims[0] != w->dims[0])
             return mge_error_set(err, MGE_ERR_SHAPE, "deform_conv2d: bias is %s: expected %s[%lld]",
                                  mge_tdesc_str(b, b1, sizeof b1), mge_dtype_name(x->dtype), (long long)w->dims[0]);
     }
-    if (n->nin > 4) {
+    if (nin > 4) {
         const mge_tdesc *m = &in[4];
         if (m->dtype != x->dtype || m->ndim != 4 || m->dims[0] != x->dims[0] || m->dims[1] != OG * kk ||
             m->dims[2] != o[0] || m->dims[3] != o[1])
@@ -132,8 +132,46 @@ mge_status mge_sample_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *o
 {
     if (n->op == MGE_OP_ROI_ALIGN)
         return roi_infer(n, in, out, err);
+    if (n->op == MGE_OP_ROI_ALIGN_GRAD) {
+        mge_tdesc y;
+        mge_status s = roi_infer(n, in + 1, &y, err);
+        if (s)
+            return s;
+        const mge_tdesc *dy = &in[0];
+        int ok = dy->dtype == y.dtype && dy->ndim == 4;
+        for (int i = 0; ok && i < 4; i++)
+            ok = dy->dims[i] == y.dims[i];
+        if (!ok) {
+            char b1[96], b2[96];
+            return mge_error_set(err, MGE_ERR_SHAPE, "roi_align_grad: dy is %s: expected %s",
+                                 mge_tdesc_str(dy, b1, sizeof b1), mge_tdesc_str(&y, b2, sizeof b2));
+        }
+        out[0] = in[1];
+        out[0].known = 0;
+        return MGE_OK;
+    }
     if (n->op == MGE_OP_DEFORM_CONV2D)
-        return deform_infer(n, in, out, err);
+        return deform_infer(n, in, n->nin, out, err);
+    if (n->op == MGE_OP_DEFORM_CONV2D_GRAD) {
+        mge_tdesc y;
+        mge_status s = deform_infer(n, in + 1, n->nin - 1, &y, err);
+        if (s)
+            return s;
+        const mge_tdesc *dy = &in[0];
+        int ok = dy->dtype == y.dtype && dy->ndim == 4;
+        for (int i = 0; ok && i < 4; i++)
+            ok = dy->dims[i] == y.dims[i];
+        if (!ok) {
+            char b1[96], b2[96];
+            return mge_error_set(err, MGE_ERR_SHAPE, "deform_conv2d_grad: dy is %s: expected %s",
+                                 mge_tdesc_str(dy, b1, sizeof b1), mge_tdesc_str(&y, b2, sizeof b2));
+        }
+        for (int k = 0; k < 3; k++)
+            out[k] = in[1 + k], out[k].known = 0;
+        out[3] = y;
+        out[3].dims[1] = mge_node_int(n, MGE_KEY_offset_groups, 1) * in[2].dims[2] * in[2].dims[3];
+        return MGE_OK;
+    }
     int grad = n->op == MGE_OP_GRID_SAMPLE_GRAD;
     const char *op = grad ? "grid_sample_grad" : "grid_sample";
     const mge_tdesc *x = &in[grad ? 1 : 0], *grid = &in[grad ? 2 : 1];
@@ -166,15 +204,18 @@ mge_status mge_sample_infer(const mge_node *n, const mge_tdesc *in, mge_tdesc *o
 
 double mge_sample_flops(const mge_node *n, const mge_tdesc *in, const mge_tdesc *out)
 {
-    if (n->op == MGE_OP_ROI_ALIGN) {
+    if (n->op == MGE_OP_ROI_ALIGN || n->op == MGE_OP_ROI_ALIGN_GRAD) {
         /* 4 corners of a multiply-add per sample; the adaptive count is data-dependent: 4 samples assumed */
         int64_t sr = mge_node_int(n, MGE_KEY_sampling_ratio, 0);
-        return 8.0 * (double)(sr > 0 ? sr * sr : 4) * mge_tdesc_count(&out[0]);
+        return 8.0 * (double)(sr > 0 ? sr * sr : 4) * mge_tdesc_count(n->op == MGE_OP_ROI_ALIGN ? &out[0] : &in[0]);
     }
-    if (n->op == MGE_OP_DEFORM_CONV2D) {
-        /* per output: C/groups*kh*kw taps of a bilinear sample (~10) and a multiply-add */
-        double taps = (double)in[1].dims[1] * (double)in[1].dims[2] * (double)in[1].dims[3];
-        return 12.0 * taps * mge_tdesc_count(&out[0]);
+    if (n->op == MGE_OP_DEFORM_CONV2D || n->op == MGE_OP_DEFORM_CONV2D_GRAD) {
+        /* per output: C/groups*kh*kw taps of a bilinear sample (~10) and a
+         * multiply-add; the gradient about three times that */
+        int gr = n->op == MGE_OP_DEFORM_CONV2D_GRAD;
+        const mge_tdesc *w = &in[gr ? 2 : 1];
+        double taps = (double)w->dims[1] * (double)w->dims[2] * (double)w->dims[3];
+        return (gr ? 36.0 : 12.0) * taps * mge_tdesc_count(gr ? &in[0] : &out[0]);
     }
     int grad = n->op == MGE_OP_GRID_SAMPLE_GRAD;
     const mge_tdesc *y = grad ? &in[0] : &out[0];

@@ -1,4 +1,5 @@
-"""roi_align and deform_conv2d against torchvision 0.14's ops (avg
+"""roi_align (forward and roi_align_grad) and deform_conv2d against
+torchvision 0.14's ops and autograd (every gradient of deform_conv2d's; avg
 pooling, aligned both ways, fixed and adaptive sampling_ratio, rois
 partly outside; deform_conv2d with stride, pad, dilation, groups,
 offset groups, bias and mask). f32, relative error ~1e-5. pooling=max is
@@ -50,16 +51,24 @@ def test_roi_align_vs_torchvision():
     for aligned in [False, True]:
         for sr in [0, 1, 2, 3]:
             for scale, out in [(1.0, (3, 4)), (0.5, (2, 2)), (1.3, (5, 1))]:
-                want = tvo.roi_align(torch.tensor(x), torch.tensor(np.concatenate([bi[:, None], boxes], 1).astype(np.float32)),
+                xt = torch.tensor(x, requires_grad=True)
+                want = tvo.roi_align(xt, torch.tensor(np.concatenate([bi[:, None], boxes], 1).astype(np.float32)),
                                      out, spatial_scale=scale, sampling_ratio=sr, aligned=aligned)
+                dy = rng.standard_normal(tuple(want.shape)).astype(np.float32)
+                want.backward(torch.tensor(dy))
+                attr = (f"output_size={fmt(out)}, sampling_ratio={sr}, spatial_scale={scale}, "
+                        f"aligned={'true' if aligned else 'false'}")
                 model = f"""input x : {shape_str(x.shape)}
 input r : {shape_str(boxes.shape)}
 input b : {shape_str(bi.shape, 'i64')}
-y = roi_align(x, r, b, output_size={fmt(out)}, sampling_ratio={sr}, spatial_scale={scale}, aligned={'true' if aligned else 'false'})
-output y
+input dy : {shape_str(dy.shape)}
+y = roi_align(x, r, b, {attr})
+dx = roi_align_grad(dy, x, r, b, {attr})
+output y, dx
 """
-                got = mge(model, [x, boxes, bi], 1)
+                got = mge(model, [x, boxes, bi, dy], 2)
                 close(got[0], want, (aligned, sr, scale, out))
+                close(got[1], xt.grad, ("dx", aligned, sr, scale, out))
 
 
 def test_deform_conv2d_vs_torchvision():
@@ -77,9 +86,11 @@ def test_deform_conv2d_vs_torchvision():
         off = (rng.standard_normal((N, 2 * og * k[0] * k[1], OH, OW)) * 2).astype(np.float32)
         b = rng.standard_normal(O).astype(np.float32)
         m = rng.uniform(0, 1, (N, og * k[0] * k[1], OH, OW)).astype(np.float32)
-        want = tvo.deform_conv2d(torch.tensor(x), torch.tensor(off), torch.tensor(w),
-                                 torch.tensor(b) if bias else None, s, p, d,
-                                 torch.tensor(m) if mask else None)
+        ts = [torch.tensor(a, requires_grad=True) for a in (x, off, w, m)]
+        want = tvo.deform_conv2d(ts[0], ts[1], ts[2], torch.tensor(b) if bias else None, s, p, d,
+                                 ts[3] if mask else None)
+        dy = rng.standard_normal(tuple(want.shape)).astype(np.float32)
+        want.backward(torch.tensor(dy))
         ins = [x, w, off] + ([b] if bias or mask else []) + ([m] if mask else [])
         if mask and not bias:
             ins[3] = np.zeros(O, np.float32)
@@ -91,7 +102,14 @@ def test_deform_conv2d_vs_torchvision():
         if mask:
             decl += f"input m : {shape_str(m.shape)}\n"
             args += ", m"
-        model = (decl + f"y = deform_conv2d({args}, stride={fmt(s)}, pad={fmt(p)}, dilation={fmt(d)}, "
-                 f"groups={g}, offset_groups={og})\noutput y\n")
-        got = mge(model, ins, 1)
-        close(got[0], want, (N, C, H, W, O, k, s, p, d, g, og, bias, mask))
+        attr = f"stride={fmt(s)}, pad={fmt(p)}, dilation={fmt(d)}, groups={g}, offset_groups={og}"
+        model = (decl + f"input dy : {shape_str(dy.shape)}\ny = deform_conv2d({args}, {attr})\n"
+                 f"dx, dw, doff, dm = deform_conv2d_grad(dy, {args}, {attr})\noutput y, dx, dw, doff, dm\n")
+        got = mge(model, ins + [dy], 5)
+        what = (N, C, H, W, O, k, s, p, d, g, og, bias, mask)
+        close(got[0], want, what)
+        close(got[1], ts[0].grad, ("dx",) + what, 1e-4)
+        close(got[2], ts[2].grad, ("dweight",) + what, 1e-4)
+        close(got[3], ts[1].grad, ("doffset",) + what, 1e-4)
+        if mask:
+            close(got[4], ts[3].grad, ("dmask",) + what, 1e-4)

@@ -426,6 +426,7 @@ static const pspec specs[MGE_NOPS] = {
     [MGE_OP_GRID_SAMPLE] = CASES(gen_grid_sample, 16, ACC),
     [MGE_OP_GRID_SAMPLE_GRAD] = VIA("grid_sample", ACC),
     [MGE_OP_ROI_ALIGN] = CASES(gen_roi_align, 12, ACC),
+    [MGE_OP_ROI_ALIGN_GRAD] = VIA("roi_align", ACC),
     [MGE_OP_DEFORM_CONV2D] = CASES(gen_deform_conv2d, 12, ACC),
     /* ONNX linear quantization (group quant-onnx) */
     [MGE_OP_QUANTIZE_LINEAR] = CASES(gen_quantize_linear, 12, EXACT),
@@ -433,6 +434,7 @@ static const pspec specs[MGE_NOPS] = {
     [MGE_OP_REQUANTIZE] = CASES(gen_requantize, 10, EXACT),
     [MGE_OP_MATMUL_INTEGER] = CASES(gen_matmul_integer, 16, EXACT),
     [MGE_OP_CONV_INTEGER] = CASES(gen_conv_integer, 16, EXACT),
+    [MGE_OP_DEFORM_CONV2D_GRAD] = VIA("deform_conv2d", ACC),
 };
 
 /* Op x dtype pairs some backend claims that no compared graph runs, and

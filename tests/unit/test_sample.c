@@ -245,7 +245,7 @@ static void test_grads(void)
             }
     static const char *const rs[] = {"scales=[2, 2]", "scales=[1.5, 0.75]", "align_corners=true, size=[4, 7]",
                                      "size=[2, 9]", "exclude_outside=true, cubic_a=-0.5, scales=[2, 1.3]"};
-    char src[256];
+    char src[512];
     for (size_t i = 0; i < sizeof rs / sizeof rs[0]; i++) {
         snprintf(src, sizeof src, "input x : f32[2,3,5,4]\ny = resize(x, mode=bicubic, %s)\noutput y\n", rs[i]);
         mge_graph *g = ug_parse(src);
@@ -253,6 +253,39 @@ static void test_grads(void)
             continue;
         double w = gc_check(g, mge_graph_find(g, "y"), NULL, 1e-2, 0);
         CHECK_MSG(w < 1e-2, "worst %g: %s", w, src);
+        mge_graph_free(g);
+    }
+    /* roi_align: x's gradient, avg and max, aligned both ways, fixed and
+     * adaptive sampling, rois partly outside */
+    static const char *const ra[] = {"output_size=[2, 3]", "output_size=[3, 2], sampling_ratio=2, aligned=true",
+                                     "output_size=[2, 2], pooling=max, sampling_ratio=2",
+                                     "output_size=[3, 3], pooling=max, aligned=true, spatial_scale=0.5"};
+    for (size_t i = 0; i < sizeof ra / sizeof ra[0]; i++) {
+        snprintf(src, sizeof src,
+                 "input x : f32[2,2,6,5]\nconst r : f32[3,4] = [0.3, 0.6, 3.7, 4.1, -1.2, 1.5, 2.2, 7.5, 1.1, 0.2, 4.6, 2.9]\n"
+                 "const b : i64[3] = [1, 0, 1]\ny = roi_align(x, r, b, %s)\noutput y\n", ra[i]);
+        mge_graph *g = ug_parse(src);
+        if (!g)
+            continue;
+        double w = gc_check(g, mge_graph_find(g, "y"), NULL, 1e-2, 0);
+        CHECK_MSG(w < 1e-2, "worst %g: %s", w, src);
+        mge_graph_free(g);
+    }
+    /* deform_conv2d: every operand (x, weight, offset, bias, mask) */
+    static const char *const dc[] = {
+        "input x : f32[2,2,5,4]\ninput w : f32[3,2,2,2]\ninput o : f32[2,8,4,3]\ny = deform_conv2d(x, w, o)\n",
+        "input x : f32[1,4,6,5]\ninput w : f32[2,2,3,2]\ninput o : f32[1,24,3,5]\ninput b : f32[2]\n"
+        "input m : f32[1,12,3,5]\ny = deform_conv2d(x, w, o, b, m, groups=2, offset_groups=2, stride=[2, 1], "
+        "pad=[1, 1], dilation=[1, 2])\n",
+        "input x : f32[1,2,4,4]\ninput w : f32[2,2,2,2]\ninput o : f32[1,8,3,3]\ninput b : f32[2]\n"
+        "y = deform_conv2d(x, w, o, b)\n"};
+    for (size_t i = 0; i < sizeof dc / sizeof dc[0]; i++) {
+        snprintf(src, sizeof src, "%soutput y\n", dc[i]);
+        mge_graph *g = ug_parse(src);
+        if (!g)
+            continue;
+        double w = gc_check(g, mge_graph_find(g, "y"), NULL, 2e-2, 0);
+        CHECK_MSG(w < 2e-2, "worst %g: %s", w, src);
         mge_graph_free(g);
     }
     /* the gradient op has none */
