@@ -399,6 +399,8 @@ void mge_sgemm_ptr(const mge_kctx *ctx, int64_t M, int64_t N, int64_t K, float a
  * without transposes were measured). MGE_GEMM=openblas in the environment
  * (read once) says never. */
 int mge_sgemm_pick(int64_t M, int64_t N, int64_t K);
+/* the same with the least N given (mge_sgemm_pick: 128) */
+int mge_sgemm_pick_n(int64_t M, int64_t N, int64_t K, int64_t nmin);
 /* Whether mge_sgemm runs its own AVX-512 kernels (not OpenBLAS, not the
  * AVX2 or portable ones): where the convolutions built on it pay off. */
 int mge_sgemm_native(void);
