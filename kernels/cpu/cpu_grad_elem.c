@@ -16,7 +16,7 @@
 
 /* ---------------------------------------------------------------- activations */
 
-CPU_MULTI3(ag_loop,
+CPU_MULTI(ag_loop,
           (int op, float alpha, float scale, const float *dy, const float *t, float *o, int64_t n),
           (op, alpha, scale, dy, t, o, n), {
               switch (op) {
