@@ -109,8 +109,29 @@ void cpu_plane_deinterleave(const float *restrict pad, int64_t Hp, int64_t Wp, f
             name##_base args;                                \
         }                                                    \
     }
+/* CPU_SPLIT3(name, params, args): name picks name##_avx512 (a function the
+ * file writes with CPU_AVX512, inside #if CPU_SPLIT_AVX512) on AVX-512 and
+ * name##_v (a CPU_MULTI) otherwise: for loops whose AVX-512 form differs
+ * from the AVX2 and baseline one. */
+#define CPU_SPLIT_AVX512 1
+#define CPU_SPLIT3(name, params, args)            \
+    static void name params                       \
+    {                                             \
+        if (mge_cpu_isa() >= MGE_ISA_AVX512) {    \
+            name##_avx512 args;                   \
+            CPU_VZEROUPPER();                     \
+        } else {                                  \
+            name##_v args;                        \
+        }                                         \
+    }
 #else
 #define CPU_MULTI3 CPU_MULTI
+#define CPU_SPLIT_AVX512 0
+#define CPU_SPLIT3(name, params, args) \
+    static void name params            \
+    {                                  \
+        name##_v args;                 \
+    }
 #endif
 
 /* expf for vectorized loops: exp(x) = 2^n * e^r with |r| <= ln2/2 and a
