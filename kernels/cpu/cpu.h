@@ -109,8 +109,29 @@ void cpu_plane_deinterleave(const float *restrict pad, int64_t Hp, int64_t Wp, f
             name##_base args;                                \
         }                                                    \
     }
+/* CPU_SPLIT3(name, params, args): name picks name##_avx512 (a function the
+ * file writes with CPU_AVX512, inside #if CPU_SPLIT_AVX512) on AVX-512 and
+ * name##_v (a CPU_MULTI) otherwise: for loops whose AVX-512 form differs
+ * from the AVX2 and baseline one. */
+#define CPU_SPLIT_AVX512 1
+#define CPU_SPLIT3(name, params, args)            \
+    static void name params                       \
+    {                                             \
+        if (mge_cpu_isa() >= MGE_ISA_AVX512) {    \
+            name##_avx512 args;                   \
+            CPU_VZEROUPPER();                     \
+        } else {                                  \
+            name##_v args;                        \
+        }                                         \
+    }
 #else
 #define CPU_MULTI3 CPU_MULTI
+#define CPU_SPLIT_AVX512 0
+#define CPU_SPLIT3(name, params, args) \
+    static void name params            \
+    {                                  \
+        name##_v args;                 \
+    }
 #endif
 
 /* expf for vectorized loops: exp(x) = 2^n * e^r with |r| <= ln2/2 and a
@@ -399,6 +420,8 @@ void mge_sgemm_ptr(const mge_kctx *ctx, int64_t M, int64_t N, int64_t K, float a
  * without transposes were measured). MGE_GEMM=openblas in the environment
  * (read once) says never. */
 int mge_sgemm_pick(int64_t M, int64_t N, int64_t K);
+/* the same with the least N given (mge_sgemm_pick: 128) */
+int mge_sgemm_pick_n(int64_t M, int64_t N, int64_t K, int64_t nmin);
 /* Whether mge_sgemm runs its own AVX-512 kernels (not OpenBLAS, not the
  * AVX2 or portable ones): where the convolutions built on it pay off. */
 int mge_sgemm_native(void);

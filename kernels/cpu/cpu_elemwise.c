@@ -16,40 +16,97 @@
 /* ---------------------------------------------------------------- unary */
 
 /* The table ops (kernels/kact.h through cpu_act.h) and dropout outside
- * training (the identity). */
+ * training (the identity), and unary_grad: dx = dy * f'(t), 0 where f'(t)
+ * is 0 (a mask). Two forms of each loop:
+ *   - AVX-512: in blocks of 16 through local copies, the last padded with
+ *     zeros, so every element takes the same vector code whatever its
+ *     place: a plain loop there peels and versions (y == x) differently,
+ *     and the bits moved with the thread split;
+ *   - AVX2 and baseline: the plain loop (their vector and remainder code
+ *     agree, and local blocks would cost them a trip through memory). */
+#define UN_BODY                                                      \
+    {                                                                \
+        KACT_CPU_BEGIN(p);                                           \
+        switch (op) {                                                \
+            KACT_CPU_CASES                                           \
+        default:   /* dropout outside training: the identity */      \
+            if (y != x)                                              \
+                memmove(y, x, sizeof(float) * (size_t)n);            \
+            break;                                                   \
+        }                                                            \
+    }
+#define UN_DBODY                         \
+    {                                    \
+        KACT_CPU_BEGIN(p);               \
+        switch (op) {                    \
+            KACT_CPU_DCASES              \
+        default:                         \
+            break;                       \
+        }                                \
+    }
+#define UN_PARAMS (int op, const kact_par *p, const float *x, float *y, int64_t n)
+#define UN_DPARAMS (int op, const kact_par *p, const float *dy, const float *tt, float *dx, int64_t n)
+
+#if CPU_SPLIT_AVX512
+#define KACT_LOOP(EXPR)                                        \
+    for (int64_t b_ = 0; b_ < n; b_ += 16) {                   \
+        float xb_[16] = {0}, yb_[16];                          \
+        int64_t m_ = n - b_ < 16 ? n - b_ : 16;                \
+        if (m_ == 16)                                          \
+            memcpy(xb_, x + b_, sizeof xb_);                   \
+        else                                                   \
+            memcpy(xb_, x + b_, sizeof(float) * (size_t)m_);   \
+        for (int k_ = 0; k_ < 16; k_++) {                      \
+            float v = xb_[k_];                                 \
+            yb_[k_] = (EXPR);                                  \
+        }                                                      \
+        if (m_ == 16)                                          \
+            memcpy(y + b_, yb_, sizeof yb_);                   \
+        else                                                   \
+            memcpy(y + b_, yb_, sizeof(float) * (size_t)m_);   \
+    }
+#define KACT_DLOOP(EXPR)                                              \
+    for (int64_t b_ = 0; b_ < n; b_ += 16) {                          \
+        float tb_[16] = {0}, gb_[16] = {0}, ob_[16];                  \
+        int64_t m_ = n - b_ < 16 ? n - b_ : 16;                       \
+        if (m_ == 16) {                                               \
+            memcpy(tb_, tt + b_, sizeof tb_);                         \
+            memcpy(gb_, dy + b_, sizeof gb_);                         \
+        } else {                                                      \
+            memcpy(tb_, tt + b_, sizeof(float) * (size_t)m_);         \
+            memcpy(gb_, dy + b_, sizeof(float) * (size_t)m_);         \
+        }                                                             \
+        for (int k_ = 0; k_ < 16; k_++) {                             \
+            float t = tb_[k_], d = ((void)t, (EXPR));                 \
+            ob_[k_] = d == 0.0f ? 0.0f : gb_[k_] * d;                 \
+        }                                                             \
+        if (m_ == 16)                                                 \
+            memcpy(dx + b_, ob_, sizeof ob_);                         \
+        else                                                          \
+            memcpy(dx + b_, ob_, sizeof(float) * (size_t)m_);         \
+    }
+static CPU_AVX512 void un_loop_avx512 UN_PARAMS UN_BODY
+static CPU_AVX512 void un_dloop_avx512 UN_DPARAMS UN_DBODY
+#undef KACT_LOOP
+#undef KACT_DLOOP
+#endif
+
 #define KACT_LOOP(EXPR)                   \
     for (int64_t i = 0; i < n; i++) {     \
         float v = x[i];                   \
         y[i] = (EXPR);                    \
     }
-CPU_MULTI3(un_loop, (int op, const kact_par *p, const float *x, float *y, int64_t n), (op, p, x, y, n), {
-    KACT_CPU_BEGIN(p);
-    switch (op) {
-        KACT_CPU_CASES
-    default:   /* dropout outside training: the identity */
-        if (y != x)
-            memmove(y, x, sizeof(float) * (size_t)n);
-        break;
-    }
-})
-#undef KACT_LOOP
-
-/* unary_grad: dx = dy * f'(t), 0 where f'(t) is 0 (a mask). */
 #define KACT_DLOOP(EXPR)                                  \
     for (int64_t i = 0; i < n; i++) {                     \
         float t = tt[i], d = ((void)t, (EXPR));           \
         dx[i] = d == 0.0f ? 0.0f : dy[i] * d;             \
     }
-CPU_MULTI3(un_dloop, (int op, const kact_par *p, const float *dy, const float *tt, float *dx, int64_t n),
-          (op, p, dy, tt, dx, n), {
-    KACT_CPU_BEGIN(p);
-    switch (op) {
-        KACT_CPU_DCASES
-    default:
-        break;
-    }
-})
+CPU_MULTI(un_loop_v, UN_PARAMS, (op, p, x, y, n), UN_BODY)
+CPU_MULTI(un_dloop_v, UN_DPARAMS, (op, p, dy, tt, dx, n), UN_DBODY)
+#undef KACT_LOOP
 #undef KACT_DLOOP
+CPU_SPLIT3(un_loop, UN_PARAMS, (op, p, x, y, n))
+CPU_SPLIT3(un_dloop, UN_DPARAMS, (op, p, dy, tt, dx, n))
 
 typedef struct un_job {
     int op;

@@ -794,8 +794,14 @@ static void lg_task(void *arg, int64_t blk, int thread)
         a += j->ta == CblasNoTrans ? d0 * j->lda : d0;
         c += d0 * j->N;
     }
-    cblas_sgemm(CblasRowMajor, j->ta, j->tb, (blasint)M, (blasint)N, (blasint)j->K, 1.0f, a, (blasint)j->lda, b,
-                (blasint)j->ldb, 0.0f, c, (blasint)j->N);
+    /* mge's sgemm for linear_grad_input's NN product, from 64 columns (it
+     * was faster than OpenBLAS there on gpt-tiny's shapes); the
+     * transposed dweight product stays on OpenBLAS */
+    if (j->ta == CblasNoTrans && j->tb == CblasNoTrans && j->K > 0 && mge_sgemm_pick_n(M, N, j->K, 64))
+        mge_sgemm(NULL, 0, 0, M, N, j->K, 1.0f, a, j->lda, b, j->ldb, 0.0f, c, j->N);
+    else
+        cblas_sgemm(CblasRowMajor, j->ta, j->tb, (blasint)M, (blasint)N, (blasint)j->K, 1.0f, a, (blasint)j->lda,
+                    b, (blasint)j->ldb, 0.0f, c, (blasint)j->N);
 }
 
 static int64_t lg_cut(int64_t D, int64_t minb, double flops)

@@ -1,7 +1,8 @@
 /* cpu_grad_elem.c — fast f32 kernels of the elementwise and loss gradient
  * ops (cross_entropy's forward and gradient are in cpu_loss.c):
  *   - the activation grads and dropout_grad: one vectorized loop (cpu.h's
- *     CPU_MULTI: AVX2+FMA or baseline), split over the pool by elements;
+ *     CPU_MULTI: AVX2+FMA or baseline; gelu_grad and silu_grad also AVX-512,
+ *     in blocks of 16), split over the pool by elements;
  *     each element is independent, so any split gives the same bits;
  *   - sum_to where like varies over one contiguous block of x's dims (bias
  *     [N,C] -> [C], conv bias [N,C,H,W] -> [C,1,1], a scalar, ...): partial
@@ -13,10 +14,11 @@
 #include "cpu_act.h"
 
 #include <math.h>
+#include <string.h>
 
 /* ---------------------------------------------------------------- activations */
 
-CPU_MULTI3(ag_loop,
+CPU_MULTI(ag_loop,
           (int op, float alpha, float scale, const float *dy, const float *t, float *o, int64_t n),
           (op, alpha, scale, dy, t, o, n), {
               switch (op) {
@@ -48,12 +50,6 @@ CPU_MULTI3(ag_loop,
                       o[i] = dy[i] * (1.0f - v * v);
                   }
                   break;
-              case MGE_OP_SILU_GRAD:
-                  for (int64_t i = 0; i < n; i++) {
-                      float v = t[i], s = 1.0f / (1.0f + cpu_expf(-v));
-                      o[i] = dy[i] * (s * (1.0f + v * (1.0f - s)));
-                  }
-                  break;
               case MGE_OP_HSWISH_GRAD:
                   for (int64_t i = 0; i < n; i++) {
                       float v = t[i], g = dy[i];
@@ -76,18 +72,54 @@ CPU_MULTI3(ag_loop,
                   for (int64_t i = 0; i < n; i++)
                       o[i] = t[i] != 0.0f ? dy[i] * scale : 0.0f;
                   break;
-              case MGE_OP_GELU_GRAD:   /* cpu_act.h's erf and exp: the loop vectorizes */
-                  for (int64_t i = 0; i < n; i++) {
-                      float v = t[i];
-                      float cdf = 0.5f * (1.0f + cpu_erff(v * 0.70710678118654752f));
-                      float pdf = cpu_expf(-0.5f * v * v) * 0.39894228040143268f;
-                      o[i] = dy[i] * (cdf + v * pdf);
-                  }
-                  break;
               default:
                   break;
               }
           })
+
+/* gelu_grad and silu_grad (exp and erf: worth 16 lanes): on AVX-512 in
+ * blocks of 16 through local copies, the last padded, so every element
+ * takes the same vector code whatever the split, alignment or o == dy
+ * (cpu_elemwise.c); elsewhere ag_loop's plain loops. */
+#define AG_GELU(v) (0.5f * (1.0f + cpu_erff((v) * 0.70710678118654752f)) + (v) * (cpu_expf(-0.5f * (v) * (v)) * 0.39894228040143268f))
+#define AG_SILU(v) ((1.0f / (1.0f + cpu_expf(-(v)))) * (1.0f + (v) * (1.0f - 1.0f / (1.0f + cpu_expf(-(v))))))
+#if CPU_SPLIT_AVX512
+#define AG_BLOCKS(EXPR)                                                 \
+    for (int64_t b_ = 0; b_ < n; b_ += 16) {                            \
+        float tb_[16] = {0}, gb_[16] = {0}, ob_[16];                    \
+        int64_t m_ = n - b_ < 16 ? n - b_ : 16;                         \
+        if (m_ == 16) {                                                 \
+            memcpy(tb_, t + b_, sizeof tb_);                            \
+            memcpy(gb_, dy + b_, sizeof gb_);                           \
+        } else {                                                        \
+            memcpy(tb_, t + b_, sizeof(float) * (size_t)m_);            \
+            memcpy(gb_, dy + b_, sizeof(float) * (size_t)m_);           \
+        }                                                               \
+        for (int k_ = 0; k_ < 16; k_++)                                 \
+            ob_[k_] = gb_[k_] * EXPR(tb_[k_]);                          \
+        if (m_ == 16)                                                   \
+            memcpy(o + b_, ob_, sizeof ob_);                            \
+        else                                                            \
+            memcpy(o + b_, ob_, sizeof(float) * (size_t)m_);            \
+    }
+static CPU_AVX512 void ag_trans_avx512(int op, const float *dy, const float *t, float *o, int64_t n)
+{
+    if (op == MGE_OP_GELU_GRAD)
+        AG_BLOCKS(AG_GELU)
+    else
+        AG_BLOCKS(AG_SILU)
+}
+#undef AG_BLOCKS
+#endif
+CPU_MULTI(ag_trans_v, (int op, const float *dy, const float *t, float *o, int64_t n), (op, dy, t, o, n), {
+    if (op == MGE_OP_GELU_GRAD)
+        for (int64_t i = 0; i < n; i++)
+            o[i] = dy[i] * AG_GELU(t[i]);
+    else
+        for (int64_t i = 0; i < n; i++)
+            o[i] = dy[i] * AG_SILU(t[i]);
+})
+CPU_SPLIT3(ag_trans, (int op, const float *dy, const float *t, float *o, int64_t n), (op, dy, t, o, n))
 
 typedef struct ag_job {
     int op;
@@ -99,7 +131,10 @@ typedef struct ag_job {
 static void ag_task(void *a, int64_t b, int64_t e, int thread)
 {
     const ag_job *j = a;
-    ag_loop(j->op, j->alpha, j->scale, j->dy + b, j->t + b, j->o + b, e - b);
+    if (j->op == MGE_OP_GELU_GRAD || j->op == MGE_OP_SILU_GRAD)
+        ag_trans(j->op, j->dy + b, j->t + b, j->o + b, e - b);
+    else
+        ag_loop(j->op, j->alpha, j->scale, j->dy + b, j->t + b, j->o + b, e - b);
 }
 
 static mge_status cpu_act_grad(const mge_kctx *ctx, const mge_node *n, mge_tensor *const *in,

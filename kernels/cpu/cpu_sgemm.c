@@ -769,10 +769,15 @@ int mge_sgemm_native(void)
     return !sg_env_blas && sg_pick()->rowa;
 }
 
-int mge_sgemm_pick(int64_t M, int64_t N, int64_t K)
+int mge_sgemm_pick_n(int64_t M, int64_t N, int64_t K, int64_t nmin)
 {
     pthread_once(&sg_env_once, sg_env_init);
     if (sg_env_blas || !sg_pick()->rowa)
         return 0;
-    return M >= 14 && N >= 128 && K <= 1024 && (double)M * (double)N * (double)K >= 2097152.0;
+    return M >= 14 && N >= nmin && K <= 1024 && (double)M * (double)N * (double)K >= 2097152.0;
+}
+
+int mge_sgemm_pick(int64_t M, int64_t N, int64_t K)
+{
+    return mge_sgemm_pick_n(M, N, K, 128);
 }
