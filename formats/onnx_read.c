@@ -19,6 +19,7 @@
 #include "onnx.h"
 #include "text.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -370,7 +371,7 @@ static mge_status add_input(reader *r, const Onnx__ValueInfoProto *vi)
                    : bt->dtype == MGE_I32 ? ((const int32_t *)bt->data)[i]
                    : bt->dtype == MGE_F32 ? ((const float *)bt->data)[i]
                    : bt->dtype == MGE_BOOL || bt->dtype == MGE_U8 ? ((const uint8_t *)bt->data)[i]
-                   : bt->dtype == MGE_I8 ? ((const int8_t *)bt->data)[i] : 0.0 / 0.0;
+                   : bt->dtype == MGE_I8 ? ((const int8_t *)bt->data)[i] : NAN;
         mge_buf_printf(&d, " %.9g", x);
     }
     if (m > 16)
