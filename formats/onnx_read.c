@@ -723,9 +723,9 @@ static mge_status read_model(reader *r, const Onnx__ModelProto *m)
 static void needs_line(const mge_onnx_ctx *c, char *b, size_t bn)
 {
     b[0] = 0;
-    const char *p = c->needs.p, *end = p + c->needs.n;
     if (!c->needs.n)
         return;
+    const char *p = c->needs.p, *end = p + c->needs.n;
     int cnt = 0;
     for (const char *q = p; q < end; q++)
         cnt += *q == '\n';
