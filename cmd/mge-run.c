@@ -26,6 +26,8 @@ static void help(void)
            "record per needed input, in the model's input order, from stdin (or the\n"
            "files given with --input), and writes one record per output, until the\n"
            "input ends. Datasets, CSV tables and images are read with --data and --image.\n"
+           "An ONNX model whose shape-like operands (axes, sizes, ...) are inputs is\n"
+           "specialized on each step's values of them (again when they change; -v says so).\n"
            "\n"
            "Inputs:\n"
            "  -i, --input NAME=FILE  read input NAME from FILE (a stream of records)\n"

@@ -307,7 +307,7 @@ static int failed_input(mge_onnx_ctx *c, mge_onnx_node *n, int nin, const int *i
 /* Adds the node with folded inputs as consts. A shape-like input the op
  * needs known (MGE_ERR_UNSUPPORTED from its inference) is folded when it
  * can be and the node tried again; else the inputs it depends on are noted
- * (see need_inputs). */
+ * (mge_onnx_note_needs). */
 static int add_node(mge_onnx_ctx *c, mge_onnx_node *n, const char *name, int op, int nin, const int *in, int nattr,
                     const mge_attr *attrs, int nout, const char *const *np, mge_error *e)
 {

@@ -327,8 +327,7 @@ const mge_tensor *mge_onnx_fold(mge_onnx_ctx *c, int v)
     }
     free(s);
     if (!t) {
-        if (r >= 0)
-            f->st[v] = F_NO;
+        f->st[v] = F_NO; /* the same walk would fail the same way */
         return NULL;
     }
     f->st[v] = F_DONE;

@@ -416,6 +416,8 @@ static mge_status conv_pow(mge_onnx_ctx *c, mge_onnx_node *n)
 /* trunc(q) of a float tensor: where(q < 0, ceil(q), floor(q)). */
 static int trunc_of(mge_onnx_ctx *c, mge_onnx_node *n, int q)
 {
+    if (q < 0)
+        return -1; /* the division failed (its error is set); dtype_of needs a value */
     int in[3] = {mge_onnx_emit2(c, n, MGE_OP_LESS, q, mge_onnx_scalar(c, n, dtype_of(c, q), 0)), step1(c, n, MGE_OP_CEIL, q),
                  step1(c, n, MGE_OP_FLOOR, q)};
     return mge_onnx_emit_tmp(c, n, MGE_OP_WHERE, 3, in, 0, NULL);

@@ -19,6 +19,7 @@
 #include "onnx.h"
 #include "text.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,6 +174,7 @@ typedef struct reader {
     const char *dir;
     const mge_load_opts *o;
     char *bound_used;      /* per binding: an input took it */
+    const char **in_names; /* the ONNX names of c.g's inputs, in order */
     int64_t batch_sym_set;
     char batch_name[160];
 } reader;
@@ -335,6 +337,8 @@ static mge_status add_input(reader *r, const Onnx__ValueInfoProto *vi)
     mge_status s = keep_name(c, name, v);
     if (s)
         return s;
+    if (r->in_names && c->g->ninputs > 0 && c->g->inputs[c->g->ninputs - 1] == v)
+        r->in_names[c->g->ninputs - 1] = name;
     int b = r->o && r->o->bind ? mge_tlist_find(r->o->bind, name) : -1;
     if (b < 0 && r->o && r->o->bind)
         b = mge_tlist_find(r->o->bind, mine);
@@ -370,7 +374,7 @@ static mge_status add_input(reader *r, const Onnx__ValueInfoProto *vi)
                    : bt->dtype == MGE_I32 ? ((const int32_t *)bt->data)[i]
                    : bt->dtype == MGE_F32 ? ((const float *)bt->data)[i]
                    : bt->dtype == MGE_BOOL || bt->dtype == MGE_U8 ? ((const uint8_t *)bt->data)[i]
-                   : bt->dtype == MGE_I8 ? ((const int8_t *)bt->data)[i] : 0.0 / 0.0;
+                   : bt->dtype == MGE_I8 ? ((const int8_t *)bt->data)[i] : NAN;
         mge_buf_printf(&d, " %.9g", x);
     }
     if (m > 16)
@@ -719,9 +723,9 @@ static mge_status read_model(reader *r, const Onnx__ModelProto *m)
 static void needs_line(const mge_onnx_ctx *c, char *b, size_t bn)
 {
     b[0] = 0;
-    const char *p = c->needs.p, *end = p + c->needs.n;
     if (!c->needs.n)
         return;
+    const char *p = c->needs.p, *end = p + c->needs.n;
     int cnt = 0;
     for (const char *q = p; q < end; q++)
         cnt += *q == '\n';
@@ -820,15 +824,9 @@ static mge_status reads_list(reader *r, const Onnx__GraphProto *gp, mge_buf *out
                     s = MGE_ERR_NOMEM;
         }
     }
-    int k = 0;
-    for (size_t i = 0; i < gp->n_input && !s; i++) {
-        nm_ent *e = nm_find(&r->map, gp->input[i]->name);
-        if (!e || e->state == NM_INIT)
-            continue; /* an initializer listed as an input */
-        if (k >= c->g->ninputs)
-            break;
-        int v = c->g->inputs[k++];
-        if (nm_find(&need, gp->input[i]->name) && !mge_buf_printf(out, "%s\n", c->g->values[v].name))
+    for (int k = 0; k < c->g->ninputs && r->in_names && !s; k++) {
+        int v = c->g->inputs[k];
+        if (r->in_names[k] && nm_find(&need, r->in_names[k]) && !mge_buf_printf(out, "%s\n", c->g->values[v].name))
             s = MGE_ERR_NOMEM;
     }
     free(need.e);
@@ -991,7 +989,9 @@ mge_status mge_onnx_read_opts(const void *buf, size_t n, const char *dir, const 
     r.c.g = mge_graph_new();
     mge_hostbuf *hb = malloc(sizeof *hb);
     r.bound_used = calloc(o && o->bind ? (size_t)o->bind->n + 1 : 1, 1);
-    if (!r.c.g || !hb || !r.bound_used) {
+    r.in_names = calloc(m->graph ? m->graph->n_input + 1 : 1, sizeof *r.in_names);
+    if (!r.c.g || !hb || !r.bound_used || !r.in_names) {
+        free(r.in_names);
         free(r.bound_used);
         free(hb);
         mge_graph_free(r.c.g);
@@ -1033,6 +1033,7 @@ mge_status mge_onnx_read_opts(const void *buf, size_t n, const char *dir, const 
         s = mge_graph_validate(r.c.g, err);
     free(r.map.e);
     free(r.bound_used);
+    free(r.in_names);
     mge_onnx_fold_free(&r.c);
     mge_buf_free(&r.c.needs);
     mge_buf_free(&r.c.unsupported);

@@ -172,3 +172,31 @@ assert np.array_equal(np.load(f), (x + 1).reshape(6, 4))' "$T/s.npy"
 x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
 assert np.array_equal(np.load(sys.argv[1]), x.max(axis=1, keepdims=True))' "$T/f.npy"
 }
+
+@test "shape arithmetic on a symbol stays symbolic: nothing is folded or bound for it" {
+    "$PY" - "$T" <<'PY'
+import sys
+import onnx
+from onnx import helper as h, TensorProto as T
+x = h.make_tensor_value_info("x", T.FLOAT, ["N", 4])
+s = h.make_tensor("s0", T.INT64, [1], [0])
+e = h.make_tensor("e1", T.INT64, [1], [1])
+t = h.make_tensor("tail", T.INT64, [2], [2, 2])
+nodes = [h.make_node("Shape", ["x"], ["sh"]), h.make_node("Slice", ["sh", "s0", "e1"], ["n"]),
+         h.make_node("Concat", ["n", "tail"], ["shape"], axis=0), h.make_node("Reshape", ["x", "shape"], ["y"])]
+m = h.make_model(h.make_graph(nodes, "sym", [x], [h.make_empty_tensor_value_info("y")], [s, e, t]),
+                 opset_imports=[h.make_opsetid("", 18)])
+onnx.save(m, f"{sys.argv[1]}/sym.onnx")
+PY
+    run "$MGE_DUMP" "$T/sym.onnx"
+    assert_success
+    assert_output --partial "input x : f32[N,4]"
+    assert_output --partial "# outputs: y f32[N,2,2]"
+    refute_output --partial "onnx.bound"
+    py 'f = open(sys.argv[1], "wb"); np.save(f, np.ones((3, 4), np.float32)); np.save(f, np.ones((5, 4), np.float32))' \
+        "$T/xs.npy"
+    run --separate-stderr bash -c '"$0" -v "$1/sym.onnx" < "$1/xs.npy" > "$1/ys.npy"' "$MGE_RUN" "$T"
+    assert_success
+    [[ "$stderr" != *"specialized"* ]]
+    py 'f = open(sys.argv[1], "rb"); assert np.load(f).shape == (3, 2, 2); assert np.load(f).shape == (5, 2, 2)' "$T/ys.npy"
+}
