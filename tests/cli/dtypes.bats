@@ -104,3 +104,12 @@ NET
     "$MGE_DUMP" "$T/back.mge" > "$T/back2.mgt"
     cmp "$T/back.mgt" "$T/back2.mgt"
 }
+
+@test "mge-run: float64 data for an f32 input is an error that says to save float32" {
+    need_numpy
+    printf 'input x : f32[N,3]\ny = relu(x)\noutput y\n' > "$T/r.mgt"
+    py 'np.save(sys.argv[1], np.zeros((2, 3)))' "$T/x.npy"
+    run -1 --separate-stderr "$MGE_RUN" "$T/r.mgt" -i "$T/x.npy" -o "$T/y.npy"
+    assert_equal "$stderr" "mge-run: $T/x.npy: error: step 0: input 'x': expected f32[N,3], got f64[2,3] (save float32: x.astype(np.float32))"
+    [ ! -e "$T/y.npy" ]
+}
