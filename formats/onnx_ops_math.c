@@ -382,7 +382,8 @@ static mge_status conv_isinf(mge_onnx_ctx *c, mge_onnx_node *n)
 /* ---------------------------------------------------------------- Pow, Mod */
 
 /* Pow: computed in the base's float dtype, or f32 when the exponent is f32
- * (and the base a narrower float) or the base an integer; an integer base
+ * (and the base a narrower float) or the base an integer, f64 when either
+ * is f64; an integer base
  * is computed in f32 and cast back (exact while |result| < 2^24): rounded
  * for an integer exponent (powf may land just below), truncated for a
  * float one (as ONNX Runtime). */
@@ -395,10 +396,14 @@ static mge_status conv_pow(mge_onnx_ctx *c, mge_onnx_node *n)
     mge_dtype da = dtype_of(c, a), db = dtype_of(c, b);
     if (da == MGE_BOOL || db == MGE_BOOL)
         return mge_onnx_fail(c, n, "Pow of bool tensors");
-    mge_dtype w = mge_dtype_is_float(da) && (db == da || !mge_dtype_is_float(db)) ? da : MGE_F32;
+    /* an f64 operand makes it f64 (a narrower base is cast back) */
+    mge_dtype w = da == MGE_F64 || db == MGE_F64                                        ? MGE_F64
+                  : mge_dtype_is_float(da) && (db == da || !mge_dtype_is_float(db)) ? da
+                                                                                   : MGE_F32;
     if (!mge_dtype_is_float(da))
-        mge_onnx_warn(c, "node %s: integer Pow is computed in f32 (exact while results stay below 2^24)",
-                      n->n_output && n->output[0] ? n->output[0] : n->op_type);
+        mge_onnx_warn(c, "node %s: integer Pow is computed in %s (exact while results stay below 2^%d)",
+                      n->n_output && n->output[0] ? n->output[0] : n->op_type, mge_dtype_name(w),
+                      w == MGE_F64 ? 53 : 24);
     mge_attr at[1] = {mge_onnx_ai(MGE_KEY_dtype, w)};
     if (da != w)
         a = mge_onnx_emit_tmp(c, n, MGE_OP_CAST, 1, &a, 1, at);
