@@ -140,6 +140,22 @@ static void test_cast_float(void)
             CHECK(((float *)y.data)[1] == -0x1p60f);   /* an exact tie: to even */
             mge_tensor_free(&y);
         }
+        /* i64 -> bf16 rounds once: 2^60 + 2^52 + 1 is just above the
+         * bf16 tie (through a double it would be the tie, then down) */
+        const int64_t j[3] = {(INT64_C(1) << 60) + (INT64_C(1) << 52) + 1, (INT64_C(1) << 60) + (INT64_C(1) << 52),
+                              -(INT64_C(1) << 60) - (INT64_C(1) << 52) - 1};
+        if (cast_run(bes[b], MGE_I64, MGE_BF16, 3, j, &y)) {
+            const uint16_t *h16 = y.data;
+            CHECK_MSG(h16[0] == 0x5d81, "%#x", h16[0]);
+            CHECK_MSG(h16[1] == 0x5d80, "%#x", h16[1]);   /* the tie: to even */
+            CHECK_MSG(h16[2] == 0xdd81, "%#x", h16[2]);
+            mge_tensor_free(&y);
+        }
+        const uint16_t k16[2] = {2049, 65535};   /* -> f16: 2049 is a tie (to 2048), 65535 rounds to inf */
+        if (cast_run(bes[b], MGE_U16, MGE_F16, 2, k16, &y)) {
+            CHECK(((uint16_t *)y.data)[0] == 0x6800 && ((uint16_t *)y.data)[1] == 0x7c00);
+            mge_tensor_free(&y);
+        }
         /* u64 -> f64: from the unsigned value, not its bits as i64 */
         const uint64_t u[2] = {UINT64_MAX, UINT64_C(1) << 63};
         if (cast_run(bes[b], MGE_U64, MGE_F64, 2, u, &y)) {
