@@ -84,7 +84,7 @@ static void test_names(void)
     /* the old dtypes keep their numbers (files store them) */
     CHECK(MGE_QS32 == 9 && MGE_F64 == 10 && MGE_U64 == 14 && MGE_NDTYPES == 15);
     /* consts of the new dtypes go through the text form and back */
-    const char *src = "const a : f64[2] = [0.1, -1e+300]\nconst b : u64[2] = [9223372036854775807, 3]\n"
+    const char *src = "const a : f64[2] = [0.1, -1e+300]\nconst b : u64[2] = [18446744073709551615, 3]\n"
                       "const c : i16[2] = [-32768, 7]\nc2 = cast(c, dtype=u16)\noutput a, b, c2\n";
     mge_graph *g = ug_parse(src);
     CHECK(g != NULL);
@@ -92,7 +92,7 @@ static void test_names(void)
         mge_buf b = {0};
         CHECK_OK(mge_text_print(g, &b, &err), err);
         mge_buf_put(&b, "", 1);
-        CHECK_MSG(strstr(b.p, "const a : f64[2] = [0.1, -1e+300]") && strstr(b.p, "[9223372036854775807, 3]") &&
+        CHECK_MSG(strstr(b.p, "const a : f64[2] = [0.1, -1e+300]") && strstr(b.p, "[18446744073709551615, 3]") &&
                       strstr(b.p, "i16[2] = [-32768, 7]") && strstr(b.p, "dtype=u16"),
                   "%s", b.p);
         mge_buf_free(&b);
@@ -102,6 +102,11 @@ static void test_names(void)
     mge_graph *bad = NULL;
     const char *s2 = "const c : u16[1] = [70000]\noutput c\n";
     CHECK(mge_text_parse(s2, strlen(s2), ".", &bad, &err) != MGE_OK && strstr(err.msg, "u16"));
+    mge_graph_free(bad);
+    bad = NULL;
+    const char *s3 = "const c : u64[1] = [18446744073709551616]\noutput c\n";
+    CHECK(mge_text_parse(s3, strlen(s3), ".", &bad, &err) != MGE_OK &&
+          strstr(err.msg, "out of range (0..18446744073709551615)"));
     mge_graph_free(bad);
 }
 
