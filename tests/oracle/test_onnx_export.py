@@ -492,6 +492,9 @@ NODE_KNOWN = {
     "test_castlike_FLOAT_to_BFLOAT16_expanded",
     # the import keeps Dropout's output but not its mask
     "test_dropout_default_mask", "test_dropout_default_mask_ratio",
+    # onnxruntime has no 16-bit Max, Min (the originals fail there too) or
+    # Where (what mge's lowering of Mod emits for signed integers)
+    "test_max_int16", "test_max_uint16", "test_min_int16", "test_min_uint16", "test_mod_mixed_sign_int16",
 }
 
 
