@@ -234,24 +234,6 @@ static mge_status dropout_float(const mge_kctx *ctx, const mge_node *n, mge_tens
 
 /* ---------------------------------------------------------------- cast */
 
-/* double -> float rounded to odd: truncated, with the last bit set when
- * inexact. Rounding that float again to f16 or bf16 (at least two bits
- * narrower) then gives the correctly rounded result of the double, which
- * rounding to nearest twice does not. */
-static float d2f_odd(double d)
-{
-    float f = (float)d;
-    if ((double)f == d || isnan(d))
-        return f;
-    if (fabs((double)f) > fabs(d))
-        f = nextafterf(f, 0.0f);
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u |= 1;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 static double load_float(mge_dtype dt, const void *p, int64_t i)
 {
     return ref_ld(dt, p, i);
@@ -262,8 +244,8 @@ static void store_float(mge_dtype dt, void *p, int64_t i, double v)
     switch (dt) {
     case MGE_F32: ((float *)p)[i] = (float)v; break;
     case MGE_F64: ((double *)p)[i] = v; break;
-    case MGE_F16: ((uint16_t *)p)[i] = mge_f32_to_f16(d2f_odd(v)); break;
-    case MGE_BF16: ((uint16_t *)p)[i] = mge_f32_to_bf16(d2f_odd(v)); break;
+    case MGE_F16: ((uint16_t *)p)[i] = mge_f64_to_f16(v); break;   /* rounded once */
+    case MGE_BF16: ((uint16_t *)p)[i] = mge_f64_to_bf16(v); break;
     default: break;
     }
 }

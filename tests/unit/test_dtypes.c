@@ -81,6 +81,10 @@ static void test_names(void)
         CHECK(mge_dtype_parse(t[i].name, strlen(t[i].name), &back) && back == t[i].dt);
         CHECK(mge_dtype_is_float(t[i].dt) == t[i].fl);
     }
+    /* double -> f16/bf16 rounded once: just above a tie goes up, the tie to even */
+    CHECK(mge_f64_to_f16(1.0 + 0x1p-11 + 0x1p-40) == 0x3c01 && mge_f64_to_f16(1.0 + 0x1p-11) == 0x3c00);
+    CHECK(mge_f64_to_bf16(1.0 + 0x1p-8 + 0x1p-40) == 0x3f81 && mge_f64_to_bf16(1.0 + 0x1p-8) == 0x3f80);
+    CHECK(mge_f64_to_f16(-1e300) == 0xfc00 && (mge_f64_to_f16(NAN) & 0x7c00) == 0x7c00 && mge_f64_to_f16(1e-30) == 0);
     /* the old dtypes keep their numbers (files store them) */
     CHECK(MGE_QS32 == 9 && MGE_F64 == 10 && MGE_U64 == 14 && MGE_NDTYPES == 15);
     /* consts of the new dtypes go through the text form and back */
