@@ -34,11 +34,9 @@ int mge_onnx_scalar(mge_onnx_ctx *c, mge_onnx_node *n, mge_dtype dt, double v)
     case MGE_I64: /* saturating: 2^63 does not convert */
         *(int64_t *)t.data = v >= 0x1p63 ? INT64_MAX : v <= -0x1p63 ? INT64_MIN : (int64_t)v;
         break;
-    case MGE_F64: *(double *)t.data = v; break;
-    case MGE_I16: *(int16_t *)t.data = v >= INT16_MAX ? INT16_MAX : v <= INT16_MIN ? INT16_MIN : (int16_t)v; break;
-    case MGE_U16: *(uint16_t *)t.data = v >= UINT16_MAX ? UINT16_MAX : v <= 0 ? 0 : (uint16_t)v; break;
-    case MGE_U32: *(uint32_t *)t.data = v >= UINT32_MAX ? UINT32_MAX : v <= 0 ? 0 : (uint32_t)v; break;
-    case MGE_U64: *(uint64_t *)t.data = v >= 0x1p64 ? UINT64_MAX : v <= 0 ? 0 : (uint64_t)v; break;
+    case MGE_F64: case MGE_I16: case MGE_U16: case MGE_U32: case MGE_U64:
+        mge_dtype_set(dt, t.data, 0, v); /* saturating, NaN 0 */
+        break;
     default:
         mge_tensor_free(&t);
         mge_onnx_fail(c, n, "a constant of dtype %s", mge_dtype_name(dt));
