@@ -890,9 +890,14 @@ mge_status mge_dataset_bind(mge_dataset *ds, const mge_graph *g, int nin, const 
             int64_t bad;
             convert(t, v->dtype, (char *)nt[j].data + off, o, &bad);
             if (bad) {
-                s = mge_error_set(err, MGE_ERR_SHAPE, "%s: dataset array %s: value %lld (element %lld) does not fit "
-                                  "input '%s' %s", what, aname(ds, i, a, sizeof a),
-                                  (long long)get_i(t->data, t->dtype, bad - 1), (long long)(bad - 1), v->name,
+                char vb[32];
+                int64_t bv = get_i(t->data, t->dtype, bad - 1);
+                if (t->dtype == MGE_U64)
+                    snprintf(vb, sizeof vb, "%llu", (unsigned long long)(uint64_t)bv);
+                else
+                    snprintf(vb, sizeof vb, "%lld", (long long)bv);
+                s = mge_error_set(err, MGE_ERR_SHAPE, "%s: dataset array %s: value %s (element %lld) does not fit "
+                                  "input '%s' %s", what, aname(ds, i, a, sizeof a), vb, (long long)(bad - 1), v->name,
                                   mge_dtype_name(v->dtype));
                 goto fail;
             }

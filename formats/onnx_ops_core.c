@@ -246,13 +246,16 @@ static mge_status conv_conv(mge_onnx_ctx *c, mge_onnx_node *n)
 
 /* ---------------------------------------------------------------- Gemm, MatMul */
 
-/* alpha * v (a scalar mul node), or v when alpha is 1. */
+int mge_onnx_scalar(mge_onnx_ctx *c, mge_onnx_node *n, mge_dtype dt, double v); /* onnx_ops_math.c */
+
+/* alpha * v (a scalar mul node, the scalar in v's dtype), or v when alpha is 1. */
 static int scaled(mge_onnx_ctx *c, mge_onnx_node *n, int v, double alpha)
 {
     if (alpha == 1.0)
         return v;
     float f = (float)alpha;
-    int k = mge_onnx_const_f32(c, n, 0, NULL, &f);
+    mge_dtype dt = mge_onnx_value(c, v)->dtype;
+    int k = dt == MGE_F64 ? mge_onnx_scalar(c, n, dt, alpha) : mge_onnx_const_f32(c, n, 0, NULL, &f);
     if (k < 0)
         return -1;
     int in[2] = {v, k};
@@ -270,8 +273,8 @@ static mge_status conv_gemm(mge_onnx_ctx *c, mge_onnx_node *n)
     const mge_value *cv = cc >= 0 ? mge_onnx_value(c, cc) : NULL;
     if (av->ndim != 2 || bv->ndim != 2)
         return mge_onnx_fail(c, n, "A and B must be 2-D (ranks %d and %d)", av->ndim, bv->ndim);
-    if (av->dtype != MGE_F32 || bv->dtype != MGE_F32)
-        return mge_onnx_unsupported(c, n, "Gemm over %s (mge multiplies f32)", mge_dtype_name(av->dtype));
+    if ((av->dtype != MGE_F32 && av->dtype != MGE_F64) || bv->dtype != av->dtype || (cv && cv->dtype != av->dtype))
+        return mge_onnx_unsupported(c, n, "Gemm over %s (mge multiplies f32 and f64)", mge_dtype_name(av->dtype));
     int64_t nout = tb ? bv->dims[0] : bv->dims[1];
     /* A W^T + b: PyTorch's Linear, mge's linear (fast path, trainable names) */
     if (!ta && tb && alpha == 1.0 && (!cv || (beta == 1.0 && cv->ndim == 1 && cv->dims[0] == nout)) && nout > 0 &&
@@ -292,7 +295,7 @@ static mge_status conv_gemm(mge_onnx_ctx *c, mge_onnx_node *n)
         if ((y = mge_onnx_emit_tmp(c, n, MGE_OP_MATMUL, 2, in, 2, at)) < 0)
             return c->err->code;
         float f = (float)alpha;
-        int k = mge_onnx_const_f32(c, n, 0, NULL, &f);
+        int k = av->dtype == MGE_F64 ? mge_onnx_scalar(c, n, MGE_F64, alpha) : mge_onnx_const_f32(c, n, 0, NULL, &f);
         int in2[2] = {y, k};
         return k < 0 || mge_onnx_emit(c, n, MGE_OP_MUL, 2, in2, 0, NULL, 1) < 0 ? c->err->code : MGE_OK;
     }
@@ -311,9 +314,9 @@ static mge_status conv_matmul(mge_onnx_ctx *c, mge_onnx_node *n)
     if (a < 0 || b < 0)
         return mge_onnx_fail(c, n, "expected inputs A and B");
     const mge_value *av = mge_onnx_value(c, a), *bv = mge_onnx_value(c, b);
-    if (av->dtype != MGE_F32 || bv->dtype != MGE_F32)
-        return mge_onnx_unsupported(c, n, "MatMul over %s and %s (mge multiplies f32)", mge_dtype_name(av->dtype),
-                                    mge_dtype_name(bv->dtype));
+    if ((av->dtype != MGE_F32 && av->dtype != MGE_F64) || bv->dtype != av->dtype)
+        return mge_onnx_unsupported(c, n, "MatMul over %s and %s (mge multiplies f32 and f64)",
+                                    mge_dtype_name(av->dtype), mge_dtype_name(bv->dtype));
     mge_onnx_make_param(c, b, 0);
     int in[2] = {a, b};
     return mge_onnx_emit(c, n, MGE_OP_MATMUL, 2, in, 0, NULL, 1) < 0 ? c->err->code : MGE_OK;

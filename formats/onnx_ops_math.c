@@ -34,11 +34,9 @@ int mge_onnx_scalar(mge_onnx_ctx *c, mge_onnx_node *n, mge_dtype dt, double v)
     case MGE_I64: /* saturating: 2^63 does not convert */
         *(int64_t *)t.data = v >= 0x1p63 ? INT64_MAX : v <= -0x1p63 ? INT64_MIN : (int64_t)v;
         break;
-    case MGE_F64: *(double *)t.data = v; break;
-    case MGE_I16: *(int16_t *)t.data = v >= INT16_MAX ? INT16_MAX : v <= INT16_MIN ? INT16_MIN : (int16_t)v; break;
-    case MGE_U16: *(uint16_t *)t.data = v >= UINT16_MAX ? UINT16_MAX : v <= 0 ? 0 : (uint16_t)v; break;
-    case MGE_U32: *(uint32_t *)t.data = v >= UINT32_MAX ? UINT32_MAX : v <= 0 ? 0 : (uint32_t)v; break;
-    case MGE_U64: *(uint64_t *)t.data = v >= 0x1p64 ? UINT64_MAX : v <= 0 ? 0 : (uint64_t)v; break;
+    case MGE_F64: case MGE_I16: case MGE_U16: case MGE_U32: case MGE_U64:
+        mge_dtype_set(dt, t.data, 0, v); /* saturating, NaN 0 */
+        break;
     default:
         mge_tensor_free(&t);
         mge_onnx_fail(c, n, "a constant of dtype %s", mge_dtype_name(dt));
@@ -382,7 +380,8 @@ static mge_status conv_isinf(mge_onnx_ctx *c, mge_onnx_node *n)
 /* ---------------------------------------------------------------- Pow, Mod */
 
 /* Pow: computed in the base's float dtype, or f32 when the exponent is f32
- * (and the base a narrower float) or the base an integer; an integer base
+ * (and the base a narrower float) or the base an integer, f64 when either
+ * is f64; an integer base
  * is computed in f32 and cast back (exact while |result| < 2^24): rounded
  * for an integer exponent (powf may land just below), truncated for a
  * float one (as ONNX Runtime). */
@@ -395,10 +394,14 @@ static mge_status conv_pow(mge_onnx_ctx *c, mge_onnx_node *n)
     mge_dtype da = dtype_of(c, a), db = dtype_of(c, b);
     if (da == MGE_BOOL || db == MGE_BOOL)
         return mge_onnx_fail(c, n, "Pow of bool tensors");
-    mge_dtype w = mge_dtype_is_float(da) && (db == da || !mge_dtype_is_float(db)) ? da : MGE_F32;
+    /* an f64 operand makes it f64 (a narrower base is cast back) */
+    mge_dtype w = da == MGE_F64 || db == MGE_F64                                        ? MGE_F64
+                  : mge_dtype_is_float(da) && (db == da || !mge_dtype_is_float(db)) ? da
+                                                                                   : MGE_F32;
     if (!mge_dtype_is_float(da))
-        mge_onnx_warn(c, "node %s: integer Pow is computed in f32 (exact while results stay below 2^24)",
-                      n->n_output && n->output[0] ? n->output[0] : n->op_type);
+        mge_onnx_warn(c, "node %s: integer Pow is computed in %s (exact while results stay below 2^%d)",
+                      n->n_output && n->output[0] ? n->output[0] : n->op_type, mge_dtype_name(w),
+                      w == MGE_F64 ? 53 : 24);
     mge_attr at[1] = {mge_onnx_ai(MGE_KEY_dtype, w)};
     if (da != w)
         a = mge_onnx_emit_tmp(c, n, MGE_OP_CAST, 1, &a, 1, at);

@@ -98,9 +98,10 @@ static mge_status check_all(const mge_graph *g, const mge_tlist *l, int allow_pa
         const mge_value *val = &g->values[v];
         const mge_tensor *t = &l->t[i];
         if (!dtype_fits(val->dtype, t->dtype) || !shape_fits(val, t))
-            return mge_error_set(err, MGE_ERR_SHAPE, "'%s': expected %s, got %s", l->names[i],
+            return mge_error_set(err, MGE_ERR_SHAPE, "'%s': expected %s, got %s%s", l->names[i],
                                  mge_shape_str(val->dtype, val->ndim, val->dims, want, sizeof want),
-                                 mge_shape_str(t->dtype, t->ndim, t->dims, got, sizeof got));
+                                 mge_shape_str(t->dtype, t->ndim, t->dims, got, sizeof got),
+                                 val->dtype == MGE_F32 && t->dtype == MGE_F64 ? " (save float32)" : "");
         if (t->nbytes && !t->data)
             return mge_error_set(err, MGE_ERR_INVALID, "'%s': tensor has no data", l->names[i]);
         for (int j = 0; j < i; j++)

@@ -352,7 +352,7 @@ static void int_range(mge_dtype dt, int64_t *lo, int64_t *hi)
     case MGE_I16: *lo = INT16_MIN; *hi = INT16_MAX; break;
     case MGE_U16: *lo = 0; *hi = UINT16_MAX; break;
     case MGE_U32: *lo = 0; *hi = UINT32_MAX; break;
-    case MGE_U64: *lo = 0; *hi = INT64_MAX; break; /* the lexer's integers are i64 */
+    case MGE_U64: *lo = 0; *hi = INT64_MAX; break; /* beyond: const_value reads the digits */
     case MGE_BOOL: *lo = 0; *hi = 1; break;
     default: *lo = INT64_MIN; *hi = INT64_MAX; break;
     }
@@ -369,6 +369,21 @@ static mge_status const_value(parser *P, mge_dtype dt, cval *v)
     }
     if (dt == MGE_BOOL && (tis(&P->cur, "true") || tis(&P->cur, "false"))) {
         v->i = tis(&P->cur, "true");
+        return next(P);
+    }
+    if (dt == MGE_U64 && ((P->cur.type == MGE_T_FLOAT && P->cur.bigint) || (P->cur.type == MGE_T_INT && P->cur.i < 0))) {
+        /* beyond i64, the lexer's integers: the digits read as uint64 */
+        uint64_t u = 0;
+        int ok = P->cur.type == MGE_T_FLOAT && P->cur.n > 0;
+        for (size_t k = P->cur.p[0] == '+' ? 1 : 0; ok && k < P->cur.n; k++) {
+            uint64_t dg = (uint64_t)(P->cur.p[k] - '0');
+            ok = P->cur.p[k] >= '0' && P->cur.p[k] <= '9' && u <= (UINT64_MAX - dg) / 10;
+            u = u * 10 + dg;
+        }
+        if (!ok)
+            return perr(P, P->cur.line, P->cur.col, MGE_ERR_INVALID,
+                        "u64 value: %s is out of range (0..18446744073709551615)", tdesc(&P->cur, b, sizeof b));
+        v->i = (int64_t)u;
         return next(P);
     }
     int64_t lo, hi;

@@ -21,8 +21,10 @@
 
 #include "internal.h"
 
-/* Bumped whenever the table or the structs it passes change shape. */
-#define MGE_BACKEND_ABI 2u
+/* Bumped whenever the table or the structs it passes change shape, or the
+ * codes they carry grow (3: dtypes f64 ... u64; a plugin indexing a table
+ * by the old MGE_NDTYPES would read past it). */
+#define MGE_BACKEND_ABI 3u
 
 typedef struct mge_device mge_device;   /* a backend's opened device */
 typedef struct mge_event mge_event;     /* a point on a device's queue */

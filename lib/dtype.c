@@ -1,6 +1,7 @@
 /* dtype.c — dtype names, sizes and half-precision conversions. */
 #include "internal.h"
 
+#include <math.h>
 #include <string.h>
 
 static const struct {
@@ -107,6 +108,31 @@ float mge_bf16_to_f32(uint16_t h)
     return u2f((uint32_t)h << 16);
 }
 
+/* d as a float rounded to odd: truncated, the last bit set when inexact.
+ * Rounding that float again to f16 or bf16 (at least two bits narrower)
+ * gives d correctly rounded, which rounding to nearest twice does not (a
+ * double just above a tie becomes the tie). */
+static float d2f_odd(double d)
+{
+    float f = (float)d;
+    if ((double)f == d || d != d)
+        return f;
+    if (fabs((double)f) > fabs(d))
+        f = nextafterf(f, 0.0f);
+    uint32_t u = f2u(f) | 1;
+    return u2f(u);
+}
+
+uint16_t mge_f64_to_f16(double d)
+{
+    return mge_f32_to_f16(d2f_odd(d));
+}
+
+uint16_t mge_f64_to_bf16(double d)
+{
+    return mge_f32_to_bf16(d2f_odd(d));
+}
+
 double mge_dtype_get(mge_dtype dt, const void *p, int64_t i)
 {
     switch (dt) {
@@ -137,8 +163,8 @@ void mge_dtype_set(mge_dtype dt, void *p, int64_t i, double v)
 {
     switch (dt) {
     case MGE_F32: ((float *)p)[i] = (float)v; break;
-    case MGE_F16: ((uint16_t *)p)[i] = mge_f32_to_f16((float)v); break;
-    case MGE_BF16: ((uint16_t *)p)[i] = mge_f32_to_bf16((float)v); break;
+    case MGE_F16: ((uint16_t *)p)[i] = mge_f64_to_f16(v); break;
+    case MGE_BF16: ((uint16_t *)p)[i] = mge_f64_to_bf16(v); break;
     case MGE_F64: ((double *)p)[i] = v; break;
     case MGE_I8: case MGE_QS8: ((int8_t *)p)[i] = (int8_t)sat(v, INT8_MIN, INT8_MAX); break;
     case MGE_U8: ((uint8_t *)p)[i] = (uint8_t)sat(v, 0, UINT8_MAX); break;

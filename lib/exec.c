@@ -803,9 +803,12 @@ static mge_status check_inputs(const mge_exec *e, const mge_tensor *const *input
         for (int k = 0; ok && k < v->ndim; k++)
             ok = v->dims[k] < 0 ? t->dims[k] >= 0 : t->dims[k] == v->dims[k];
         if (!ok)
-            return mge_error_set(err, MGE_ERR_SHAPE, "input '%s': expected %s, got %s", v->name,
+            /* numpy's default float64 meeting an f32 input is the common case: say what to do */
+            return mge_error_set(err, MGE_ERR_SHAPE, "input '%s': expected %s, got %s%s", v->name,
                                  mge_shape_str(v->dtype, v->ndim, v->dims, want, sizeof want),
-                                 mge_shape_str(t->dtype, t->ndim, t->dims, got, sizeof got));
+                                 mge_shape_str(t->dtype, t->ndim, t->dims, got, sizeof got),
+                                 t->dtype == MGE_F64 && v->dtype == MGE_F32 ? " (save float32: x.astype(np.float32))"
+                                                                             : "");
         for (int k = 0; k < v->ndim; k++) {
             if (v->dims[k] >= 0)
                 continue;

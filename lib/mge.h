@@ -105,6 +105,9 @@ uint16_t mge_f32_to_f16(float f);
 float mge_f16_to_f32(uint16_t h);
 uint16_t mge_f32_to_bf16(float f);
 float mge_bf16_to_f32(uint16_t h);
+/* The same from a double, rounded once (not through f32's rounding). */
+uint16_t mge_f64_to_f16(double d);
+uint16_t mge_f64_to_bf16(double d);
 
 typedef enum mge_layout {
     MGE_LAYOUT_DEFAULT = 0, /* row-major in the op's natural order (NCHW for images) */

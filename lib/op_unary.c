@@ -87,9 +87,10 @@ static void cast_known(const mge_tdesc *x, mge_tdesc *out)
         case MGE_I16: v = (int16_t)(uint16_t)(uint64_t)k; break;
         case MGE_U16: v = (uint16_t)(uint64_t)k; break;
         case MGE_U32: v = (uint32_t)(uint64_t)k; break;
-        case MGE_U64: v = v >= 0 ? v : (double)(uint64_t)k; break;
-        case MGE_F16: v = mge_f16_to_f32(mge_f32_to_f16((float)v)); break;
-        case MGE_BF16: v = mge_bf16_to_f32(mge_f32_to_bf16((float)v)); break;
+        /* [2^63, 2^64) converts, beyond saturates, negatives wrap (as the kernel) */
+        case MGE_U64: v = v != v ? 0 : v >= 0x1p64 ? 0x1p64 : v >= 0 ? trunc(v) : (double)(uint64_t)k; break;
+        case MGE_F16: v = mge_f16_to_f32(mge_f64_to_f16(v)); break;   /* rounded once, as the kernel */
+        case MGE_BF16: v = mge_bf16_to_f32(mge_f64_to_bf16(v)); break;
         case MGE_BOOL: v = v != 0; break;
         case MGE_I8: v = (int8_t)(uint8_t)(uint64_t)k; break;
         case MGE_U8: v = (uint8_t)(uint64_t)k; break;

@@ -93,6 +93,11 @@ static int64_t first_nonfinite(const mge_tensor *x)
         for (int64_t i = 0; i < n; i++)
             if ((u[i] & m) == m)
                 return i;
+    } else if (x->dtype == MGE_F64) {
+        const double *d = x->data;
+        for (int64_t i = 0; i < n; i++)
+            if (!isfinite(d[i]))
+                return i;
     }
     return -1;
 }
@@ -105,9 +110,7 @@ static const char *value_what(const mge_value *v)
 /* "nan" or "inf" / "-inf" for element i of float tensor x. */
 static const char *elem_word(const mge_tensor *x, int64_t i)
 {
-    double v = x->dtype == MGE_F32   ? (double)((const float *)x->data)[i]
-               : x->dtype == MGE_F16 ? (double)mge_f16_to_f32(((const uint16_t *)x->data)[i])
-                                     : (double)mge_bf16_to_f32(((const uint16_t *)x->data)[i]);
+    double v = mge_dtype_get(x->dtype, x->data, i);
     return isnan(v) ? "nan" : v > 0 ? "inf" : "-inf";
 }
 

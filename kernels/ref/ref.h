@@ -172,12 +172,6 @@ static inline int ref_isint(mge_dtype dt)
            dt == MGE_I64 || dt == MGE_U64;
 }
 
-/* An integer value of dt (ref_ild's) as a double: u64 from its bits. */
-static inline double ref_itod(mge_dtype dt, int64_t v)
-{
-    return dt == MGE_U64 ? (double)(uint64_t)v : (double)v;
-}
-
 /* a < b for two ref_ild values of dt. */
 static inline int ref_ilt(mge_dtype dt, int64_t a, int64_t b)
 {

@@ -234,24 +234,6 @@ static mge_status dropout_float(const mge_kctx *ctx, const mge_node *n, mge_tens
 
 /* ---------------------------------------------------------------- cast */
 
-/* double -> float rounded to odd: truncated, with the last bit set when
- * inexact. Rounding that float again to f16 or bf16 (at least two bits
- * narrower) then gives the correctly rounded result of the double, which
- * rounding to nearest twice does not. */
-static float d2f_odd(double d)
-{
-    float f = (float)d;
-    if ((double)f == d || isnan(d))
-        return f;
-    if (fabs((double)f) > fabs(d))
-        f = nextafterf(f, 0.0f);
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u |= 1;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 static double load_float(mge_dtype dt, const void *p, int64_t i)
 {
     return ref_ld(dt, p, i);
@@ -262,26 +244,39 @@ static void store_float(mge_dtype dt, void *p, int64_t i, double v)
     switch (dt) {
     case MGE_F32: ((float *)p)[i] = (float)v; break;
     case MGE_F64: ((double *)p)[i] = v; break;
-    case MGE_F16: ((uint16_t *)p)[i] = mge_f32_to_f16(d2f_odd(v)); break;
-    case MGE_BF16: ((uint16_t *)p)[i] = mge_f32_to_bf16(d2f_odd(v)); break;
+    case MGE_F16: ((uint16_t *)p)[i] = mge_f64_to_f16(v); break;   /* rounded once */
+    case MGE_BF16: ((uint16_t *)p)[i] = mge_f64_to_bf16(v); break;
     default: break;
     }
+}
+
+/* An integer of magnitude m (negative when neg) as a float rounded to
+ * odd: its top 24 bits, the last one set when any bit below was. (Through
+ * a double would round to nearest first, beyond 2^53, and lose that.) */
+static float i2f_odd(uint64_t m, int neg)
+{
+    int s = 0;
+    while ((m >> s) >= (UINT64_C(1) << 24))
+        s++;
+    uint64_t t = m >> s;
+    if (s && (m & ((UINT64_C(1) << s) - 1)))
+        t |= 1;
+    float f = ldexpf((float)t, s); /* t < 2^24: exact */
+    return neg ? -f : f;
 }
 
 /* An integer (ref_ild's value of dt) into a float dtype, rounded once:
  * straight to f32 or f64, through round-to-odd for f16 and bf16. */
 static void store_int_float(mge_dtype ddt, void *p, int64_t i, mge_dtype sdt, int64_t v)
 {
-    int u = sdt == MGE_U64;
+    int u = sdt == MGE_U64, neg = !u && v < 0;
+    uint64_t m = neg ? 0 - (uint64_t)v : (uint64_t)v;
     switch (ddt) {
     case MGE_F32: ((float *)p)[i] = u ? (float)(uint64_t)v : (float)v; break;
     case MGE_F64: ((double *)p)[i] = u ? (double)(uint64_t)v : (double)v; break;
-    default: {
-        /* |v| < 2^64 in a double rounded to odd keeps the sticky bit too:
-         * 53 bits are more than f16's and bf16's 11 and 8 plus two */
-        double d = u ? (double)(uint64_t)v : (double)v;
-        store_float(ddt, p, i, d);
-    }
+    case MGE_F16: ((uint16_t *)p)[i] = mge_f32_to_f16(i2f_odd(m, neg)); break;
+    case MGE_BF16: ((uint16_t *)p)[i] = mge_f32_to_bf16(i2f_odd(m, neg)); break;
+    default: break;
     }
 }
 

@@ -339,6 +339,42 @@ case("TopK", 11, {"x": xk}, {"largest": 0}, consts={"k": np.array([4], np.int64)
 case("TopK", 11, {"x": xk.T.copy()}, {"axis": 0}, consts={"k": np.array([2], np.int64)}, nout=2, tag="axis 0")
 case("TopK", 11, {"x": xk, "k": np.array([3], np.int64)}, nout=2, tag="run-time k")
 
+# double and the wider integers (f64 computes in double: values f32 cannot hold)
+f64 = lambda *s: rng.uniform(-3, 3, s) * 1e-200 + rng.uniform(-3, 3, s)
+xd, yd = f64(3, 4), f64(3, 4)
+for op in ["Add", "Sub", "Mul", "Div", "Max", "Min", "Less", "Equal"]:
+    case(op, 13, {"a": xd, "b": yd}, tag="double")
+for op in ["Exp", "Tanh", "Sigmoid", "Abs", "Neg", "Floor", "Sqrt"]:
+    case(op, 13, {"x": np.abs(xd) if op == "Sqrt" else xd}, tag="double")
+case("Pow", 15, {"a": np.abs(xd) + 0.5, "b": yd}, tag="double")
+case("Pow", 15, {"a": f32(3, 4, lo=0.5, hi=2), "b": yd}, tag="float base, double exponent")
+case("Softmax", 13, {"x": xd * 100}, tag="double")
+case("ReduceLogSumExp", 18, {"x": np.array([[700, 700 + 1e-9, 699], [-5, 0, 5]])},
+     consts={"axes": np.array([1], np.int64)}, tag="double")
+case("ReduceSum", 13, {"x": xd}, consts={"axes": np.array([0], np.int64)}, tag="double")
+case("CumSum", 14, {"x": xd}, consts={"axis": np.array(1, np.int64)}, tag="double")
+case("MatMul", 13, {"a": xd, "b": yd.T.copy()}, tag="double")
+case("Gemm", 13, {"a": xd, "b": yd.T.copy(), "c": f64(3)}, {"alpha": 0.5, "beta": 2.0}, tag="double")
+case("Gemm", 13, {"a": xd, "b": yd}, {"transB": 1, "alpha": 3.0}, tag="double, no C")
+for dt in [np.int16, np.uint16, np.uint32, np.uint64]:
+    lo = 0 if np.dtype(dt).kind == "u" else -900
+    a, b = ints(3, 4, lo=lo, hi=900, dt=dt), ints(4, lo=1, hi=60, dt=dt)
+    name = np.dtype(dt).name
+    for op in ["Max", "Min", "Mod"]:
+        # ONNX Runtime has no 16-bit Max/Min: numpy's are the reference
+        ref = {"Max": np.maximum, "Min": np.minimum}.get(op) if np.dtype(dt).itemsize == 2 else None
+        case(op, 13, {"a": a, "b": b}, tag=name, want=(lambda f: lambda a, b: [f(a, b)])(ref) if ref else None)
+    case("Cast", 13, {"x": a}, {"to": TensorProto.DOUBLE}, tag=f"{name} to double")
+    case("Cast", 13, {"x": xd * 300}, {"to": helper.np_dtype_to_tensor_dtype(np.dtype(dt))}, tag=f"double to {name}")
+big = np.array([2**64 - 1, 2**63, 5, 0], np.uint64)
+case("Max", 13, {"a": big, "b": big[::-1].copy()}, tag="uint64 beyond 2^63")
+case("Cast", 13, {"x": big}, {"to": TensorProto.DOUBLE}, tag="uint64 beyond 2^63 to double")
+# rounded once, as numpy's astype (and ONNX's reference): ONNX Runtime goes
+# through float, which rounds 1 + 2^-11 + 2^-40 to the tie, then down
+case("Cast", 13, {"x": np.array([1 + 2.0**-11 + 2.0**-40, 65519.0, -1e-8])}, {"to": TensorProto.FLOAT16},
+     tag="double to float16, rounded once", want=lambda x: [x.astype(np.float16)])
+case("Cast", 13, {"x": np.array([0.1, 1 + 2.0**-30, 3.5e38, 1e300])}, {"to": TensorProto.FLOAT}, tag="double to float")
+
 # the same with a symbolic batch dim (the shape arithmetic of the lowerings)
 for c in list(CASES):
     op, tag = c[0], c[7]

@@ -498,6 +498,9 @@ NODE_KNOWN = {
     "test_qlinearmatmul_3D_int8_float16", "test_qlinearmatmul_3D_int8_float32",
     # onnxruntime's float DFT misses these tests' outputs on the original model too (by up to 3e-4)
     "test_dft_opset19", "test_dft_axis_opset19", "test_dft_inverse_opset19",
+    # onnxruntime has no 16-bit Max, Min (the originals fail there too) or
+    # Where (what mge's lowering of Mod emits for signed integers)
+    "test_max_int16", "test_max_uint16", "test_min_int16", "test_min_uint16", "test_mod_mixed_sign_int16",
 }
 # imported but not writable at the writer's opset 17, the reason said by mge-opt
 NODE_EXPORT_KNOWN = {

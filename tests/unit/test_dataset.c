@@ -423,6 +423,39 @@ static void test_bind_errors(void)
     mge_dataset_free(&ds);
     mge_tlist_free(&l);
     b.n = 0;
+    /* f64 data converts into the f32 input; a u64 label beyond 2^63 does
+     * not fit i32, named by its unsigned value */
+    CHECK_OK(mge_tensor_alloc(&x, MGE_F64, 2, xd, &err), err);
+    for (int i = 0; i < 8; i++)
+        ((double *)x.data)[i] = 0.1 * i;
+    CHECK_OK(mge_tensor_alloc(&lab, MGE_U64, 1, ld, &err), err);
+    for (int i = 0; i < 4; i++)
+        ((uint64_t *)lab.data)[i] = (uint64_t)i;
+    mge_tlist_add(&l, "x", &x, &err);
+    mge_tlist_add(&l, "label", &lab, &err);
+    mge_npz_write(&l, &b, &err);
+    write_file(tmp("wide.npz"), b.p, b.n);
+    CHECK_OK(mge_dataset_load(tmp("wide.npz"), &ds, &err), err);
+    CHECK_OK(mge_dataset_bind(&ds, g, 2, in, NULL, &err), err);
+    CHECK(ds.t[0].dtype == MGE_F32 && ((float *)ds.t[0].data)[3] == 0.3f);
+    CHECK(ds.t[1].dtype == MGE_I32 && ((int32_t *)ds.t[1].data)[3] == 3);
+    mge_dataset_free(&ds);
+    mge_tlist_free(&l);
+    b.n = 0;
+    x = make(MGE_F32, 2, xd, 0);
+    CHECK_OK(mge_tensor_alloc(&lab, MGE_U64, 1, ld, &err), err);
+    memset(lab.data, 0, lab.nbytes);
+    ((uint64_t *)lab.data)[1] = UINT64_MAX;
+    mge_tlist_add(&l, "x", &x, &err);
+    mge_tlist_add(&l, "label", &lab, &err);
+    mge_npz_write(&l, &b, &err);
+    write_file(tmp("u64.npz"), b.p, b.n);
+    CHECK_OK(mge_dataset_load(tmp("u64.npz"), &ds, &err), err);
+    CHECK_MSG(mge_dataset_bind(&ds, g, 2, in, NULL, &err) == MGE_ERR_SHAPE && strstr(err.msg, "18446744073709551615"),
+              "%s", err.msg);
+    mge_dataset_free(&ds);
+    mge_tlist_free(&l);
+    b.n = 0;
     /* missing input, extra array */
     x = make(MGE_F32, 2, xd, 0);
     lab = make(MGE_I32, 1, ld, 0);
