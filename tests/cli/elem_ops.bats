@@ -84,7 +84,7 @@ print("ok")
     printf 'input x : i32[N]\ny = isnan(x)\noutput y\n' > "$T/bad.mgt"
     run --separate-stderr "$MGE_RUN" "$T/bad.mgt" < /dev/null
     assert_failure 1
-    [[ "$stderr" == *"error: y: isnan: x is i32["*"]: expected a float dtype (f32, f16, bf16)"* ]] || { echo "$stderr"; return 1; }
+    [[ "$stderr" == *"error: y: isnan: x is i32["*"]: expected a float dtype (f32, f16, bf16, f64)"* ]] || { echo "$stderr"; return 1; }
     printf 'input x : i64[N]\ny = clamp(x, min=-1, max=2.5)\noutput y\n' > "$T/bad.mgt"
     run --separate-stderr "$MGE_RUN" "$T/bad.mgt" < /dev/null
     assert_failure 1
