@@ -277,8 +277,8 @@ static void test_grads(void)
         "input x : f32[1,4,6,5]\ninput w : f32[2,2,3,2]\ninput o : f32[1,24,3,5]\ninput b : f32[2]\n"
         "input m : f32[1,12,3,5]\ny = deform_conv2d(x, w, o, b, m, groups=2, offset_groups=2, stride=[2, 1], "
         "pad=[1, 1], dilation=[1, 2])\n",
-        "input x : f32[1,2,4,4]\ninput w : f32[2,2,2,2]\ninput o : f32[1,8,3,3]\ninput b : f32[2]\n"
-        "y = deform_conv2d(x, w, o, b)\n"};
+        ("input x : f32[1,2,4,4]\ninput w : f32[2,2,2,2]\ninput o : f32[1,8,3,3]\ninput b : f32[2]\n"
+         "y = deform_conv2d(x, w, o, b)\n")};
     for (size_t i = 0; i < sizeof dc / sizeof dc[0]; i++) {
         snprintf(src, sizeof src, "%soutput y\n", dc[i]);
         mge_graph *g = ug_parse(src);
