@@ -62,7 +62,8 @@ mge_status mge_onnx_w_export_extra_math(mge_onnx_w *w, const mge_node *n, int *d
         return MGE_OK;
     }
     case MGE_OP_SHIFT_LEFT: case MGE_OP_SHIFT_RIGHT:
-        if (w->g->values[n->in[0]].dtype != MGE_U8)
+        if (w->g->values[n->in[0]].dtype != MGE_U8 && w->g->values[n->in[0]].dtype != MGE_U16 &&
+            w->g->values[n->in[0]].dtype != MGE_U32 && w->g->values[n->in[0]].dtype != MGE_U64)
             return mge_onnx_w_unsupported(w, "a shift of %s (ONNX's BitShift takes unsigned types)",
                                           mge_dtype_name(w->g->values[n->in[0]].dtype));
         if (!(nd = one(w, n, "BitShift", 2, in)))

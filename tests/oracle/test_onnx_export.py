@@ -509,7 +509,14 @@ NODE_EXPORT_KNOWN = {
     # the Bitwise ops are opset 18; the writer emits opset 17 (it reports them unsupported)
     "test_bitwise_and_i32_2d", "test_bitwise_and_ui8_bcast_4v3d", "test_bitwise_not_2d", "test_bitwise_not_4d",
     "test_bitwise_or_i16_4d", "test_bitwise_or_i32_2d", "test_bitwise_or_ui8_bcast_4v3d", "test_bitwise_xor_i32_2d",
-    "test_bitwise_xor_ui8_bcast_4v3d",
+    "test_bitwise_xor_ui8_bcast_4v3d", "test_bitwise_and_i16_3d", "test_bitwise_and_ui64_bcast_3v1d",
+    "test_bitwise_not_3d", "test_bitwise_or_ui64_bcast_3v1d", "test_bitwise_xor_i16_3d",
+    "test_bitwise_xor_ui64_bcast_3v1d",
+    # DeformConv is opset 19, 5-D GridSample opset 20
+    "test_basic_deform_conv_with_padding", "test_basic_deform_conv_without_padding",
+    "test_deform_conv_with_mask_bias", "test_deform_conv_with_multiple_offset_groups",
+    "test_gridsample_volumetric_bilinear_align_corners_0", "test_gridsample_volumetric_bilinear_align_corners_1",
+    "test_gridsample_volumetric_nearest_align_corners_0", "test_gridsample_volumetric_nearest_align_corners_1",
 }
 # the writer's opset 17 cannot state these (ScatterElements/ScatterND
 # reduction max and min came in opset 18, AveragePool dilations in 19): the
