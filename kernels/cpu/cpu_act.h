@@ -74,6 +74,45 @@ static inline CPU_BASE float cpu_tanhf(float x)
     return x != x ? x : r;
 }
 
+/* The AVX-512 form of the elementwise activation loops (cpu.h's
+ * CPU_SPLIT3): n floats in blocks of 16 through local copies, the last
+ * block zero-padded, so every element takes the same vector code whatever
+ * its place (a plain loop compiled for AVX-512 peels and versions, and the
+ * bits moved with the thread split and with in-place use).
+ * CPU_ACT_BLOCKS(X, Y, EXPR): Y[i] = EXPR of v = X[i].
+ * CPU_ACT_BLOCKS2(T, G, Y, EXPR): Y[i] = EXPR of t = T[i] and g = G[i].
+ * Both need n in scope and <string.h>. */
+#define CPU_ACT_LOAD16_(dst, src, m)                                 \
+    do {                                                             \
+        if ((m) == 16)                                               \
+            memcpy(dst, src, 16 * sizeof(float));                    \
+        else                                                         \
+            memcpy(dst, src, sizeof(float) * (size_t)(m));           \
+    } while (0)
+#define CPU_ACT_BLOCKS(X, Y, EXPR)                                   \
+    for (int64_t b_ = 0; b_ < n; b_ += 16) {                         \
+        float xb_[16] = {0}, yb_[16];                                \
+        int64_t m_ = n - b_ < 16 ? n - b_ : 16;                      \
+        CPU_ACT_LOAD16_(xb_, (X) + b_, m_);                          \
+        for (int k_ = 0; k_ < 16; k_++) {                            \
+            float v = xb_[k_];                                       \
+            yb_[k_] = (EXPR);                                        \
+        }                                                            \
+        CPU_ACT_LOAD16_((Y) + b_, yb_, m_);                          \
+    }
+#define CPU_ACT_BLOCKS2(T, G, Y, EXPR)                               \
+    for (int64_t b_ = 0; b_ < n; b_ += 16) {                         \
+        float tb_[16] = {0}, gb_[16] = {0}, yb_[16];                 \
+        int64_t m_ = n - b_ < 16 ? n - b_ : 16;                      \
+        CPU_ACT_LOAD16_(tb_, (T) + b_, m_);                          \
+        CPU_ACT_LOAD16_(gb_, (G) + b_, m_);                          \
+        for (int k_ = 0; k_ < 16; k_++) {                            \
+            float t = tb_[k_], g = gb_[k_];                          \
+            yb_[k_] = ((void)t, (void)g, (EXPR));                    \
+        }                                                            \
+        CPU_ACT_LOAD16_((Y) + b_, yb_, m_);                          \
+    }
+
 /* kact.h's names in float (the parameters from KACT_CPU_BEGIN's locals) */
 #define KC(c) ((float)(c))
 #define KEXP cpu_expf

@@ -17,13 +17,14 @@
 
 /* The table ops (kernels/kact.h through cpu_act.h) and dropout outside
  * training (the identity), and unary_grad: dx = dy * f'(t), 0 where f'(t)
- * is 0 (a mask). Two forms of each loop:
- *   - AVX-512: in blocks of 16 through local copies, the last padded with
- *     zeros, so every element takes the same vector code whatever its
- *     place: a plain loop there peels and versions (y == x) differently,
- *     and the bits moved with the thread split;
- *   - AVX2 and baseline: the plain loop (their vector and remainder code
- *     agree, and local blocks would cost them a trip through memory). */
+ * is 0 (a mask). Two forms of each loop: on AVX-512 cpu_act.h's blocks of
+ * 16 (CPU_ACT_BLOCKS), on AVX2 and baseline the plain loop (their vector
+ * and remainder code agree, and local blocks would cost them a trip
+ * through memory). */
+static inline __attribute__((always_inline)) float un_dmask(float d, float g)
+{
+    return d == 0.0f ? 0.0f : g * d;
+}
 #define UN_BODY                                                      \
     {                                                                \
         KACT_CPU_BEGIN(p);                                           \
@@ -48,43 +49,8 @@
 #define UN_DPARAMS (int op, const kact_par *p, const float *dy, const float *tt, float *dx, int64_t n)
 
 #if CPU_SPLIT_AVX512
-#define KACT_LOOP(EXPR)                                        \
-    for (int64_t b_ = 0; b_ < n; b_ += 16) {                   \
-        float xb_[16] = {0}, yb_[16];                          \
-        int64_t m_ = n - b_ < 16 ? n - b_ : 16;                \
-        if (m_ == 16)                                          \
-            memcpy(xb_, x + b_, sizeof xb_);                   \
-        else                                                   \
-            memcpy(xb_, x + b_, sizeof(float) * (size_t)m_);   \
-        for (int k_ = 0; k_ < 16; k_++) {                      \
-            float v = xb_[k_];                                 \
-            yb_[k_] = (EXPR);                                  \
-        }                                                      \
-        if (m_ == 16)                                          \
-            memcpy(y + b_, yb_, sizeof yb_);                   \
-        else                                                   \
-            memcpy(y + b_, yb_, sizeof(float) * (size_t)m_);   \
-    }
-#define KACT_DLOOP(EXPR)                                              \
-    for (int64_t b_ = 0; b_ < n; b_ += 16) {                          \
-        float tb_[16] = {0}, gb_[16] = {0}, ob_[16];                  \
-        int64_t m_ = n - b_ < 16 ? n - b_ : 16;                       \
-        if (m_ == 16) {                                               \
-            memcpy(tb_, tt + b_, sizeof tb_);                         \
-            memcpy(gb_, dy + b_, sizeof gb_);                         \
-        } else {                                                      \
-            memcpy(tb_, tt + b_, sizeof(float) * (size_t)m_);         \
-            memcpy(gb_, dy + b_, sizeof(float) * (size_t)m_);         \
-        }                                                             \
-        for (int k_ = 0; k_ < 16; k_++) {                             \
-            float t = tb_[k_], d = ((void)t, (EXPR));                 \
-            ob_[k_] = d == 0.0f ? 0.0f : gb_[k_] * d;                 \
-        }                                                             \
-        if (m_ == 16)                                                 \
-            memcpy(dx + b_, ob_, sizeof ob_);                         \
-        else                                                          \
-            memcpy(dx + b_, ob_, sizeof(float) * (size_t)m_);         \
-    }
+#define KACT_LOOP(EXPR) CPU_ACT_BLOCKS(x, y, EXPR)
+#define KACT_DLOOP(EXPR) CPU_ACT_BLOCKS2(tt, dy, dx, un_dmask(EXPR, g))
 static CPU_AVX512 void un_loop_avx512 UN_PARAMS UN_BODY
 static CPU_AVX512 void un_dloop_avx512 UN_DPARAMS UN_DBODY
 #undef KACT_LOOP
@@ -99,7 +65,7 @@ static CPU_AVX512 void un_dloop_avx512 UN_DPARAMS UN_DBODY
 #define KACT_DLOOP(EXPR)                                  \
     for (int64_t i = 0; i < n; i++) {                     \
         float t = tt[i], d = ((void)t, (EXPR));           \
-        dx[i] = d == 0.0f ? 0.0f : dy[i] * d;             \
+        dx[i] = un_dmask(d, dy[i]);                       \
     }
 CPU_MULTI(un_loop_v, UN_PARAMS, (op, p, x, y, n), UN_BODY)
 CPU_MULTI(un_dloop_v, UN_DPARAMS, (op, p, dy, tt, dx, n), UN_DBODY)

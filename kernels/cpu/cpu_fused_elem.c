@@ -39,8 +39,8 @@
 /* The table ops (kernels/kact.h, the same expressions as the unfused
  * kernels); alpha is the node's. */
 /* Two forms, as cpu_elemwise.c's unary loop (the same bits as the unfused
- * op whatever the split, alignment or t == x): blocks of 16 on AVX-512,
- * the plain loop on AVX2 and baseline. */
+ * op whatever the split, alignment or t == x): cpu_act.h's blocks of 16 on
+ * AVX-512, the plain loop on AVX2 and baseline. */
 #define FE_UN_BODY                                          \
     {                                                       \
         kact_par p = kact_par_default(op, alpha);           \
@@ -55,23 +55,7 @@
     }
 #define FE_UN_PARAMS (int op, float alpha, const float *x, float *t, int64_t n)
 #if CPU_SPLIT_AVX512
-#define KACT_LOOP(EXPR)                                        \
-    for (int64_t b_ = 0; b_ < n; b_ += 16) {                   \
-        float xb_[16] = {0}, yb_[16];                          \
-        int64_t m_ = n - b_ < 16 ? n - b_ : 16;                \
-        if (m_ == 16)                                          \
-            memcpy(xb_, x + b_, sizeof xb_);                   \
-        else                                                   \
-            memcpy(xb_, x + b_, sizeof(float) * (size_t)m_);   \
-        for (int k_ = 0; k_ < 16; k_++) {                      \
-            float v = xb_[k_];                                 \
-            yb_[k_] = (EXPR);                                  \
-        }                                                      \
-        if (m_ == 16)                                          \
-            memcpy(t + b_, yb_, sizeof yb_);                   \
-        else                                                   \
-            memcpy(t + b_, yb_, sizeof(float) * (size_t)m_);   \
-    }
+#define KACT_LOOP(EXPR) CPU_ACT_BLOCKS(x, t, EXPR)
 static CPU_AVX512 void fe_unary_avx512 FE_UN_PARAMS FE_UN_BODY
 #undef KACT_LOOP
 #endif

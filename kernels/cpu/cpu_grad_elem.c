@@ -77,49 +77,28 @@ CPU_MULTI(ag_loop,
               }
           })
 
-/* gelu_grad and silu_grad (exp and erf: worth 16 lanes): on AVX-512 in
- * blocks of 16 through local copies, the last padded, so every element
- * takes the same vector code whatever the split, alignment or o == dy
- * (cpu_elemwise.c); elsewhere ag_loop's plain loops. */
+/* gelu_grad and silu_grad (exp and erf: worth 16 lanes): on AVX-512
+ * cpu_act.h's blocks of 16 (CPU_ACT_BLOCKS2), elsewhere plain loops. */
 #define AG_GELU(v) (0.5f * (1.0f + cpu_erff((v) * 0.70710678118654752f)) + (v) * (cpu_expf(-0.5f * (v) * (v)) * 0.39894228040143268f))
 #define AG_SILU(v) ((1.0f / (1.0f + cpu_expf(-(v)))) * (1.0f + (v) * (1.0f - 1.0f / (1.0f + cpu_expf(-(v))))))
 #if CPU_SPLIT_AVX512
-#define AG_BLOCKS(EXPR)                                                 \
-    for (int64_t b_ = 0; b_ < n; b_ += 16) {                            \
-        float tb_[16] = {0}, gb_[16] = {0}, ob_[16];                    \
-        int64_t m_ = n - b_ < 16 ? n - b_ : 16;                         \
-        if (m_ == 16) {                                                 \
-            memcpy(tb_, t + b_, sizeof tb_);                            \
-            memcpy(gb_, dy + b_, sizeof gb_);                           \
-        } else {                                                        \
-            memcpy(tb_, t + b_, sizeof(float) * (size_t)m_);            \
-            memcpy(gb_, dy + b_, sizeof(float) * (size_t)m_);           \
-        }                                                               \
-        for (int k_ = 0; k_ < 16; k_++)                                 \
-            ob_[k_] = gb_[k_] * EXPR(tb_[k_]);                          \
-        if (m_ == 16)                                                   \
-            memcpy(o + b_, ob_, sizeof ob_);                            \
-        else                                                            \
-            memcpy(o + b_, ob_, sizeof(float) * (size_t)m_);            \
-    }
-static CPU_AVX512 void ag_trans_avx512(int op, const float *dy, const float *t, float *o, int64_t n)
+static CPU_AVX512 void ag_trans_avx512(int op, const float *dy, const float *x, float *o, int64_t n)
 {
     if (op == MGE_OP_GELU_GRAD)
-        AG_BLOCKS(AG_GELU)
+        CPU_ACT_BLOCKS2(x, dy, o, g * AG_GELU(t))
     else
-        AG_BLOCKS(AG_SILU)
+        CPU_ACT_BLOCKS2(x, dy, o, g * AG_SILU(t))
 }
-#undef AG_BLOCKS
 #endif
-CPU_MULTI(ag_trans_v, (int op, const float *dy, const float *t, float *o, int64_t n), (op, dy, t, o, n), {
+CPU_MULTI(ag_trans_v, (int op, const float *dy, const float *x, float *o, int64_t n), (op, dy, x, o, n), {
     if (op == MGE_OP_GELU_GRAD)
         for (int64_t i = 0; i < n; i++)
-            o[i] = dy[i] * AG_GELU(t[i]);
+            o[i] = dy[i] * AG_GELU(x[i]);
     else
         for (int64_t i = 0; i < n; i++)
-            o[i] = dy[i] * AG_SILU(t[i]);
+            o[i] = dy[i] * AG_SILU(x[i]);
 })
-CPU_SPLIT3(ag_trans, (int op, const float *dy, const float *t, float *o, int64_t n), (op, dy, t, o, n))
+CPU_SPLIT3(ag_trans, (int op, const float *dy, const float *x, float *o, int64_t n), (op, dy, x, o, n))
 
 typedef struct ag_job {
     int op;
